@@ -1,0 +1,1 @@
+//! `sweep`: plan, run and report AgentX recipe sweeps against the reference engine or real servers.

@@ -1,0 +1,17 @@
+use clap::{Parser, Subcommand};
+
+/// Plan, run and report LLM-serving recipe sweeps (AgentX, InferenceX-compatible).
+#[derive(Parser)]
+#[command(name = "sweep", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {}
+}
