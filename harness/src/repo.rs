@@ -21,9 +21,11 @@ impl Repo {
     /// The repository that contains `start` (the nearest ancestor with `recipes/master.yaml`).
     pub fn discover(start: &Path) -> Result<Repo, Problems> {
         let start = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
-        for dir in start.ancestors() {
+        for (up, dir) in start.ancestors().enumerate() {
             if dir.join("recipes").join("master.yaml").is_file() {
-                return Ok(Repo::at(dir));
+                // Relative to the start folder, so messages show short paths.
+                let rel: PathBuf = std::iter::repeat_n("..", up).collect();
+                return Ok(Repo::at(&rel));
             }
         }
         Err(Problems::one(Problem::new(
