@@ -758,6 +758,17 @@ dsr1-fp4-b200-sglang-mtp:
     }
 
     #[test]
+    fn duplicate_key_across_files_fails() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("amd-master.yaml"), d.path().join("nvidia-master.yaml"));
+        std::fs::write(&a, GOOD).unwrap();
+        std::fs::write(&b, GOOD).unwrap();
+        let e = Master::load(&[a, b]).unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("nvidia-master.yaml:2") && s.contains("already defined in") && s.contains("amd-master.yaml:2"), "{s}");
+    }
+
+    #[test]
     fn tp_dcp_divisibility() {
         expect_err(&GOOD.replace("{ tp: 4, ep: 1,", "{ tp: 6, dcp-size: 4, ep: 1,"), "tp 6 is not divisible by dcp-size 4", Some(15));
     }
