@@ -16,4 +16,5 @@ pub mod records;
 pub mod repo;
 pub mod report;
 pub mod results;
+pub mod run;
 pub mod yaml;
