@@ -255,14 +255,14 @@ pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interru
     };
 
     let mut canary_failed = None;
-    if let Some(c) = canary {
-        if !run_one(c, interrupt.clone())? {
-            let reason = match &state.results.lock().expect("lock")[&c.id].status {
-                Status::Failed { reason } => reason.clone(),
-                other => format!("{other:?}"),
-            };
-            canary_failed = Some(format!("canary {} failed: {reason}", c.id));
-        }
+    if let Some(c) = canary
+        && !run_one(c, interrupt.clone())?
+    {
+        let reason = match &state.results.lock().expect("lock")[&c.id].status {
+            Status::Failed { reason } => reason.clone(),
+            other => format!("{other:?}"),
+        };
+        canary_failed = Some(format!("canary {} failed: {reason}", c.id));
     }
     if let Some(reason) = &canary_failed {
         mark_rest(&mut order.iter(), Status::Cancelled { reason: reason.clone() });
