@@ -338,7 +338,12 @@ const FLAGS: &[(&str, &[&str], Arity, FlagStatus)] = &[
     ("attn-dp-size", &[], Value, Modelled),
     ("enable-dp-attention", &[], Bool, Modelled),
     ("ep-size", &["expert-parallel-size", "ep"], Value, Modelled),
-    ("pp-size", &["pipeline-parallel-size", "pp"], Value, AcceptedNotModelled),
+    (
+        "pp-size",
+        &["pipeline-parallel-size", "pp"],
+        Value,
+        AcceptedNotModelled,
+    ),
     ("max-running-requests", &[], Value, Modelled),
     ("max-total-tokens", &[], Value, Modelled),
     ("mem-fraction-static", &[], Value, Modelled),
@@ -351,15 +356,36 @@ const FLAGS: &[(&str, &[&str], Arity, FlagStatus)] = &[
     ("allow-auto-truncate", &[], Bool, FrontEnd),
     ("schedule-policy", &[], Value, Modelled),
     ("schedule-conservativeness", &[], Value, Modelled),
-    ("enable-mixed-chunk", &[], Bool, Modelled),
+    ("enable-mixed-chunk", &[], Bool, AcceptedNotModelled),
     ("prefill-decode-interval", &[], Value, Modelled),
     ("prefill-decode-interval-min-bs", &[], Value, Modelled),
-    ("num-continuous-decode-steps", &[], Value, AcceptedNotModelled),
-    ("disable-overlap-schedule", &[], Bool, Modelled),
+    (
+        "num-continuous-decode-steps",
+        &[],
+        Value,
+        AcceptedNotModelled,
+    ),
+    // Overlap is always assumed on: the per-step CPU cost is in tau_step.
+    ("disable-overlap-schedule", &[], Bool, AcceptedNotModelled),
     ("enable-priority-scheduling", &[], Bool, AcceptedNotModelled),
-    ("priority-scheduling-preemption-threshold", &[], Value, AcceptedNotModelled),
-    ("schedule-low-priority-values-first", &[], Bool, AcceptedNotModelled),
-    ("disable-priority-preemption", &[], Bool, AcceptedNotModelled),
+    (
+        "priority-scheduling-preemption-threshold",
+        &[],
+        Value,
+        AcceptedNotModelled,
+    ),
+    (
+        "schedule-low-priority-values-first",
+        &[],
+        Bool,
+        AcceptedNotModelled,
+    ),
+    (
+        "disable-priority-preemption",
+        &[],
+        Bool,
+        AcceptedNotModelled,
+    ),
     ("retraction-policy", &[], Value, Modelled),
     ("radix-eviction-policy", &[], Value, Modelled),
     ("disable-radix-cache", &[], Bool, Modelled),
@@ -367,26 +393,56 @@ const FLAGS: &[(&str, &[&str], Arity, FlagStatus)] = &[
     ("enable-dynamic-chunking", &[], Bool, AcceptedNotModelled),
     ("enable-prefill-delayer", &[], Bool, AcceptedNotModelled),
     ("min-free-slots-delay", &[], Value, AcceptedNotModelled),
-    ("cuda-graph-max-bs-decode", &["cuda-graph-max-bs"], Value, Modelled),
+    (
+        "cuda-graph-max-bs-decode",
+        &["cuda-graph-max-bs"],
+        Value,
+        Modelled,
+    ),
     ("cuda-graph-max-bs-prefill", &[], Value, AcceptedNotModelled),
     ("cuda-graph-bs-decode", &["cuda-graph-bs"], List, Modelled),
     ("cuda-graph-config", &[], Value, AcceptedNotModelled),
     ("disable-cuda-graph", &[], Bool, Modelled),
     ("cuda-graph-backend-decode", &[], Value, Modelled),
     // Prefill always runs eager in the cost model, which is what "disabled" asks for.
-    ("cuda-graph-backend-prefill", &[], Value, AcceptedNotModelled),
+    (
+        "cuda-graph-backend-prefill",
+        &[],
+        Value,
+        AcceptedNotModelled,
+    ),
     ("load-balance-method", &[], Value, Modelled),
     ("moe-a2a-backend", &[], Value, Modelled),
     ("enable-dp-lm-head", &[], Bool, Modelled),
-    ("enable-dp-attention-local-control-broadcast", &[], Bool, AcceptedNotModelled),
+    (
+        "enable-dp-attention-local-control-broadcast",
+        &[],
+        Bool,
+        AcceptedNotModelled,
+    ),
     ("speculative-algorithm", &[], Value, Modelled),
     ("speculative-num-steps", &[], Value, Modelled),
     ("speculative-eagle-topk", &[], Value, Modelled),
     ("speculative-num-draft-tokens", &[], Value, Modelled),
     ("speculative-dspark-block-size", &[], Value, Modelled),
-    ("speculative-draft-model-path", &[], Value, AcceptedNotModelled),
-    ("speculative-accept-threshold-single", &[], Value, AcceptedNotModelled),
-    ("speculative-accept-threshold-acc", &[], Value, AcceptedNotModelled),
+    (
+        "speculative-draft-model-path",
+        &[],
+        Value,
+        AcceptedNotModelled,
+    ),
+    (
+        "speculative-accept-threshold-single",
+        &[],
+        Value,
+        AcceptedNotModelled,
+    ),
+    (
+        "speculative-accept-threshold-acc",
+        &[],
+        Value,
+        AcceptedNotModelled,
+    ),
     ("speculative-adaptive", &[], Bool, AcceptedNotModelled),
     ("tokenizer-worker-num", &[], Value, FrontEnd),
     ("detokenizer-worker-num", &[], Value, FrontEnd),
@@ -404,7 +460,12 @@ const FLAGS: &[(&str, &[&str], Arity, FlagStatus)] = &[
     ("prompt-tokens-buckets", &[], List, FrontEnd),
     ("generation-tokens-buckets", &[], List, FrontEnd),
     ("extra-metric-labels", &[], Value, FrontEnd),
-    ("tokenizer-metrics-allowed-custom-labels", &[], List, FrontEnd),
+    (
+        "tokenizer-metrics-allowed-custom-labels",
+        &[],
+        List,
+        FrontEnd,
+    ),
     ("api-key", &[], Value, FrontEnd),
     ("host", &[], Value, FrontEnd),
     ("port", &[], Value, FrontEnd),
@@ -416,7 +477,12 @@ const FLAGS: &[(&str, &[&str], Arity, FlagStatus)] = &[
     ("quantization", &[], Value, AcceptedNotModelled),
     ("dtype", &[], Value, AcceptedNotModelled),
     ("attention-backend", &[], Value, AcceptedNotModelled),
-    ("enable-decoder-swa-bounded-replay", &[], Bool, AcceptedNotModelled),
+    (
+        "enable-decoder-swa-bounded-replay",
+        &[],
+        Bool,
+        AcceptedNotModelled,
+    ),
     ("swa-prefix-tails", &[], Value, AcceptedNotModelled),
     ("swa-full-tokens-ratio", &[], Value, AcceptedNotModelled),
     ("skip-server-warmup", &[], Bool, AcceptedNotModelled),
@@ -448,7 +514,10 @@ const ENVS: &[(&str, FlagStatus)] = &[
     ("SGLANG_DEFAULT_THINKING", FrontEnd),
     ("SGLANG_DSV41_REASONING_EFFORT", FrontEnd),
     ("SGLANG_TIMEOUT_KEEP_ALIVE", FrontEnd),
-    ("SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP", AcceptedNotModelled),
+    (
+        "SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP",
+        AcceptedNotModelled,
+    ),
     ("SGLANG_DSPARK_OPT_MARKOV_W2_BF16", AcceptedNotModelled),
     ("SGLANG_DSPARK_FOLDED_SAMPLING", AcceptedNotModelled),
     ("SGLANG_RAGGED_VERIFY_MODE", AcceptedNotModelled),
@@ -504,7 +573,10 @@ where
 }
 
 fn parse_bool_env(v: &str) -> bool {
-    matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
 }
 
 impl EngineConfig {
@@ -691,9 +763,8 @@ impl EngineConfig {
                                 reason: "choose lru, lfu, slru, priority or tlru".into(),
                             });
                         }
-                        cfg.warnings.push(format!(
-                            "--radix-eviction-policy {v} is simulated as lru"
-                        ));
+                        cfg.warnings
+                            .push(format!("--radix-eviction-policy {v} is simulated as lru"));
                     }
                 }
                 "disable-radix-cache" => cfg.disable_radix_cache = true,
@@ -761,7 +832,9 @@ impl EngineConfig {
                 "speculative-dspark-block-size" => {
                     cfg.spec_mut().dspark_block_size = Some(parse_num(&flag, v)?)
                 }
-                "decode-log-interval" => cfg.decode_log_interval = parse_num::<u32>(&flag, v)?.max(1),
+                "decode-log-interval" => {
+                    cfg.decode_log_interval = parse_num::<u32>(&flag, v)?.max(1)
+                }
                 "enable-metrics" => cfg.enable_metrics = true,
                 "enable-cache-report" => cfg.enable_cache_report = true,
                 "random-seed" => cfg.random_seed = Some(parse_num(&flag, v)?),
@@ -777,7 +850,10 @@ impl EngineConfig {
         // Speculative counts given without an algorithm are an SGLang start-up error.
         if let Some(s) = &cfg.speculative
             && s.algorithm == SpecAlgorithm::Uno
-            && !cfg.flags.iter().any(|f| f.canonical == "speculative-algorithm")
+            && !cfg
+                .flags
+                .iter()
+                .any(|f| f.canonical == "speculative-algorithm")
         {
             return Err(ArgsError::Conflict(
                 "speculative-* counts given without --speculative-algorithm".into(),
@@ -897,7 +973,10 @@ impl EngineConfig {
 
     /// Parses the SGLang router's argv (`python -m sglang_router.launch_router ...`)
     /// and attaches it: with `--dp-aware` the router picks the attention-DP rank.
-    pub fn with_router_args<S: AsRef<str>>(mut self, argv: &[S]) -> Result<EngineConfig, ArgsError> {
+    pub fn with_router_args<S: AsRef<str>>(
+        mut self,
+        argv: &[S],
+    ) -> Result<EngineConfig, ArgsError> {
         self.router = Some(RouterConfig::from_args(argv)?);
         Ok(self)
     }
@@ -961,7 +1040,8 @@ impl RouterConfig {
                             return Err(ArgsError::InvalidValue {
                                 name: flag,
                                 value: v,
-                                reason: "choose cache_aware, round_robin, random or power_of_two".into(),
+                                reason: "choose cache_aware, round_robin, random or power_of_two"
+                                    .into(),
                             });
                         }
                     };
@@ -1050,21 +1130,32 @@ mod tests {
                 suggestion: Some("--max-running-requests".into())
             }
         );
-        assert!(e.to_string().contains("did you mean '--max-running-requests'"));
+        assert!(
+            e.to_string()
+                .contains("did you mean '--max-running-requests'")
+        );
         let c = parse(&["--allow-unknown-flags", "--frobnicate", "3", "--tp", "2"]).unwrap();
         assert_eq!(c.tp_size, 2);
-        assert!(c.flags.iter().any(|f| f.status == FlagStatus::Unknown && f.value.as_deref() == Some("3")));
+        assert!(
+            c.flags
+                .iter()
+                .any(|f| f.status == FlagStatus::Unknown && f.value.as_deref() == Some("3"))
+        );
         assert_eq!(c.warnings.len(), 1);
     }
 
     #[test]
     fn old_load_balance_names_are_aliases() {
         assert_eq!(
-            parse(&["--load-balance-method", "shortest_queue"]).unwrap().load_balance_method,
+            parse(&["--load-balance-method", "shortest_queue"])
+                .unwrap()
+                .load_balance_method,
             LoadBalanceMethod::TotalRequests
         );
         assert_eq!(
-            parse(&["--load-balance-method", "minimum_tokens"]).unwrap().load_balance_method,
+            parse(&["--load-balance-method", "minimum_tokens"])
+                .unwrap()
+                .load_balance_method,
             LoadBalanceMethod::TotalTokens
         );
     }
@@ -1073,13 +1164,19 @@ mod tests {
     fn env_variables_are_parsed_and_recorded() {
         let mut env = BTreeMap::new();
         env.insert("SGLANG_SIMULATE_ACC_LEN".to_string(), "3.51".to_string());
-        env.insert("SGLANG_SIMULATE_ACC_METHOD".to_string(), "multinomial".to_string());
+        env.insert(
+            "SGLANG_SIMULATE_ACC_METHOD".to_string(),
+            "multinomial".to_string(),
+        );
         env.insert("SGLANG_NUMA_BIND_V2".to_string(), "0".to_string());
         env.insert("HOME".to_string(), "/root".to_string());
         let c = EngineConfig::from_args(&["--speculative-algorithm", "NEXTN"], &env).unwrap();
         assert_eq!(c.env.simulate_acc_len, Some(3.51));
         assert_eq!(c.env.simulate_acc_method, AccMethod::Multinomial);
-        assert_eq!(c.speculative.as_ref().unwrap().algorithm, SpecAlgorithm::Eagle);
+        assert_eq!(
+            c.speculative.as_ref().unwrap().algorithm,
+            SpecAlgorithm::Eagle
+        );
         let split = c.flag_split();
         assert!(split[&FlagStatus::AcceptedNotModelled].contains(&"SGLANG_NUMA_BIND_V2".into()));
         assert!(split[&FlagStatus::Unknown].contains(&"HOME".into()));
@@ -1087,22 +1184,45 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_flag() {
-        let e = parse(&["--mem-fraction-static", "1.5"]).unwrap_err().to_string();
-        assert!(e.contains("--mem-fraction-static") && e.contains("(0, 1]"), "{e}");
+        let e = parse(&["--mem-fraction-static", "1.5"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--mem-fraction-static") && e.contains("(0, 1]"),
+            "{e}"
+        );
         let e = parse(&["--tp-size"]).unwrap_err();
-        assert_eq!(e, ArgsError::MissingValue { flag: "--tp-size".into() });
+        assert_eq!(
+            e,
+            ArgsError::MissingValue {
+                flag: "--tp-size".into()
+            }
+        );
     }
 
     #[test]
     fn router_defaults_and_flags() {
         let r = RouterConfig::from_args(&[
-            "--policy", "cache_aware", "--dp-aware", "--worker-urls", "http://a", "http://b",
-            "--disable-retries", "--request-timeout-secs", "14400",
+            "--policy",
+            "cache_aware",
+            "--dp-aware",
+            "--worker-urls",
+            "http://a",
+            "http://b",
+            "--disable-retries",
+            "--request-timeout-secs",
+            "14400",
         ])
         .unwrap();
         assert!(r.dp_aware);
         assert_eq!(r.cache_threshold, 0.3);
         assert_eq!(r.balance_abs_threshold, 64);
-        assert_eq!(r.flags.iter().filter(|f| f.status == FlagStatus::Modelled).count(), 2);
+        assert_eq!(
+            r.flags
+                .iter()
+                .filter(|f| f.status == FlagStatus::Modelled)
+                .count(),
+            2
+        );
     }
 }

@@ -278,10 +278,8 @@ impl CostModel {
                 let rows = *window_layers as f64 * avg.min(*window as f64)
                     + *csa_layers as f64 * compressed.min(*csa_topk as f64)
                     + *hca_layers as f64 * avg / *hca_ratio as f64;
-                let idx = *csa_layers as f64
-                    * 2.0
-                    * (*indexer_heads * *indexer_dim) as f64
-                    * compressed;
+                let idx =
+                    *csa_layers as f64 * 2.0 * (*indexer_heads * *indexer_dim) as f64 * compressed;
                 qf * (2.0 * heads * (*qk_dim + *v_dim) as f64 * rows + idx)
             }
         }
@@ -454,7 +452,10 @@ mod tests {
         assert!((a - 12.7).abs() <= 0.1, "{a} MB at 4K");
         assert!((b - 35.0).abs() <= 0.5, "{b} MB at 32K");
         let pool = cm.kv_bytes_per_token_per_gpu();
-        assert!((6000.0..6700.0).contains(&pool), "{pool} B/token (about 6.3 KB)");
+        assert!(
+            (6000.0..6700.0).contains(&pool),
+            "{pool} B/token (about 6.3 KB)"
+        );
     }
 
     /// Spec §7.6 worked examples, within 15 %.
@@ -474,7 +475,10 @@ mod tests {
             draft: None,
         };
         let tp = cm.step(&[pre]).total.as_millis_f64();
-        assert!((35.0 * 0.85..=40.0 * 1.15).contains(&tp), "V4 TP8 prefill 8K {tp} ms");
+        assert!(
+            (35.0 * 0.85..=40.0 * 1.15).contains(&tp),
+            "V4 TP8 prefill 8K {tp} ms"
+        );
         assert!(tp > t, "prefill 8K exceeds decode b64");
 
         let dp = model(

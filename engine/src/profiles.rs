@@ -386,7 +386,11 @@ impl ModelSpec {
         hit.cloned().ok_or_else(|| ProfileError::Unknown {
             kind: "model",
             name: name.to_string(),
-            known: all.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(", "),
+            known: all
+                .iter()
+                .map(|m| m.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
         })
     }
 
@@ -458,7 +462,11 @@ impl GpuSpec {
             .ok_or_else(|| ProfileError::Unknown {
                 kind: "hardware",
                 name: name.to_string(),
-                known: all.iter().map(|g| g.name.as_str()).collect::<Vec<_>>().join(", "),
+                known: all
+                    .iter()
+                    .map(|g| g.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
     }
 }
@@ -484,7 +492,10 @@ mod tests {
     fn weight_totals_match_published_sizes() {
         let v4 = ModelSpec::lookup("deepseek-v4-flash").unwrap();
         let gb = (v4.weight_bytes() + v4.draft_bytes()) / 1e9;
-        assert!((150.0..=170.0).contains(&gb), "V4-Flash {gb} GB (spec: 158-167)");
+        assert!(
+            (150.0..=170.0).contains(&gb),
+            "V4-Flash {gb} GB (spec: 158-167)"
+        );
         let v3 = ModelSpec::lookup("deepseek-v3").unwrap();
         let gb = v3.weight_bytes() / 1e9;
         assert!((660.0..=720.0).contains(&gb), "V3 {gb} GB (about 690)");

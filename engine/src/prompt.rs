@@ -193,9 +193,16 @@ mod tests {
         let p = Prompt::from_block_ids(&[1, 2, 3], 64, 150).unwrap();
         assert_eq!(p.full_blocks(), 2);
         let q = Prompt::from_block_ids(&[9, 2], 64, 128).unwrap();
-        assert_ne!(p.blocks()[1], q.blocks()[1], "same id after different parent");
+        assert_ne!(
+            p.blocks()[1],
+            q.blocks()[1],
+            "same id after different parent"
+        );
         let err = Prompt::from_block_ids(&[1], 64, 200).unwrap_err();
-        assert!(matches!(err, PromptError::BlockCountMismatch { needed: 3, .. }));
+        assert!(matches!(
+            err,
+            PromptError::BlockCountMismatch { needed: 3, .. }
+        ));
         assert!(err.to_string().contains("one hash per full block"));
     }
 }

@@ -8,7 +8,17 @@ use std::ops::{Add, AddAssign, Sub};
 /// Integer arithmetic keeps virtual-clock runs byte-identical across machines;
 /// convert to seconds only at the edges (`as_secs_f64`).
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 #[serde(transparent)]
 pub struct Time(pub u64);
@@ -72,5 +82,12 @@ impl Sub for Time {
 impl fmt::Display for Time {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:.6}s", self.as_secs_f64())
+    }
+}
+
+impl std::ops::Mul<u64> for Time {
+    type Output = Time;
+    fn mul(self, rhs: u64) -> Time {
+        Time(self.0.saturating_mul(rhs))
     }
 }

@@ -437,7 +437,10 @@ impl RadixTree {
             }
             let p = &self.nodes[n.parent as usize];
             assert!(p.alive);
-            assert!(n.lock <= p.lock || n.parent == ROOT, "child locked more than parent");
+            assert!(
+                n.lock <= p.lock || n.parent == ROOT,
+                "child locked more than parent"
+            );
         }
         assert_eq!(total, self.total);
         assert_eq!(evictable, self.evictable);
