@@ -1450,9 +1450,10 @@ impl Engine {
                     }
                     // Last chunk: sample a token, join the running batch.
                     self.reqs[s as usize].phase = Phase::Running;
-                    self.ranks[i].running.push(s);
                     step_gen += 1;
-                    self.emit(s, 1, t, interval, out);
+                    if self.emit(s, 1, t, interval, out) {
+                        self.ranks[i].running.push(s);
+                    }
                 }
             } else if batch.decode {
                 let a = if self.limits.speculative.is_some() {
@@ -1518,7 +1519,8 @@ impl Engine {
         let (finished, reason) = {
             let r = &mut self.reqs[slot as usize];
             r.generated += k;
-            r.kv = r.prompt_len + r.generated as u64;
+            // The newest token has no KV yet (written by the next step).
+            r.kv = r.prompt_len + r.generated as u64 - 1;
             r.unsent += k;
             let stop = r.eos_after.is_some_and(|e| r.generated >= e);
             if stop {
@@ -1536,7 +1538,7 @@ impl Engine {
                 let extra = r.generated - r.eos_after.unwrap_or(0);
                 r.generated -= extra;
                 r.unsent -= extra.min(r.unsent);
-                r.kv = r.prompt_len + r.generated as u64;
+                r.kv = r.prompt_len + r.generated as u64 - 1;
             }
             if r.unsent > 0 && (!r.sent_first || r.unsent >= interval || finished) {
                 out.push(Output::Tokens {
