@@ -51,13 +51,17 @@ pub struct Limits {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
     #[error(
-        "not enough memory for the KV cache: weights take {weights_gb:.1} GB per GPU of {usable_gb:.1} GB allowed by --mem-fraction-static {frac}; try --mem-fraction-static {suggest:.2} or more GPUs (--tp-size)"
+        "not enough memory for the KV cache: weights take {weights_gb:.1} GB per GPU of {usable_gb:.1} GB allowed by --mem-fraction-static {frac}; {}",
+        match suggest {
+            Some(f) => format!("try --mem-fraction-static {f:.2} or more GPUs (--tp-size)"),
+            None => "the weights do not fit this GPU: use more GPUs (--tp-size) or host-resident tables".to_string(),
+        }
     )]
     NoKvMemory {
         weights_gb: f64,
         usable_gb: f64,
         frac: f64,
-        suggest: f64,
+        suggest: Option<f64>,
     },
     #[error("{0}")]
     Invalid(String),
@@ -243,7 +247,7 @@ impl Limits {
                 weights_gb: weights / 1e9,
                 usable_gb: gpu_mem * frac / 1e9,
                 frac,
-                suggest: ((weights + 0.1 * gpu_mem) / gpu_mem).min(0.98),
+                suggest: Some((weights + 0.1 * gpu_mem) / gpu_mem).filter(|f| *f <= 0.95),
             });
         }
         let mut capacity = (kv_budget / kv_per_token).floor() as u64 / page as u64 * page as u64;
@@ -421,6 +425,10 @@ mod tests {
     fn dspark_window_from_block_size() {
         let mut env = BTreeMap::new();
         env.insert("SGLANG_SIMULATE_ACC_LEN".to_string(), "3.51".to_string());
+        env.insert(
+            "SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE".to_string(),
+            "1".to_string(),
+        );
         let cfg = EngineConfig::from_args(
             &[
                 "--tp-size",
