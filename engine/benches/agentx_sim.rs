@@ -111,8 +111,7 @@ pub fn simulate(conc: usize, duration: Time, seed: u64) -> (u64, u64, u64, engin
         };
         now = t;
         e.advance(t, &mut out);
-        for i in 0..lanes.len() {
-            let l = &mut lanes[i];
+        for (i, l) in lanes.iter_mut().enumerate() {
             if l.in_flight.is_some() || l.ready_at > t {
                 continue;
             }

@@ -745,27 +745,25 @@ impl EngineConfig {
                     cfg.prefill_decode_interval_min_bs = parse_num(&flag, v)?
                 }
                 "disable-overlap-schedule" => cfg.disable_overlap_schedule = true,
-                "retraction-policy" => {
-                    if !matches!(v, "length" | "priority") {
-                        return Err(ArgsError::InvalidValue {
-                            name: flag,
-                            value: v.into(),
-                            reason: "choose length or priority".into(),
-                        });
-                    }
+                "retraction-policy" if !matches!(v, "length" | "priority") => {
+                    return Err(ArgsError::InvalidValue {
+                        name: flag,
+                        value: v.into(),
+                        reason: "choose length or priority".into(),
+                    });
                 }
-                "radix-eviction-policy" => {
-                    if v != "lru" {
-                        if !matches!(v, "lfu" | "slru" | "priority" | "tlru") {
-                            return Err(ArgsError::InvalidValue {
-                                name: flag,
-                                value: v.into(),
-                                reason: "choose lru, lfu, slru, priority or tlru".into(),
-                            });
-                        }
-                        cfg.warnings
-                            .push(format!("--radix-eviction-policy {v} is simulated as lru"));
-                    }
+                "radix-eviction-policy"
+                    if !matches!(v, "lru" | "lfu" | "slru" | "priority" | "tlru") =>
+                {
+                    return Err(ArgsError::InvalidValue {
+                        name: flag,
+                        value: v.into(),
+                        reason: "choose lru, lfu, slru, priority or tlru".into(),
+                    });
+                }
+                "radix-eviction-policy" if v != "lru" => {
+                    cfg.warnings
+                        .push(format!("--radix-eviction-policy {v} is simulated as lru"));
                 }
                 "disable-radix-cache" => cfg.disable_radix_cache = true,
                 "stream-interval" => {
@@ -875,13 +873,13 @@ impl EngineConfig {
                 "--tp-size, --ep-size and --dp-size must be >= 1".into(),
             ));
         }
-        if cfg.tp_size % cfg.attn_dp_size != 0 {
+        if !cfg.tp_size.is_multiple_of(cfg.attn_dp_size) {
             return Err(ArgsError::Conflict(format!(
                 "--tp-size {} must be divisible by the attention-DP size {}",
                 cfg.tp_size, cfg.attn_dp_size
             )));
         }
-        if cfg.tp_size % cfg.ep_size != 0 {
+        if !cfg.tp_size.is_multiple_of(cfg.ep_size) {
             return Err(ArgsError::Conflict(format!(
                 "--tp-size {} must be divisible by --ep-size {}",
                 cfg.tp_size, cfg.ep_size

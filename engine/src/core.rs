@@ -477,7 +477,7 @@ impl Engine {
             }
             _ => {}
         }
-        if !(page % bt == 0 || bt % page == 0) {
+        if !(page.is_multiple_of(bt) || bt.is_multiple_of(page)) {
             return Err(SubmitError::BlockSize {
                 got: bt,
                 page,
@@ -1109,7 +1109,7 @@ impl Engine {
         let mut rest: Vec<u32> = waiting[stop_at.min(waiting.len())..].to_vec();
         // Keep queue order: unadmitted requests before `stop_at` cannot exist
         // (admission stops at the first failure).
-        rest.extend(self.ranks[rank].waiting.drain(..));
+        rest.append(&mut self.ranks[rank].waiting);
         self.ranks[rank].waiting = rest;
         if batch.is_empty() {
             return false;
@@ -1507,7 +1507,7 @@ impl Engine {
             let drop = self.accept_window.len() - w;
             self.accept_window.drain(..drop);
         }
-        if prefill || self.stats.decode_iterations % w as u64 == 0 {
+        if prefill || self.stats.decode_iterations.is_multiple_of(w as u64) {
             self.sample_gauges();
         }
         self.now = self.now.max(t);
@@ -1759,6 +1759,68 @@ impl Engine {
                 .map(|q| q.own)
                 .sum();
             assert_eq!(own, r.own_used, "rank {i}: own allocation drift");
+        }
+    }
+}
+
+/// The engine as `/server_info` and reports describe it.
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineInfo {
+    /// Always `predicted`: timings come from the cost model.
+    pub result_kind: &'static str,
+    pub model_profile: String,
+    pub hardware_profile: String,
+    pub model_path: Option<String>,
+    pub served_model_name: String,
+    pub limits: Limits,
+    pub cost_params: crate::profiles::CostParams,
+    pub cost_calibrated: bool,
+    pub unconfirmed_model_facts: Vec<String>,
+    pub tp_size: u32,
+    pub attn_dp_size: u32,
+    pub ep_size: u32,
+    pub schedule_policy: &'static str,
+    pub modelled_flags: Vec<String>,
+    pub front_end_flags: Vec<String>,
+    pub accepted_not_modelled_flags: Vec<String>,
+    pub unknown_flags: Vec<String>,
+    pub router: Option<crate::args::RouterConfig>,
+    pub warnings: Vec<String>,
+    pub launch_command: String,
+}
+
+impl Engine {
+    /// Static description for `/server_info`, reports and result labels.
+    pub fn info(&self) -> EngineInfo {
+        use crate::args::FlagStatus;
+        let split = self.cfg.flag_split();
+        let get = |s: FlagStatus| split.get(&s).cloned().unwrap_or_default();
+        EngineInfo {
+            result_kind: "predicted",
+            model_profile: self.model.name.clone(),
+            hardware_profile: self.gpu.name.clone(),
+            model_path: self.cfg.model_path.clone(),
+            served_model_name: self
+                .cfg
+                .served_model_name
+                .clone()
+                .or_else(|| self.cfg.model_path.clone())
+                .unwrap_or_else(|| self.model.name.clone()),
+            limits: self.limits.clone(),
+            cost_params: self.gpu.cost.clone(),
+            cost_calibrated: self.gpu.cost.calibrated,
+            unconfirmed_model_facts: self.model.unconfirmed.clone(),
+            tp_size: self.cfg.tp_size,
+            attn_dp_size: self.cfg.attn_dp_size,
+            ep_size: self.cfg.ep_size,
+            schedule_policy: self.cfg.schedule_policy.as_str(),
+            modelled_flags: get(FlagStatus::Modelled),
+            front_end_flags: get(FlagStatus::FrontEnd),
+            accepted_not_modelled_flags: get(FlagStatus::AcceptedNotModelled),
+            unknown_flags: get(FlagStatus::Unknown),
+            router: self.cfg.router.clone(),
+            warnings: self.cfg.warnings.clone(),
+            launch_command: self.cfg.launch_command.clone(),
         }
     }
 }

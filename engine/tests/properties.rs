@@ -113,8 +113,11 @@ fn build(conf: &Conf) -> Engine {
     common::engine(&args, &env, "llama-3.1-8b", "h200")
 }
 
+/// Accepted request id -> (max_new_tokens, EOS position unless ignore_eos).
+type Accepted = HashMap<u64, (u32, Option<u32>)>;
+
 /// Runs the workload; returns outputs and the ids that were accepted.
-fn drive(conf: &Conf, specs: &[Spec]) -> (Vec<Output>, HashMap<u64, (u32, Option<u32>)>) {
+fn drive(conf: &Conf, specs: &[Spec]) -> (Vec<Output>, Accepted) {
     let mut e = build(conf);
     let cap = e.limits().max_total_num_tokens;
     let bt = conf.block;
