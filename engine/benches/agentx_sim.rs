@@ -133,6 +133,36 @@ pub fn simulate(conc: usize, duration: Time, seed: u64) -> (u64, u64, u64, engin
     (finished, generated, events, e.stats())
 }
 
+/// Per-turn prefix-cache cost on a 600K-token conversation, next to the cost of
+/// hashing the same prompt from token ids (what a real-token path pays first).
+fn radix(c: &mut Criterion) {
+    use engine::kv::{RadixTree, UnitKey};
+    let mut g = c.benchmark_group("prefix_cache_600k");
+    let tokens: Vec<u32> = (0..600_000u32).map(|i| i.wrapping_mul(2_654_435_761) >> 15).collect();
+    let base = Prompt::from_tokens(&tokens[..590_000], 64).unwrap();
+    let full = Prompt::from_tokens(&tokens, 64).unwrap();
+    g.bench_function("match_and_insert_turn", |b| {
+        b.iter_batched(
+            || {
+                let mut t = RadixTree::new();
+                t.insert(&UnitKey::new(base.blocks().clone(), None, 4), u32::MAX);
+                t
+            },
+            |mut t| {
+                let k = UnitKey::new(full.blocks().clone(), None, 4);
+                let m = t.match_prefix(&k, k.units(), true);
+                t.lock(m.node);
+                let ins = t.insert(&k, k.units());
+                t.unlock(m.node);
+                (m.units, ins.units)
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    g.bench_function("prompt_from_600k_token_ids", |b| b.iter(|| Prompt::from_tokens(&tokens, 64).unwrap().full_blocks()));
+    g.finish();
+}
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("engine_virtual_clock");
     g.sample_size(10);
@@ -157,5 +187,5 @@ fn bench(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, radix, bench);
 criterion_main!(benches);
