@@ -166,6 +166,9 @@ struct Req {
     hrrn_mark: u64,
     /// Prefix match length (tokens) from the last queue-ordering pass.
     match_tokens: u64,
+    /// In-batch prefix dedup: shares a prefix with an earlier queued request that
+    /// is not cached yet, so it waits for that one to populate the cache.
+    deprioritized: bool,
 }
 
 impl Req {
@@ -514,6 +517,7 @@ impl Engine {
             aborted: false,
             hrrn_mark: self.ranks[rank as usize].prefill_tokens_done,
             match_tokens: 0,
+            deprioritized: false,
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -804,8 +808,26 @@ impl Engine {
             SchedulePolicy::Lpm | SchedulePolicy::DfsWeight | SchedulePolicy::Hrrn if n > 128 => {}
             SchedulePolicy::Lpm | SchedulePolicy::DfsWeight | SchedulePolicy::Hrrn | SchedulePolicy::ShortestPrefillFirst => {
                 let w = std::mem::take(&mut self.ranks[rank].waiting);
+                // In-batch prefix dedup (SGLang's waiting-queue radix tree).
+                let check = self.cfg.env.in_batch_prefix_caching_check_threshold;
+                let depri = self.cfg.env.in_batch_prefix_caching_deprioritize_threshold;
+                let dedup = matches!(policy, SchedulePolicy::Lpm | SchedulePolicy::ShortestPrefillFirst);
+                let mut wq = RadixTree::new();
                 for &s in &w {
                     self.refresh_match(s);
+                    let r = &self.reqs[s as usize];
+                    let mut d = false;
+                    if dedup && r.match_tokens <= check {
+                        let max = self.max_prefix_units(r);
+                        let key = r.key.clone();
+                        let shared = wq.match_prefix(&key, max, false).units as u64 * self.unit_tokens;
+                        if shared >= depri.max(1) {
+                            d = true;
+                        } else {
+                            wq.insert(&key, max);
+                        }
+                    }
+                    self.reqs[s as usize].deprioritized = d;
                 }
                 let mut w = w;
                 let reqs = &self.reqs;
@@ -813,7 +835,7 @@ impl Engine {
                 match policy {
                     SchedulePolicy::ShortestPrefillFirst => w.sort_by_key(|&s| {
                         let r = &reqs[s as usize];
-                        (r.target - r.match_tokens.min(r.target), r.seq)
+                        (r.deprioritized, r.target - r.match_tokens.min(r.target), r.seq)
                     }),
                     SchedulePolicy::Hrrn => w.sort_by(|&a, &b| {
                         let ratio = |s: u32| {
@@ -828,7 +850,7 @@ impl Engine {
                     }),
                     _ => w.sort_by_key(|&s| {
                         let r = &reqs[s as usize];
-                        (std::cmp::Reverse(r.match_tokens), r.seq)
+                        (r.deprioritized, std::cmp::Reverse(r.match_tokens), r.seq)
                     }),
                 }
                 self.ranks[rank].waiting = w;

@@ -467,3 +467,23 @@ fn eos_stops_early_unless_ignored() {
     let (_, reason, u) = finish_of(&out, 2).unwrap();
     assert_eq!((reason, u.completion_tokens), (FinishReason::Length, 50));
 }
+
+#[test]
+fn lpm_dedups_a_shared_uncached_prefix() {
+    // Two queued requests share an uncached 8K prefix; a third is unrelated.
+    // LPM admits the first sharer and the unrelated one before the second sharer,
+    // which then hits the cache the first one populated.
+    let mut e = engine(&["--schedule-policy", "lpm", "--max-running-requests", "2"], &[], LLAMA, "h200");
+    let mut a = ids(1, 64);
+    a.extend(ids(2, 10));
+    let mut b = ids(1, 64);
+    b.extend(ids(3, 10));
+    let reqs = vec![
+        (Time::ZERO, Request::new(1, Prompt::from_block_ids(&a, 64, 74 * 64).unwrap(), 20)),
+        (Time::ZERO, Request::new(2, Prompt::from_block_ids(&b, 64, 74 * 64).unwrap(), 20)),
+        (Time::ZERO, Request::new(3, Prompt::unique(3, 64, 640), 20)),
+    ];
+    let out = run(&mut e, reqs);
+    assert!(first_token_time(&out, 3).unwrap() < first_token_time(&out, 2).unwrap());
+    assert_eq!(finish_of(&out, 2).unwrap().2.cached_tokens, 64 * 64);
+}
