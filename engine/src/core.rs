@@ -478,7 +478,8 @@ impl Engine {
         let tail: Arc<[u64]> = match &req.continuation {
             Some(c) => c.clone(),
             None => {
-                let total = (req.prompt.len() + max_new as u64) / bt as u64;
+                // Capped: unbounded requests would otherwise hash a whole context.
+                let total = (req.prompt.len() + (max_new as u64).min(32_768)) / bt as u64;
                 let extra = total.saturating_sub(req.prompt.full_blocks() as u64) as usize;
                 let mut h = chain_hash(req.prompt.blocks().last().copied().unwrap_or(0), req.id ^ 0x0u64.wrapping_sub(seq + 1));
                 (0..extra)
