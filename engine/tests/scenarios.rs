@@ -487,3 +487,20 @@ fn lpm_dedups_a_shared_uncached_prefix() {
     assert!(first_token_time(&out, 3).unwrap() < first_token_time(&out, 2).unwrap());
     assert_eq!(finish_of(&out, 2).unwrap().2.cached_tokens, 64 * 64);
 }
+
+#[test]
+fn declared_continuation_lets_the_next_turn_hit_the_output() {
+    let mut e = engine(&["--page-size", "64"], &[], LLAMA, "h200");
+    let turn1: Vec<u32> = (0..4000).collect();
+    let output: Vec<u32> = (50_000..50_600).collect();
+    let p1 = Prompt::from_tokens(&turn1, 64).unwrap();
+    let mut r1 = Request::new(1, p1.clone(), 600);
+    r1.continuation = Some(p1.continuation_from_tokens(&turn1, &output));
+    let mut turn2 = turn1.clone();
+    turn2.extend(&output);
+    turn2.extend(90_000..90_300);
+    let r2 = Request::new(2, Prompt::from_tokens(&turn2, 64).unwrap(), 10);
+    let out = run(&mut e, vec![(Time::ZERO, r1), (Time::from_secs(30), r2)]);
+    // 4,600 tokens were in KV at finish (the last sampled token has none): 71 pages
+    assert_eq!(finish_of(&out, 2).unwrap().2.cached_tokens, 71 * 64);
+}
