@@ -166,6 +166,8 @@ struct Req {
     hrrn_mark: u64,
     /// Prefix match length (tokens) from the last queue-ordering pass.
     match_tokens: u64,
+    /// Tree node that match ends on.
+    match_node: NodeId,
     /// In-batch prefix dedup: shares a prefix with an earlier queued request that
     /// is not cached yet, so it waits for that one to populate the cache.
     deprioritized: bool,
@@ -518,6 +520,7 @@ impl Engine {
             aborted: false,
             hrrn_mark: self.ranks[rank as usize].prefill_tokens_done,
             match_tokens: 0,
+            match_node: crate::kv::radix::ROOT,
             deprioritized: false,
         };
         let slot = match self.free_slots.pop() {
@@ -796,7 +799,15 @@ impl Engine {
             return;
         }
         match policy {
-            SchedulePolicy::Fcfs | SchedulePolicy::RoutingKey => {}
+            // The native tree core matches (and touches) every queued request each
+            // pass, so queued prefixes are the last to be evicted.
+            SchedulePolicy::Fcfs | SchedulePolicy::RoutingKey => {
+                let w = std::mem::take(&mut self.ranks[rank].waiting);
+                for &s in &w {
+                    self.refresh_match(s);
+                }
+                self.ranks[rank].waiting = w;
+            }
             SchedulePolicy::Lof => {
                 let reqs = &self.reqs;
                 self.ranks[rank].waiting.sort_by_key(|&s| (std::cmp::Reverse(reqs[s as usize].max_new), reqs[s as usize].seq));
@@ -854,6 +865,9 @@ impl Engine {
                         (r.deprioritized, std::cmp::Reverse(r.match_tokens), r.seq)
                     }),
                 }
+                if policy == SchedulePolicy::DfsWeight {
+                    self.order_dfs_weight(rank, &mut w);
+                }
                 self.ranks[rank].waiting = w;
             }
         }
@@ -867,6 +881,7 @@ impl Engine {
     fn refresh_match(&mut self, slot: u32) {
         if self.cfg.disable_radix_cache || self.cfg.env.radix_force_miss {
             self.reqs[slot as usize].match_tokens = 0;
+            self.reqs[slot as usize].match_node = crate::kv::radix::ROOT;
             return;
         }
         let r = &self.reqs[slot as usize];
@@ -875,6 +890,52 @@ impl Engine {
         let rank = r.rank as usize;
         let m = self.ranks[rank].tree.match_prefix(&key, max, true);
         self.reqs[slot as usize].match_tokens = m.units as u64 * self.unit_tokens;
+        self.reqs[slot as usize].match_node = m.node;
+    }
+
+    /// SGLang `dfs-weight`: depth-first over the radix tree, heavier subtrees (more
+    /// waiting requests under them) first, a node's own requests after its children.
+    /// Only the nodes on waiting requests' match paths are visited.
+    fn order_dfs_weight(&mut self, rank: usize, w: &mut Vec<u32>) {
+        use crate::kv::radix::ROOT;
+        let mut weight: HashMap<NodeId, u64> = HashMap::new();
+        let mut kids: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
+        let mut own: HashMap<NodeId, Vec<u32>> = HashMap::new();
+        let tree = &self.ranks[rank].tree;
+        for &s in w.iter() {
+            let node = self.reqs[s as usize].match_node;
+            own.entry(node).or_default().push(s);
+            let mut n = node;
+            loop {
+                let e = weight.entry(n).or_insert(0);
+                let first_visit = *e == 0;
+                *e += 1;
+                let Some(p) = tree.parent(n) else { break };
+                if first_visit {
+                    kids.entry(p).or_default().push(n);
+                }
+                n = p;
+            }
+        }
+        let mut order = Vec::with_capacity(w.len());
+        // Iterative post-order: children by descending weight (ties: node id).
+        let mut stack: Vec<(NodeId, bool)> = vec![(ROOT, false)];
+        while let Some((n, expanded)) = stack.pop() {
+            if expanded {
+                if let Some(v) = own.get(&n) {
+                    order.extend_from_slice(v);
+                }
+                continue;
+            }
+            stack.push((n, true));
+            if let Some(c) = kids.get_mut(&n) {
+                c.sort_by_key(|&x| (std::cmp::Reverse(weight[&x]), x));
+                for &x in c.iter().rev() {
+                    stack.push((x, false));
+                }
+            }
+        }
+        *w = order;
     }
 
     fn reserved_for_running(&self, rank: usize) -> u64 {

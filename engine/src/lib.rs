@@ -60,8 +60,8 @@
 //!
 //! # Simplifications (documented, not hidden)
 //!
-//! - `dfs-weight` orders like `lpm`; `routing-key` like `fcfs`; `--enable-mixed-chunk`,
-//!   priority scheduling and `--disable-overlap-schedule` are accepted but not modelled.
+//! - `routing-key` orders like `fcfs`; `--enable-mixed-chunk`, priority scheduling and
+//!   `--disable-overlap-schedule` are accepted but not modelled.
 //! - `--dp-size N` (full replicas) is simulated as N attention-DP ranks.
 //! - CUDA-graph padding pads the token-dependent terms; padded rows read no KV.
 //! - The DeepSeek-V4 per-request sliding-window state is not charged to the pool.

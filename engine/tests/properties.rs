@@ -45,7 +45,7 @@ fn conf_strategy() -> impl Strategy<Value = Conf> {
         2500u64..12_000,
         1u32..12,
         prop::sample::select(vec![256i64, 1024, -1]),
-        prop::sample::select(vec!["fcfs", "lpm", "shortest-prefill-first", "lof", "random", "hrrn"]),
+        prop::sample::select(vec!["fcfs", "lpm", "shortest-prefill-first", "lof", "random", "hrrn", "dfs-weight"]),
         any::<bool>(),
         any::<bool>(),
         prop::sample::select(vec!["0.7", "0.05"]),

@@ -504,3 +504,22 @@ fn declared_continuation_lets_the_next_turn_hit_the_output() {
     // 4,600 tokens were in KV at finish (the last sampled token has none): 71 pages
     assert_eq!(finish_of(&out, 2).unwrap().2.cached_tokens, 71 * 64);
 }
+
+#[test]
+fn dfs_weight_serves_the_heaviest_subtree_first() {
+    let mut e = engine(&["--schedule-policy", "dfs-weight", "--max-running-requests", "1"], &[], LLAMA, "h200");
+    let with = |prefix: u64, own: u64| {
+        let mut b = ids(prefix, 32);
+        b.extend(ids(own, 4));
+        Prompt::from_block_ids(&b, 64, 36 * 64).unwrap()
+    };
+    let mut arrivals = vec![(Time::ZERO, Request::new(100, with(1, 90), 2)), (Time::ZERO, Request::new(101, with(2, 91), 2))];
+    for (id, prefix) in [(1, 1), (2, 2), (3, 1), (4, 1)] {
+        arrivals.push((Time::from_secs(10), Request::new(id, with(prefix, 10 + id), 2)));
+    }
+    let out = run(&mut e, arrivals);
+    let b = first_token_time(&out, 2).unwrap();
+    for a in [1, 3, 4] {
+        assert!(first_token_time(&out, a).unwrap() < b, "request {a} after the lighter subtree");
+    }
+}
