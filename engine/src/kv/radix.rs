@@ -230,7 +230,31 @@ impl RadixTree {
 
     /// Longest cached prefix of `key` (at most `max_units`), splitting the node the
     /// match ends in. With `touch`, the matched path becomes most recently used.
+    ///
+    /// Only the node the match ends on is stamped: an ancestor's recency matters
+    /// only once it is a leaf, i.e. after all its descendants were evicted, and
+    /// eviction hands each evicted node's stamp to its parent, so the LRU order is
+    /// the one of stamping the whole path (SGLang), at O(1) instead of O(depth).
     pub fn match_prefix(&mut self, key: &UnitKey, max_units: u32, touch: bool) -> Match {
+        self.match_from(key, max_units, ROOT, 0, touch)
+    }
+
+    /// Like [`match_prefix`](Self::match_prefix), resuming from an earlier match of
+    /// the same key when it is still valid (a hint costs O(1) to check), so that
+    /// re-matching a queued request each pass does not walk its whole path.
+    pub fn match_prefix_hinted(&mut self, key: &UnitKey, max_units: u32, hint: Match, touch: bool) -> Match {
+        let max = max_units.min(key.units());
+        if hint.node != ROOT && hint.units > 0 && hint.units <= max {
+            let n = &self.nodes[hint.node as usize];
+            if n.alive && n.start + n.len == hint.units && n.key.as_ref().is_some_and(|k| k.get(hint.units - 1) == key.get(hint.units - 1))
+            {
+                return self.match_from(key, max_units, hint.node, hint.units, touch);
+            }
+        }
+        self.match_from(key, max_units, ROOT, 0, touch)
+    }
+
+    fn match_from(&mut self, key: &UnitKey, max_units: u32, start: NodeId, start_d: u32, touch: bool) -> Match {
         let max = max_units.min(key.units());
         let clock = if touch {
             self.clock += 1;
@@ -238,8 +262,8 @@ impl RadixTree {
         } else {
             0
         };
-        let mut node = ROOT;
-        let mut d = 0u32;
+        let mut node = start;
+        let mut d = start_d;
         while d < max {
             let Some(c) = self.child(node, key.get(d)) else {
                 break;
@@ -265,14 +289,14 @@ impl RadixTree {
                 lo
             };
             let c = if j < clen { self.split(c, j) } else { c };
-            if touch {
-                self.touch(c, clock);
-            }
             node = c;
             d += j;
             if j < clen {
                 break;
             }
+        }
+        if touch && node != ROOT {
+            self.touch(node, clock);
         }
         Match { units: d, node }
     }
@@ -280,8 +304,14 @@ impl RadixTree {
     /// Inserts the first `n_units` of `key`; returns how many were already cached
     /// and the node holding the last unit.
     pub fn insert(&mut self, key: &UnitKey, n_units: u32) -> Match {
+        self.insert_hinted(key, n_units, Match { units: 0, node: ROOT })
+    }
+
+    /// [`insert`](Self::insert) resuming from an earlier match of the same key
+    /// (e.g. the node a request holds locked).
+    pub fn insert_hinted(&mut self, key: &UnitKey, n_units: u32, hint: Match) -> Match {
         let n_units = n_units.min(key.units());
-        let m = self.match_prefix(key, n_units, true);
+        let m = self.match_prefix_hinted(key, n_units, hint, true);
         if m.units >= n_units {
             return m;
         }
@@ -353,12 +383,15 @@ impl RadixTree {
             let Some((_, id)) = self.leaves.pop_first() else {
                 break;
             };
-            let (parent, first, len) = {
+            let (parent, first, len, stamp) = {
                 let n = &self.nodes[id as usize];
                 let k = n.key.as_ref().expect("non-root");
-                (n.parent, k.get(n.start), n.len)
+                (n.parent, k.get(n.start), n.len, n.last_access)
             };
             self.remove_child(parent, first);
+            // The parent inherits the recency of its subtree (see `match_prefix`).
+            let p = &mut self.nodes[parent as usize];
+            p.last_access = p.last_access.max(stamp);
             let n = &mut self.nodes[id as usize];
             n.alive = false;
             n.key = None;
