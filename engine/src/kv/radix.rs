@@ -499,6 +499,73 @@ mod tests {
         assert_eq!(t.match_prefix(&key(&p2), 10, false).units, 0);
     }
 
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::HashSet;
+
+        /// Prompts from a few families sharing prefixes of random lengths.
+        fn prompt(family: u64, split: u64, len: u64) -> Prompt {
+            let ids: Vec<u64> =
+                (0..len).map(|i| if i < split { family * 1000 + i } else { 7_000_000 + family * 1000 + split * 37 + i }).collect();
+            Prompt::from_block_ids(&ids, 1, len).unwrap()
+        }
+
+        proptest! {
+            #[test]
+            fn matches_equal_brute_force_and_invariants_hold(ops in prop::collection::vec((0u8..4, 0u64..3, 0u64..30, 1u64..40), 1..120)) {
+                let mut t = RadixTree::new();
+                let mut present: HashSet<u64> = HashSet::new();
+                let mut evicted_any = false;
+                let mut locks: Vec<NodeId> = Vec::new();
+                for (op, fam, split, len) in ops {
+                    let p = prompt(fam, split, len);
+                    let k = key(&p);
+                    match op {
+                        0 => {
+                            t.insert(&k, k.units());
+                            present.extend(p.blocks().iter().copied());
+                        }
+                        1 => {
+                            let m = t.match_prefix(&k, k.units(), true);
+                            if !evicted_any {
+                                let want = p.blocks().iter().take_while(|h| present.contains(h)).count() as u32;
+                                prop_assert_eq!(m.units, want);
+                            }
+                        }
+                        2 => {
+                            let m = t.match_prefix(&k, k.units(), true);
+                            if m.units > 0 {
+                                t.lock(m.node);
+                                locks.push(m.node);
+                            }
+                        }
+                        _ => {
+                            if let Some(n) = locks.pop() {
+                                t.unlock(n);
+                            }
+                            let before = t.total_units();
+                            let protected = t.protected_units();
+                            let freed = t.evict(len);
+                            evicted_any |= freed > 0;
+                            prop_assert_eq!(t.total_units(), before - freed);
+                            prop_assert_eq!(t.protected_units(), protected, "locked units never evicted");
+                        }
+                    }
+                    t.check_invariants();
+                }
+                for n in locks {
+                    t.unlock(n);
+                }
+                t.check_invariants();
+                prop_assert_eq!(t.protected_units(), 0);
+                t.evict(u64::MAX);
+                prop_assert_eq!(t.total_units(), 0);
+                prop_assert_eq!(t.node_count(), 0);
+            }
+        }
+    }
+
     #[test]
     fn strided_units_match_at_page_granularity() {
         // 4 blocks per unit: a shared prefix of 6 blocks matches 1 unit (4 blocks)
