@@ -72,6 +72,9 @@ struct Node {
     key: Option<UnitKey>,
     start: u32,
     len: u32,
+    /// Key of the node's last unit, kept inline so a whole-node match needs no
+    /// access to the shared key array (the common case when walking a path).
+    end_hash: u64,
     last_access: u64,
     lock: u32,
     alive: bool,
@@ -113,6 +116,7 @@ impl RadixTree {
                 key: None,
                 start: 0,
                 len: 0,
+                end_hash: 0,
                 last_access: 0,
                 lock: 1, // the root is never evictable
                 alive: true,
@@ -219,7 +223,18 @@ impl RadixTree {
         };
         let first = key.get(start);
         let rest = key.get(start + j);
-        let new = self.alloc(Node { parent, children: vec![(rest, id)], key: Some(key), start, len: j, last_access, lock, alive: true });
+        let end_hash = key.get(start + j - 1);
+        let new = self.alloc(Node {
+            parent,
+            children: vec![(rest, id)],
+            key: Some(key),
+            start,
+            len: j,
+            end_hash,
+            last_access,
+            lock,
+            alive: true,
+        });
         self.set_child(parent, first, new);
         let n = &mut self.nodes[id as usize];
         n.parent = new;
@@ -268,13 +283,15 @@ impl RadixTree {
             let Some(c) = self.child(node, key.get(d)) else {
                 break;
             };
-            let (ckey, cstart, clen) = {
+            let (ckey, cstart, clen, cend) = {
                 let n = &self.nodes[c as usize];
-                (n.key.as_ref().expect("non-root"), n.start, n.len)
+                (n.key.as_ref().expect("non-root"), n.start, n.len, n.end_hash)
             };
             let lim = clen.min(max - d);
             // Chained keys: equality at offset i implies equality before i.
-            let j = if ckey.get(cstart + lim - 1) == key.get(d + lim - 1) {
+            let j = if lim == clen && cend == key.get(d + lim - 1) {
+                lim
+            } else if ckey.get(cstart + lim - 1) == key.get(d + lim - 1) {
                 lim
             } else {
                 let (mut lo, mut hi) = (1u32, lim - 1); // eq(lo-1) true, answer in [lo, hi]
@@ -324,6 +341,7 @@ impl RadixTree {
             key: Some(key.clone()),
             start: m.units,
             len,
+            end_hash: key.get(n_units - 1),
             last_access: self.clock,
             lock: 0,
             alive: true,
