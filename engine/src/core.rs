@@ -1277,6 +1277,12 @@ impl Engine {
                 any_decode = true;
             }
         }
+        if !any_prefill && !any_decode && hold_prefill {
+            // The held decode rounds had nothing to run (e.g. the batch was
+            // retracted away): prefill may go now.
+            self.decode_interval_left = 0;
+            return self.launch(t);
+        }
         if !any_prefill && !any_decode {
             // Idle: reset the new-token ratio (SGLang's idle housekeeping).
             let init = (self.cfg.env.init_new_token_ratio * self.cfg.schedule_conservativeness).min(1.0);
