@@ -548,3 +548,27 @@ fn cache_aware_router_balances_when_load_is_skewed() {
     let (mn, mx) = (*loads.iter().min().unwrap() as f64, *loads.iter().max().unwrap() as f64);
     assert!(mn >= 10.0 && mx <= 1.5 * mn + 1.0, "{loads:?}");
 }
+
+#[test]
+fn mixed_chunk_keeps_decoding_during_a_chunked_prefill() {
+    // Checklist 4: prefill and decode share an iteration only with --enable-mixed-chunk.
+    let run_with = |mixed: bool| {
+        let mut args = vec!["--chunked-prefill-size", "4096", "--page-size", "1"];
+        if mixed {
+            args.push("--enable-mixed-chunk");
+        }
+        let mut e = engine(&args, &[], LLAMA, "h200");
+        let out = run(
+            &mut e,
+            vec![
+                (Time::ZERO, Request::new(1, Prompt::unique(1, 1, 100), 300)),
+                (Time::from_millis(100), Request::new(2, Prompt::unique(2, 1, 40_000), 2)),
+            ],
+        );
+        let ft = first_token_time(&out, 2).unwrap();
+        // tokens of request 1 emitted while request 2 was being prefilled
+        token_times(&out, 1).iter().filter(|x| x.0 > Time::from_millis(130) && x.0 < ft).count()
+    };
+    assert_eq!(run_with(false), 0);
+    assert!(run_with(true) >= 8, "one decode row per chunk step");
+}
