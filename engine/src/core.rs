@@ -500,7 +500,8 @@ impl Engine {
             key,
             max_new,
             ignore_eos: req.ignore_eos,
-            eos_after: if req.ignore_eos { None } else { req.eos_after },
+            // EOS is itself a generated token: it ends the output at position >= 1.
+            eos_after: if req.ignore_eos { None } else { req.eos_after.map(|e| e.max(1)) },
             rank,
             arrival: now,
             seq,

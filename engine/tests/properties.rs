@@ -154,7 +154,7 @@ fn drive(conf: &Conf, specs: &[Spec]) -> (Vec<Output>, Accepted) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48), .. ProptestConfig::default() })]
 
     #[test]
     fn no_request_lost_or_finished_twice(conf in conf_strategy(), specs in prop::collection::vec(spec_strategy(), 1..40)) {
