@@ -9,9 +9,14 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Generate synthetic AgentX traces and compare trace-set statistics.
+    Trace(harness::trace::cli::TraceArgs),
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Trace(args) => harness::trace::cli::run(args),
+    }
 }
