@@ -23,6 +23,7 @@
 //!   a root-conversation warmup failure cancels the run; the live abort fires when failed/total
 //!   profiling records exceeds 10 % after max(C, 10) records.
 
+pub mod driver;
 pub mod plan;
 
 use std::cmp::Reverse;
@@ -228,6 +229,7 @@ pub enum Event {
     /// Begin the run.
     Start,
     /// The instant from the latest [`Action::Wake`] has come (early or spurious wakes are harmless).
+    /// The driver then forgets that wake; the machine answers with the next one.
     Wake,
     Completed(RequestId),
     Failed(RequestId, Failure),
@@ -555,7 +557,8 @@ impl Workload {
                     self.start(now, out);
                 }
             }
-            Event::Wake => {}
+            // The driver forgets its wake once delivered: always tell it the next one.
+            Event::Wake => self.last_wake = None,
             Event::Completed(id) => self.on_done(now, id, None, out),
             Event::Failed(id, f) => self.on_done(now, id, Some(f), out),
         }
