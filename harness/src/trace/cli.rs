@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 
-use super::read::{ReadOptions, TraceFormat, for_each_trace};
+use super::TraceSource;
+use super::read::{ReadOptions, TraceFormat};
 use super::stats::{Collector, TraceStats, markdown_table};
 use super::synth::{Generator, SynthParams};
 
@@ -114,34 +115,19 @@ pub fn write_atomic(
     Ok(())
 }
 
-/// Statistics of one named set (`synthetic[:N[:SEED]]` or paths).
+/// Statistics of one named set (`synthetic[:N[:SEED]]` or a path).
 pub fn set_stats(spec: &str, opts: &ReadOptions) -> anyhow::Result<(TraceStats, Vec<String>)> {
-    if let Some(rest) = spec.strip_prefix("synthetic") {
-        let mut parts = rest.trim_start_matches(':').split(':').filter(|s| !s.is_empty());
-        let traces = parts.next().map(str::parse).transpose()?.unwrap_or(200usize);
-        let seed = parts.next().map(str::parse).transpose()?.unwrap_or(42u64);
-        let g = Generator::new(SynthParams {
-            traces,
-            seed,
-            ..SynthParams::default()
-        });
-        let mut c = Collector::default();
-        for t in g.traces() {
-            c.add(&t);
-        }
-        return Ok((c.finish(&format!("synthetic (seed {seed})")), Vec::new()));
-    }
+    let source: TraceSource = spec.parse().map_err(anyhow::Error::msg)?;
+    let name = match &source {
+        TraceSource::Synthetic { seed, .. } => format!("synthetic (seed {seed})"),
+        TraceSource::Files(_) => Path::new(spec).file_name().and_then(|n| n.to_str()).unwrap_or(spec).to_string(),
+    };
     let mut c = Collector::default();
     let mut warnings = Vec::new();
-    for_each_trace(&[spec], opts, &mut warnings, |t| {
+    source.for_each(opts, &mut warnings, |t| {
         c.add(&t);
         Ok(())
     })?;
-    let name = Path::new(spec)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(spec)
-        .to_string();
     Ok((c.finish(&name), warnings))
 }
 

@@ -273,3 +273,67 @@ impl Trace {
 
 #[cfg(test)]
 mod tests;
+
+/// Where a trace set comes from: files/directories, or the built-in synthetic generator.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TraceSource {
+    /// `synthetic[:N[:SEED]]`: N generated traces (default 200) from SEED (default 42).
+    Synthetic { traces: usize, seed: u64 },
+    /// Weka / mooncake files or directories.
+    Files(Vec<std::path::PathBuf>),
+}
+
+/// The embedded default data set: 200 synthetic traces.
+pub const DEFAULT_SYNTHETIC_TRACES: usize = 200;
+
+impl std::str::FromStr for TraceSource {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(rest) = s.strip_prefix("synthetic") {
+            let mut parts = rest.trim_start_matches(':').split(':').filter(|p| !p.is_empty());
+            let traces = match parts.next() {
+                Some(n) => n.parse().map_err(|_| format!("{s:?}: trace count {n:?} is not a number (synthetic[:N[:SEED]])"))?,
+                None => DEFAULT_SYNTHETIC_TRACES,
+            };
+            let seed = match parts.next() {
+                Some(n) => n.parse().map_err(|_| format!("{s:?}: seed {n:?} is not a number (synthetic[:N[:SEED]])"))?,
+                None => 42,
+            };
+            return Ok(TraceSource::Synthetic { traces, seed });
+        }
+        Ok(TraceSource::Files(vec![s.into()]))
+    }
+}
+
+impl TraceSource {
+    /// A short name for tables and result metadata.
+    pub fn name(&self) -> String {
+        match self {
+            TraceSource::Synthetic { traces, seed } => format!("synthetic:{traces}:{seed}"),
+            TraceSource::Files(p) => p.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(","),
+        }
+    }
+
+    /// Stream every trace of the set to `f` (bounded memory).
+    pub fn for_each(
+        &self,
+        opts: &ReadOptions,
+        warnings: &mut Vec<String>,
+        mut f: impl FnMut(Trace) -> Result<(), TraceError>,
+    ) -> Result<(), TraceError> {
+        match self {
+            TraceSource::Synthetic { traces, seed } => {
+                let g = synth::Generator::new(synth::SynthParams {
+                    traces: *traces,
+                    seed: *seed,
+                    ..synth::SynthParams::default()
+                });
+                for t in g.traces() {
+                    f(t)?;
+                }
+                Ok(())
+            }
+            TraceSource::Files(paths) => read::for_each_trace(paths, opts, warnings, f).map(|_| ()),
+        }
+    }
+}

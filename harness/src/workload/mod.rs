@@ -438,6 +438,37 @@ pub fn place(plan: &TracePlan, cfg: &WorkloadConfig, lane: u32) -> Placement {
     }
 }
 
+/// Compile a trace set into a replay pool (in order). `seed` namespaces prompt contents. Traces
+/// with no main-agent request cannot be replayed: they are skipped and reported in `warnings`.
+pub fn compile_pool(
+    source: &crate::trace::TraceSource,
+    opts: &crate::trace::ReadOptions,
+    seed: u64,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Arc<TracePlan>>, crate::trace::TraceError> {
+    let mut pool = Vec::new();
+    let mut skipped = Vec::new();
+    source.for_each(opts, warnings, |t| {
+        match TracePlan::build(&t, seed) {
+            Ok(p) => pool.push(Arc::new(p)),
+            Err(e) => skipped.push(format!("skipped: {e}")),
+        }
+        Ok(())
+    })?;
+    warnings.extend(skipped);
+    Ok(pool)
+}
+
+/// The embedded default pool: the default synthetic trace set (works with no data on disk).
+pub fn default_pool(seed: u64) -> Vec<Arc<TracePlan>> {
+    let source = crate::trace::TraceSource::Synthetic {
+        traces: crate::trace::DEFAULT_SYNTHETIC_TRACES,
+        seed,
+    };
+    let mut w = Vec::new();
+    compile_pool(&source, &crate::trace::ReadOptions::default(), seed, &mut w).expect("synthetic traces always compile")
+}
+
 /// The replay state machine.
 pub struct Workload {
     cfg: WorkloadConfig,
