@@ -121,7 +121,7 @@ impl WordVocab {
     }
     fn parse_word(w: &str) -> Option<u32> {
         let b = w.as_bytes();
-        if b.is_empty() || b.len() % 2 != 0 {
+        if b.is_empty() || !b.len().is_multiple_of(2) {
             return None;
         }
         let digit = |pair: &[u8]| -> Option<u64> {
@@ -197,7 +197,9 @@ impl TokenText for WordVocab {
             return Ok(out);
         }
         for w in rest.split(' ') {
-            let id = Self::parse_word(w).filter(|&id| id < self.content).ok_or_else(|| format!("not a vocabulary word: {w:?}"))?;
+            let id = Self::parse_word(w)
+                .filter(|&id| id < self.content)
+                .ok_or_else(|| format!("not a vocabulary word: {w:?}"))?;
             out.push(id);
         }
         Ok(out)
@@ -304,7 +306,9 @@ impl ConversationPlan {
         ids: &mut TraceIds,
     ) -> Self {
         let bs = u64::from(block_size.max(1));
-        let sys_tokens = system_tokens.filter(|&s| s > 0).unwrap_or(DEFAULT_SYSTEM_TOKENS);
+        let sys_tokens = system_tokens
+            .filter(|&s| s > 0)
+            .unwrap_or(DEFAULT_SYSTEM_TOKENS);
         let system_blocks = sys_tokens.div_ceil(bs) as u32;
         let mut turns = Vec::with_capacity(requests.len());
         let mut store: Vec<u32> = Vec::new();
@@ -333,7 +337,17 @@ impl ConversationPlan {
             store.extend_from_slice(&cur[lcp as usize..]);
             let new_ids = start..store.len() as u32;
 
-            let reset = segment_step(&mut history, k, system_blocks, blocks, tail_tokens, lcp, prev_blocks, prev_out, bs);
+            let reset = segment_step(
+                &mut history,
+                k,
+                system_blocks,
+                blocks,
+                tail_tokens,
+                lcp,
+                prev_blocks,
+                prev_out,
+                bs,
+            );
             let first_user_block = history
                 .iter()
                 .find(|s| s.role == Role::User)
@@ -380,11 +394,16 @@ impl ConversationPlan {
         let mut k = turn;
         loop {
             let tk = &self.turns[k];
-            let lo = if k == turn { tk.lcp_prev as usize } else { (tk.lcp_prev as usize).min(limit) };
+            let lo = if k == turn {
+                tk.lcp_prev as usize
+            } else {
+                (tk.lcp_prev as usize).min(limit)
+            };
             let src = &self.ids[tk.new_ids.start as usize..tk.new_ids.end as usize];
             let hi = limit.min(tk.lcp_prev as usize + src.len());
             if hi > lo {
-                out[lo..hi].copy_from_slice(&src[lo - tk.lcp_prev as usize..hi - tk.lcp_prev as usize]);
+                out[lo..hi]
+                    .copy_from_slice(&src[lo - tk.lcp_prev as usize..hi - tk.lcp_prev as usize]);
             }
             limit = limit.min(tk.lcp_prev as usize);
             if limit == 0 || k == 0 {
@@ -403,7 +422,17 @@ impl ConversationPlan {
         let mut prev_out = 0u64;
         let mut prev_blocks = 0u32;
         for (k, t) in self.turns[..=turn].iter().enumerate() {
-            segment_step(&mut history, k, self.system_blocks, t.blocks, t.tail_tokens, t.lcp_prev, prev_blocks, prev_out, bs);
+            segment_step(
+                &mut history,
+                k,
+                self.system_blocks,
+                t.blocks,
+                t.tail_tokens,
+                t.lcp_prev,
+                prev_blocks,
+                prev_out,
+                bs,
+            );
             prev_out = t.output_tokens;
             prev_blocks = t.blocks;
         }
@@ -433,9 +462,17 @@ fn segment_step(
             s = blocks.saturating_sub(1);
         }
         if s > 0 {
-            history.push(Segment { role: Role::System, start: 0, end: s });
+            history.push(Segment {
+                role: Role::System,
+                start: 0,
+                end: s,
+            });
         }
-        history.push(Segment { role: Role::User, start: s, end: blocks });
+        history.push(Segment {
+            role: Role::User,
+            start: s,
+            end: blocks,
+        });
         return false;
     }
     // The previous turn's filler and tail never match: anything below its block count is a cut.
@@ -458,20 +495,36 @@ fn segment_step(
                 if last.start == last.end {
                     history.pop();
                 }
-                history.push(Segment { role: Role::User, start: e, end: blocks });
+                history.push(Segment {
+                    role: Role::User,
+                    start: e,
+                    end: blocks,
+                });
                 reset = true;
             }
             Some(_) => {}
-            None => history.push(Segment { role: Role::User, start: 0, end: blocks }),
+            None => history.push(Segment {
+                role: Role::User,
+                start: 0,
+                end: blocks,
+            }),
         }
         return reset;
     }
     let reserve = u32::from(tail_tokens == 0);
     let a = (prev_out.div_ceil(bs) as u32).min(new.saturating_sub(reserve));
     if a > 0 {
-        history.push(Segment { role: Role::Assistant, start: lcp, end: lcp + a });
+        history.push(Segment {
+            role: Role::Assistant,
+            start: lcp,
+            end: lcp + a,
+        });
     }
-    history.push(Segment { role: Role::User, start: lcp + a, end: blocks });
+    history.push(Segment {
+        role: Role::User,
+        start: lcp + a,
+        end: blocks,
+    });
     reset
 }
 
@@ -488,7 +541,12 @@ pub struct Marker {
 impl Marker {
     pub fn new(run_id: &str, pass: u64, lane: u32, trace_id: &str) -> Self {
         let mut h = Sha256::new();
-        for p in [run_id.as_bytes(), &pass.to_le_bytes(), &lane.to_le_bytes(), trace_id.as_bytes()] {
+        for p in [
+            run_id.as_bytes(),
+            &pass.to_le_bytes(),
+            &lane.to_le_bytes(),
+            trace_id.as_bytes(),
+        ] {
             h.update((p.len() as u64).to_le_bytes());
             h.update(p);
         }
@@ -542,7 +600,12 @@ impl Prompt {
 
     /// Tokens of the token-id form: `in` plus the marker.
     pub fn total_tokens(&self) -> u64 {
-        self.input_tokens() + if self.marker.is_some() { MARKER_TOKENS as u64 } else { 0 }
+        self.input_tokens()
+            + if self.marker.is_some() {
+                MARKER_TOKENS as u64
+            } else {
+                0
+            }
     }
 
     /// (hit blocks, total blocks) of the theoretical prefix-cache hit rate.
@@ -561,7 +624,10 @@ impl Prompt {
 
     fn filler_key(&self, pos: u32) -> u64 {
         combine(
-            combine(self.conversation.conv_key, 0xF111_0000 | u64::from(self.turn)),
+            combine(
+                self.conversation.conv_key,
+                0xF111_0000 | u64::from(self.turn),
+            ),
             u64::from(pos),
         )
     }
@@ -576,19 +642,43 @@ impl Prompt {
             if pos == s.first_user_block
                 && let Some(m) = self.marker
             {
-                out.push(Atom { key: m.salt(), len: MARKER_TOKENS as u32, marker: true });
+                out.push(Atom {
+                    key: m.salt(),
+                    len: MARKER_TOKENS as u32,
+                    marker: true,
+                });
             }
-            let key = if pos < s.named { self.block_key(ids[pos as usize]) } else { self.filler_key(pos) };
-            out.push(Atom { key, len: bs, marker: false });
+            let key = if pos < s.named {
+                self.block_key(ids[pos as usize])
+            } else {
+                self.filler_key(pos)
+            };
+            out.push(Atom {
+                key,
+                len: bs,
+                marker: false,
+            });
         }
         if s.first_user_block >= s.blocks
             && let Some(m) = self.marker
         {
-            out.push(Atom { key: m.salt(), len: MARKER_TOKENS as u32, marker: true });
+            out.push(Atom {
+                key: m.salt(),
+                len: MARKER_TOKENS as u32,
+                marker: true,
+            });
         }
         if s.tail_tokens > 0 {
-            let key = if s.tail_named { self.block_key(ids[s.named as usize]) } else { self.filler_key(u32::MAX) };
-            out.push(Atom { key, len: s.tail_tokens, marker: false });
+            let key = if s.tail_named {
+                self.block_key(ids[s.named as usize])
+            } else {
+                self.filler_key(u32::MAX)
+            };
+            out.push(Atom {
+                key,
+                len: s.tail_tokens,
+                marker: false,
+            });
         }
         out
     }
@@ -646,7 +736,10 @@ impl Prompt {
     pub fn messages(&self, vocab: &dyn TokenText) -> Vec<ChatMessage> {
         self.message_ids(vocab)
             .into_iter()
-            .map(|(role, ids)| ChatMessage { role, content: vocab.decode(&ids) })
+            .map(|(role, ids)| ChatMessage {
+                role,
+                content: vocab.decode(&ids),
+            })
             .collect()
     }
 
@@ -670,12 +763,38 @@ impl Prompt {
                 marked = true;
             }
             for pos in seg.start..seg.end {
-                let key = if pos < s.named { self.block_key(ids[pos as usize]) } else { self.filler_key(pos) };
-                push_atom(&mut toks, &Atom { key, len: bs, marker: false }, vocab, None);
+                let key = if pos < s.named {
+                    self.block_key(ids[pos as usize])
+                } else {
+                    self.filler_key(pos)
+                };
+                push_atom(
+                    &mut toks,
+                    &Atom {
+                        key,
+                        len: bs,
+                        marker: false,
+                    },
+                    vocab,
+                    None,
+                );
             }
             if i == last && s.tail_tokens > 0 {
-                let key = if s.tail_named { self.block_key(ids[s.named as usize]) } else { self.filler_key(u32::MAX) };
-                push_atom(&mut toks, &Atom { key, len: s.tail_tokens, marker: false }, vocab, None);
+                let key = if s.tail_named {
+                    self.block_key(ids[s.named as usize])
+                } else {
+                    self.filler_key(u32::MAX)
+                };
+                push_atom(
+                    &mut toks,
+                    &Atom {
+                        key,
+                        len: s.tail_tokens,
+                        marker: false,
+                    },
+                    vocab,
+                    None,
+                );
             }
             out.push((seg.role, toks));
         }

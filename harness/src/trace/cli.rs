@@ -76,7 +76,12 @@ fn gen_cmd(g: GenArgs) -> anyhow::Result<()> {
                 }
                 Ok(())
             })?;
-            eprintln!("wrote {} synthetic traces (seed {}) to {}", g.traces, g.seed, path.display());
+            eprintln!(
+                "wrote {} synthetic traces (seed {}) to {}",
+                g.traces,
+                g.seed,
+                path.display()
+            );
         }
         None => {
             let stdout = std::io::stdout();
@@ -96,7 +101,10 @@ pub fn write_atomic(
     path: &Path,
     body: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let tmp = tempfile::NamedTempFile::new_in(dir)?;
     {
@@ -120,7 +128,11 @@ pub fn set_stats(spec: &str, opts: &ReadOptions) -> anyhow::Result<(TraceStats, 
     let source: TraceSource = spec.parse().map_err(anyhow::Error::msg)?;
     let name = match &source {
         TraceSource::Synthetic { seed, .. } => format!("synthetic (seed {seed})"),
-        TraceSource::Files(_) => Path::new(spec).file_name().and_then(|n| n.to_str()).unwrap_or(spec).to_string(),
+        TraceSource::Files(_) => Path::new(spec)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(spec)
+            .to_string(),
     };
     let mut c = Collector::default();
     let mut warnings = Vec::new();

@@ -33,7 +33,9 @@ pub enum TraceError {
         field: String,
         message: String,
     },
-    #[error("{path}: no traces found (expected .json, .jsonl or .jsonl.gz files with Weka or mooncake records)")]
+    #[error(
+        "{path}: no traces found (expected .json, .jsonl or .jsonl.gz files with Weka or mooncake records)"
+    )]
     Empty { path: String },
 }
 
@@ -190,12 +192,14 @@ impl Trace {
 
     /// Every request (main and inner), in file order.
     pub fn all_requests(&self) -> impl Iterator<Item = &Request> {
-        self.requests.iter().flat_map(|e| -> Box<dyn Iterator<Item = &Request> + '_> {
-            match e {
-                Entry::NonStreaming(r) | Entry::Streaming(r) => Box::new(std::iter::once(r)),
-                Entry::Subagent(s) => Box::new(s.inner()),
-            }
-        })
+        self.requests
+            .iter()
+            .flat_map(|e| -> Box<dyn Iterator<Item = &Request> + '_> {
+                match e {
+                    Entry::NonStreaming(r) | Entry::Streaming(r) => Box::new(std::iter::once(r)),
+                    Entry::Subagent(s) => Box::new(s.inner()),
+                }
+            })
     }
 
     /// Validate the semantic rules the schema cannot express and convert subagent inner times to
@@ -225,7 +229,11 @@ impl Trace {
             if !r.t.is_finite() || r.t < 0.0 {
                 return Err(bad("t", "must be a finite number of seconds ≥ 0"));
             }
-            for (name, v) in [("api_time", r.api_time), ("think_time", r.think_time), ("ttft", r.ttft)] {
+            for (name, v) in [
+                ("api_time", r.api_time),
+                ("think_time", r.think_time),
+                ("ttft", r.ttft),
+            ] {
                 if let Some(v) = v
                     && (!v.is_finite() || v < 0.0)
                 {
@@ -290,13 +298,20 @@ impl std::str::FromStr for TraceSource {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         if let Some(rest) = s.strip_prefix("synthetic") {
-            let mut parts = rest.trim_start_matches(':').split(':').filter(|p| !p.is_empty());
+            let mut parts = rest
+                .trim_start_matches(':')
+                .split(':')
+                .filter(|p| !p.is_empty());
             let traces = match parts.next() {
-                Some(n) => n.parse().map_err(|_| format!("{s:?}: trace count {n:?} is not a number (synthetic[:N[:SEED]])"))?,
+                Some(n) => n.parse().map_err(|_| {
+                    format!("{s:?}: trace count {n:?} is not a number (synthetic[:N[:SEED]])")
+                })?,
                 None => DEFAULT_SYNTHETIC_TRACES,
             };
             let seed = match parts.next() {
-                Some(n) => n.parse().map_err(|_| format!("{s:?}: seed {n:?} is not a number (synthetic[:N[:SEED]])"))?,
+                Some(n) => n.parse().map_err(|_| {
+                    format!("{s:?}: seed {n:?} is not a number (synthetic[:N[:SEED]])")
+                })?,
                 None => 42,
             };
             return Ok(TraceSource::Synthetic { traces, seed });
@@ -310,7 +325,11 @@ impl TraceSource {
     pub fn name(&self) -> String {
         match self {
             TraceSource::Synthetic { traces, seed } => format!("synthetic:{traces}:{seed}"),
-            TraceSource::Files(p) => p.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(","),
+            TraceSource::Files(p) => p
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
         }
     }
 

@@ -77,9 +77,12 @@ impl Collector {
             ));
         }
         let _ = (&l.headers, &l.extra);
-        let input = l
-            .input_length
-            .ok_or_else(|| err("input_length", "missing: every mooncake line needs its input length in tokens".into()))?;
+        let input = l.input_length.ok_or_else(|| {
+            err(
+                "input_length",
+                "missing: every mooncake line needs its input length in tokens".into(),
+            )
+        })?;
         let output = l.output_length.unwrap_or(1);
         let key = match &l.session_id {
             Some(serde_json::Value::String(s)) => s.clone(),
@@ -89,7 +92,10 @@ impl Collector {
         if !self.sessions.contains_key(&key) {
             self.order.push(key.clone());
         }
-        let (reqs, clock) = self.sessions.entry(key).or_insert_with(|| (Vec::new(), 0.0));
+        let (reqs, clock) = self
+            .sessions
+            .entry(key)
+            .or_insert_with(|| (Vec::new(), 0.0));
         let t = match (l.timestamp, l.delay) {
             (Some(ts), _) => ts / 1000.0,
             (None, Some(d)) => *clock + d / 1000.0,

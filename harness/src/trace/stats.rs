@@ -33,7 +33,11 @@ impl Summary {
     pub fn of(values: &mut [f64]) -> Self {
         values.sort_by(f64::total_cmp);
         let n = values.len();
-        let mean = if n == 0 { f64::NAN } else { values.iter().sum::<f64>() / n as f64 };
+        let mean = if n == 0 {
+            f64::NAN
+        } else {
+            values.iter().sum::<f64>() / n as f64
+        };
         Self {
             n,
             mean,
@@ -143,12 +147,30 @@ impl Collector {
             ("think time (s)".to_string(), Summary::of(&mut self.think)),
             ("turns per trace".to_string(), Summary::of(&mut self.turns)),
             ("api time (s)".to_string(), Summary::of(&mut self.api)),
-            ("first ISL (tokens)".to_string(), Summary::of(&mut self.first_isl)),
-            ("new blocks per turn".to_string(), Summary::of(&mut self.new_blocks)),
-            ("prefix hit per request".to_string(), Summary::of(&mut self.hit_rate)),
-            ("trace span (s)".to_string(), Summary::of(&mut self.duration)),
-            ("subagents per trace".to_string(), Summary::of(&mut self.subagents_per_trace)),
-            ("inner requests per subagent".to_string(), Summary::of(&mut self.inner_per_subagent)),
+            (
+                "first ISL (tokens)".to_string(),
+                Summary::of(&mut self.first_isl),
+            ),
+            (
+                "new blocks per turn".to_string(),
+                Summary::of(&mut self.new_blocks),
+            ),
+            (
+                "prefix hit per request".to_string(),
+                Summary::of(&mut self.hit_rate),
+            ),
+            (
+                "trace span (s)".to_string(),
+                Summary::of(&mut self.duration),
+            ),
+            (
+                "subagents per trace".to_string(),
+                Summary::of(&mut self.subagents_per_trace),
+            ),
+            (
+                "inner requests per subagent".to_string(),
+                Summary::of(&mut self.inner_per_subagent),
+            ),
         ];
         TraceStats {
             name: name.to_string(),
@@ -225,15 +247,40 @@ pub fn markdown_table(sets: &[TraceStats]) -> String {
             out.push_str(&format!(" {} |", fmt_num(*v)));
             if i > 0 {
                 let r = v / vals[0];
-                out.push_str(&format!(" {} |", if r.is_finite() { format!("{r:.3}") } else { "-".into() }));
+                out.push_str(&format!(
+                    " {} |",
+                    if r.is_finite() {
+                        format!("{r:.3}")
+                    } else {
+                        "-".into()
+                    }
+                ));
             }
         }
         out.push('\n');
     };
-    line("traces", "count", sets.iter().map(|s| s.traces as f64).collect());
-    line("requests", "count", sets.iter().map(|s| s.requests as f64).collect());
-    line("traces with subagents", "count", sets.iter().map(|s| s.traces_with_subagents as f64).collect());
-    line("theoretical prefix-cache hit", "Σhit/Σblocks", sets.iter().map(|s| s.theoretical_cache_hit_rate).collect());
+    line(
+        "traces",
+        "count",
+        sets.iter().map(|s| s.traces as f64).collect(),
+    );
+    line(
+        "requests",
+        "count",
+        sets.iter().map(|s| s.requests as f64).collect(),
+    );
+    line(
+        "traces with subagents",
+        "count",
+        sets.iter()
+            .map(|s| s.traces_with_subagents as f64)
+            .collect(),
+    );
+    line(
+        "theoretical prefix-cache hit",
+        "Σhit/Σblocks",
+        sets.iter().map(|s| s.theoretical_cache_hit_rate).collect(),
+    );
     if let Some(first) = sets.first() {
         for (name, _) in &first.rows {
             for (stat, get) in [
@@ -242,7 +289,13 @@ pub fn markdown_table(sets: &[TraceStats]) -> String {
                 ("p99", |s: &Summary| s.p99),
                 ("mean", |s: &Summary| s.mean),
             ] {
-                line(name, stat, sets.iter().map(|s| s.row(name).map(get).unwrap_or(f64::NAN)).collect());
+                line(
+                    name,
+                    stat,
+                    sets.iter()
+                        .map(|s| s.row(name).map(get).unwrap_or(f64::NAN))
+                        .collect(),
+                );
             }
         }
     }

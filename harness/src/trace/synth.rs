@@ -28,12 +28,13 @@ const P: [f64; 16] = [
 ];
 /// Main-agent turns per trace.
 const TURNS: [f64; 16] = [
-    3.0, 3.99, 4.0, 5.0, 10.0, 22.0, 36.0, 51.0, 67.4, 84.0, 119.2, 173.1, 229.25, 306.48, 346.93, 514.0,
+    3.0, 3.99, 4.0, 5.0, 10.0, 22.0, 36.0, 51.0, 67.4, 84.0, 119.2, 173.1, 229.25, 306.48, 346.93,
+    514.0,
 ];
 /// First request's input length (tokens).
 const FIRST_ISL: [f64; 16] = [
-    8979.0, 9920.0, 12928.0, 15350.0, 17980.0, 18947.0, 20038.0, 21534.0, 54476.0, 89377.0, 129583.0,
-    246233.0, 301403.0, 431099.0, 627179.0, 829382.0,
+    8979.0, 9920.0, 12928.0, 15350.0, 17980.0, 18947.0, 20038.0, 21534.0, 54476.0, 89377.0,
+    129583.0, 246233.0, 301403.0, 431099.0, 627179.0, 829382.0,
 ];
 /// Output length per request (tokens).
 const OSL: [f64; 16] = [
@@ -42,7 +43,8 @@ const OSL: [f64; 16] = [
 ];
 /// End-to-start think time between turns (s).
 const THINK: [f64; 16] = [
-    0.0, 3.0, 4.0, 4.0, 5.0, 6.0, 8.0, 10.0, 14.0, 23.0, 51.0, 155.0, 364.0, 1051.44, 2078.86, 20000.0,
+    0.0, 3.0, 4.0, 4.0, 5.0, 6.0, 8.0, 10.0, 14.0, 23.0, 51.0, 155.0, 364.0, 1051.44, 2078.86,
+    20000.0,
 ];
 /// Growth of the input between consecutive main turns when it grows (tokens).
 const GROWTH: [f64; 16] = [
@@ -51,13 +53,13 @@ const GROWTH: [f64; 16] = [
 ];
 /// Tools + system prompt tokens.
 const SYSTEM: [f64; 16] = [
-    8437.0, 8632.0, 10620.0, 11988.0, 12573.0, 13169.0, 14731.0, 14938.0, 15201.0, 15385.0, 15494.0,
-    15774.0, 16685.0, 17498.0, 21131.0, 21881.0,
+    8437.0, 8632.0, 10620.0, 11988.0, 12573.0, 13169.0, 14731.0, 14938.0, 15201.0, 15385.0,
+    15494.0, 15774.0, 16685.0, 17498.0, 21131.0, 21881.0,
 ];
 /// Subagent inner output length (tokens).
 const INNER_OSL: [f64; 16] = [
-    20.0, 60.0, 100.0, 122.0, 150.0, 175.0, 200.0, 228.0, 250.0, 280.0, 320.0, 392.0, 600.0, 2000.0,
-    4767.0, 8000.0,
+    20.0, 60.0, 100.0, 122.0, 150.0, 175.0, 200.0, 228.0, 250.0, 280.0, 320.0, 392.0, 600.0,
+    2000.0, 4767.0, 8000.0,
 ];
 /// Subagent inner think time (s).
 const INNER_THINK: [f64; 16] = [
@@ -148,7 +150,9 @@ pub struct Generator {
 }
 
 fn stratified(n: usize, rng: &mut ChaCha8Rng) -> Vec<f64> {
-    let mut v: Vec<f64> = (0..n).map(|i| (i as f64 + rng.random::<f64>()) / n as f64).collect();
+    let mut v: Vec<f64> = (0..n)
+        .map(|i| (i as f64 + rng.random::<f64>()) / n as f64)
+        .collect();
     v.shuffle(rng);
     v
 }
@@ -260,7 +264,11 @@ impl Generator {
         let mut sa_prefix: Vec<u64> = Vec::new();
         let mut has_sub = false;
         for k in 0..n {
-            let think = if k == 0 { 0.0 } else { quantile(&THINK, rng.random()).round() };
+            let think = if k == 0 {
+                0.0
+            } else {
+                quantile(&THINK, rng.random()).round()
+            };
             if k > 0 {
                 t = prev_end + think;
                 let g = quantile(&GROWTH, rng.random()).max(prev_out as f64 + 32.0);
@@ -278,7 +286,8 @@ impl Generator {
                 fresh_ids(&mut next_id, &mut ids, want);
             }
             let out = quantile(&OSL, rng.random()).round().max(1.0) as u64;
-            let api = ((2.2 + out as f64 / 60.0) * api_noise.sample(&mut rng) * 100.0).round() / 100.0;
+            let api =
+                ((2.2 + out as f64 / 60.0) * api_noise.sample(&mut rng) * 100.0).round() / 100.0;
             entries.push(Entry::NonStreaming(Request {
                 t,
                 model: model.to_string(),
@@ -308,7 +317,8 @@ impl Generator {
                 for _ in 0..here {
                     sa_counter += 1;
                     let start = prev_end + quantile(&INNER_THINK, rng.random()).round();
-                    let (sa, end) = self.subagent(&mut rng, sa_counter, start, &sa_prefix, &mut next_id);
+                    let (sa, end) =
+                        self.subagent(&mut rng, sa_counter, start, &sa_prefix, &mut next_id);
                     if rng.random::<f64>() >= p.background_probability {
                         background = false;
                         join_at = join_at.max(end);
@@ -355,10 +365,15 @@ impl Generator {
         let mut end = start;
         let mut prev_out = 0u64;
         for j in 0..inner {
-            let think = if j == 0 { 0.0 } else { quantile(&INNER_THINK, rng.random()).round() };
+            let think = if j == 0 {
+                0.0
+            } else {
+                quantile(&INNER_THINK, rng.random()).round()
+            };
             if j > 0 {
                 t = end + think;
-                input += (prev_out + 32).max(Distribution::<f64>::sample(&growth, rng).round() as u64);
+                input +=
+                    (prev_out + 32).max(Distribution::<f64>::sample(&growth, rng).round() as u64);
             }
             let want = (input / 64) as usize;
             while ids.len() < want {
@@ -379,7 +394,14 @@ impl Generator {
                 ttft: None,
                 input_types: None,
                 output_types: None,
-                stop: Some(if j + 1 == inner { "end_turn" } else { "tool_use" }.to_string()),
+                stop: Some(
+                    if j + 1 == inner {
+                        "end_turn"
+                    } else {
+                        "tool_use"
+                    }
+                    .to_string(),
+                ),
             }));
             end = t + api;
             prev_out = out;

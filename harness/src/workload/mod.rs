@@ -256,9 +256,14 @@ pub enum Action {
     /// Call [`Workload::handle`] with [`Event::Wake`] at this instant; replaces earlier wakes.
     Wake(u64),
     /// Profiling starts now; it ends at `deadline`.
-    ProfilingStarted { at: u64, deadline: u64 },
+    ProfilingStarted {
+        at: u64,
+        deadline: u64,
+    },
     /// No request starts from now on.
-    ProfilingEnded { at: u64 },
+    ProfilingEnded {
+        at: u64,
+    },
     Finished(Outcome),
 }
 
@@ -305,7 +310,9 @@ impl Tree {
         st.terminated || st.done > i || (!st.spawned && self.stream_finished(0))
     }
     fn drained(&self) -> bool {
-        (0..self.streams.len()).all(|s| self.stream_finished(s) || (!self.streams[s].spawned && self.stream_finished(0)))
+        (0..self.streams.len()).all(|s| {
+            self.stream_finished(s) || (!self.streams[s].spawned && self.stream_finished(0))
+        })
     }
 }
 
@@ -371,7 +378,12 @@ pub struct Placement {
 
 /// t* for (seed, trace, lane): uniform in `[t_min + lo·D, t_min + hi·D]`.
 pub fn sample_t_star(plan: &TracePlan, seed: u64, lane: u32, lo: f64, hi: f64) -> f64 {
-    let key = sha_key(&[b"t-star", &seed.to_le_bytes(), plan.id.as_bytes(), &lane.to_le_bytes()]);
+    let key = sha_key(&[
+        b"t-star",
+        &seed.to_le_bytes(),
+        plan.id.as_bytes(),
+        &lane.to_le_bytes(),
+    ]);
     let mut rng = ChaCha8Rng::seed_from_u64(key);
     let d = plan.t_max - plan.t_min;
     let (a, b) = (plan.t_min + lo * d, plan.t_min + hi * d);
@@ -380,13 +392,22 @@ pub fn sample_t_star(plan: &TracePlan, seed: u64, lane: u32, lo: f64, hi: f64) -
 
 /// Compute a lane's warmup placement in a trace.
 pub fn place(plan: &TracePlan, cfg: &WorkloadConfig, lane: u32) -> Placement {
-    let t_star = sample_t_star(plan, cfg.seed, lane, cfg.start_min_ratio, cfg.start_max_ratio);
+    let t_star = sample_t_star(
+        plan,
+        cfg.seed,
+        lane,
+        cfg.start_min_ratio,
+        cfg.start_max_ratio,
+    );
     let root = &plan.streams[0].turns;
     let n = root.len();
     let p = if n <= 1 {
         0
     } else {
-        root.iter().position(|t| t.t >= t_star).unwrap_or(n - 1).clamp(1, n - 1)
+        root.iter()
+            .position(|t| t.t >= t_star)
+            .unwrap_or(n - 1)
+            .clamp(1, n - 1)
     };
     let tp = root[p].t;
     let mut cursors = vec![0u32; plan.streams.len()];
@@ -400,7 +421,11 @@ pub fn place(plan: &TracePlan, cfg: &WorkloadConfig, lane: u32) -> Placement {
     for (c, s) in plan.streams.iter().enumerate().skip(1) {
         if s.anchor.is_some_and(|a| (a as usize) < p) {
             spawned[c] = true;
-            let k = s.turns.iter().position(|t| t.t >= tp).unwrap_or(s.turns.len());
+            let k = s
+                .turns
+                .iter()
+                .position(|t| t.t >= tp)
+                .unwrap_or(s.turns.len());
             cursors[c] = k as u32;
             if k > 0 && k < s.turns.len() {
                 primers.push((c as u16, k as u32 - 1));
@@ -466,8 +491,12 @@ pub fn default_pool(seed: u64) -> Vec<Arc<TracePlan>> {
         seed,
     };
     let mut w = Vec::new();
-    compile_pool(&source, &crate::trace::ReadOptions::default(), seed, &mut w).expect("synthetic traces always compile")
+    compile_pool(&source, &crate::trace::ReadOptions::default(), seed, &mut w)
+        .expect("synthetic traces always compile")
 }
+
+/// A pending turn timer: (raw time, seq, lane, play, stream).
+type TimerEntry = (u64, u64, u32, u64, u16);
 
 /// The replay state machine.
 pub struct Workload {
@@ -476,7 +505,7 @@ pub struct Workload {
     lanes: Vec<Lane>,
     inflight: HashMap<RequestId, Flight>,
     /// (raw time, seq, lane, play, stream); actual time = raw − `shift`.
-    timers: BinaryHeap<Reverse<(u64, u64, u32, u64, u16)>>,
+    timers: BinaryHeap<Reverse<TimerEntry>>,
     shift: u64,
     seq: u64,
     next_id: RequestId,
@@ -511,7 +540,10 @@ impl Workload {
             || !(0.0..=1.0).contains(&cfg.start_max_ratio)
             || cfg.start_min_ratio > cfg.start_max_ratio
         {
-            return Err(WorkloadError::Ratios(cfg.start_min_ratio, cfg.start_max_ratio));
+            return Err(WorkloadError::Ratios(
+                cfg.start_min_ratio,
+                cfg.start_max_ratio,
+            ));
         }
         Ok(Self {
             cfg,
@@ -564,7 +596,11 @@ impl Workload {
 
     /// The next instant the machine needs a [`Event::Wake`], if any.
     pub fn next_wake(&mut self) -> Option<u64> {
-        let timer = if matches!(self.phase, RunPhase::Profiling { .. }) { self.peek_timer() } else { None };
+        let timer = if matches!(self.phase, RunPhase::Profiling { .. }) {
+            self.peek_timer()
+        } else {
+            None
+        };
         let phase = match self.phase {
             RunPhase::Warmup { until } => Some(until),
             RunPhase::Profiling { deadline } => Some(deadline),
@@ -700,10 +736,21 @@ impl Workload {
             }
             for &(s, i) in &pl.primers {
                 let max = match self.cfg.primer_output {
-                    PrimerOutput::Recorded => plan.streams[s as usize].prompts.turns[i as usize].output_tokens,
+                    PrimerOutput::Recorded => {
+                        plan.streams[s as usize].prompts.turns[i as usize].output_tokens
+                    }
                     PrimerOutput::One => 1,
                 };
-                self.send(now, lane, s, i, Phase::Warmup, RequestKind::Primer, max, out);
+                self.send(
+                    now,
+                    lane,
+                    s,
+                    i,
+                    Phase::Warmup,
+                    RequestKind::Primer,
+                    max,
+                    out,
+                );
                 // The stream's cursor continues after the primer.
                 let st = &mut self.lanes[lane as usize].tree.streams[s as usize];
                 st.next = st.next.max(cursor_before[s as usize]);
@@ -722,7 +769,16 @@ impl Workload {
         }
         if let Some((s, i)) = l.warmup_queue.pop_front() {
             l.warmup_busy = true;
-            self.send(now, lane, s, i, Phase::Warmup, RequestKind::LaneWarmup, 1, out);
+            self.send(
+                now,
+                lane,
+                s,
+                i,
+                Phase::Warmup,
+                RequestKind::LaneWarmup,
+                1,
+                out,
+            );
         }
     }
 
@@ -775,10 +831,11 @@ impl Workload {
         self.seq += 1;
         st.timer_seq = self.seq;
         let play = tree.play;
-        self.timers.push(Reverse((at + self.shift, self.seq, lane, play, s)));
+        self.timers
+            .push(Reverse((at + self.shift, self.seq, lane, play, s)));
     }
 
-    fn timer_valid(&self, e: &(u64, u64, u32, u64, u16)) -> bool {
+    fn timer_valid(&self, e: &TimerEntry) -> bool {
         let tree = &self.lanes[e.2 as usize].tree;
         tree.play == e.3 && {
             let st = &tree.streams[e.4 as usize];
@@ -810,10 +867,24 @@ impl Workload {
         }
         let n = self.lanes[lane as usize].tree.streams.len();
         for s in 0..n as u16 {
-            if self.lanes[lane as usize].tree.streams[s as usize].state == SState::Due && self.prereqs_met(lane, s) {
+            if self.lanes[lane as usize].tree.streams[s as usize].state == SState::Due
+                && self.prereqs_met(lane, s)
+            {
                 let i = self.lanes[lane as usize].tree.streams[s as usize].next;
-                let out_tokens = self.lanes[lane as usize].tree.plan.streams[s as usize].prompts.turns[i as usize].output_tokens;
-                self.send(now, lane, s, i, Phase::Profiling, RequestKind::Turn, out_tokens, out);
+                let out_tokens = self.lanes[lane as usize].tree.plan.streams[s as usize]
+                    .prompts
+                    .turns[i as usize]
+                    .output_tokens;
+                self.send(
+                    now,
+                    lane,
+                    s,
+                    i,
+                    Phase::Profiling,
+                    RequestKind::Turn,
+                    out_tokens,
+                    out,
+                );
             }
         }
     }
@@ -881,7 +952,13 @@ impl Workload {
         out.push(Action::Send(Box::new(spec)));
     }
 
-    fn on_done(&mut self, now: u64, id: RequestId, failure: Option<Failure>, out: &mut Vec<Action>) {
+    fn on_done(
+        &mut self,
+        now: u64,
+        id: RequestId,
+        failure: Option<Failure>,
+        out: &mut Vec<Action>,
+    ) {
         let Some(f) = self.inflight.remove(&id) else {
             return; // unknown or already cancelled
         };
@@ -937,7 +1014,10 @@ impl Workload {
                 }
                 let total = self.stats.profiling_completed + self.stats.profiling_failed;
                 let armed = total >= u64::from(self.cfg.concurrency.max(10));
-                if armed && self.stats.profiling_failed as f64 / total as f64 > self.cfg.failed_request_threshold {
+                if armed
+                    && self.stats.profiling_failed as f64 / total as f64
+                        > self.cfg.failed_request_threshold
+                {
                     let failed = self.stats.profiling_failed;
                     self.cancel_all(out);
                     self.finish(Outcome::Aborted { failed, total }, out);
@@ -1017,7 +1097,13 @@ impl Workload {
                 st.timer_at -= delta;
                 self.seq += 1;
                 st.timer_seq = self.seq;
-                self.timers.push(Reverse((st.timer_at + self.shift, self.seq, lane, play, s as u16)));
+                self.timers.push(Reverse((
+                    st.timer_at + self.shift,
+                    self.seq,
+                    lane,
+                    play,
+                    s as u16,
+                )));
             }
         }
     }
@@ -1142,8 +1228,20 @@ impl Workload {
                 if let Some((_, lane, s)) = best {
                     self.stats.forced_releases += 1;
                     let i = self.lanes[lane as usize].tree.streams[s as usize].next;
-                    let max = self.lanes[lane as usize].tree.plan.streams[s as usize].prompts.turns[i as usize].output_tokens;
-                    self.send(now, lane, s, i, Phase::Profiling, RequestKind::Turn, max, out);
+                    let max = self.lanes[lane as usize].tree.plan.streams[s as usize]
+                        .prompts
+                        .turns[i as usize]
+                        .output_tokens;
+                    self.send(
+                        now,
+                        lane,
+                        s,
+                        i,
+                        Phase::Profiling,
+                        RequestKind::Turn,
+                        max,
+                        out,
+                    );
                 }
             }
         }

@@ -67,13 +67,20 @@ pub struct TracePlan {
 }
 
 fn secs_to_ns(s: f64) -> u64 {
-    if s.is_finite() && s > 0.0 { (s * 1e9).round() as u64 } else { 0 }
+    if s.is_finite() && s > 0.0 {
+        (s * 1e9).round() as u64
+    } else {
+        0
+    }
 }
 
 /// The recorded end of a request; when `api_time` is missing, derive it from the next request's
 /// `think_time` (think = next start − this end), else assume the request took no time.
 fn recorded_end(r: &Request, next: Option<&Request>) -> f64 {
-    match (r.api_time, next.and_then(|n| n.think_time.map(|th| (n.t, th)))) {
+    match (
+        r.api_time,
+        next.and_then(|n| n.think_time.map(|th| (n.t, th))),
+    ) {
         (Some(a), _) => r.t + a,
         (None, Some((nt, th))) => (nt - th).max(r.t),
         (None, None) => r.t,
@@ -85,7 +92,10 @@ impl TracePlan {
     /// needs at least one main-agent request.
     pub fn build(trace: &Trace, seed: u64) -> Result<Self, String> {
         if trace.main_requests().next().is_none() {
-            return Err(format!("trace {}: no main-agent request to replay", trace.id));
+            return Err(format!(
+                "trace {}: no main-agent request to replay",
+                trace.id
+            ));
         }
         let id: Arc<str> = Arc::from(trace.id.as_str());
         let trace_key = sha_key(&[b"blocks", &seed.to_le_bytes(), trace.id.as_bytes()]);
@@ -160,7 +170,8 @@ impl TracePlan {
         // Theoretical prefix-cache hits: walk every request in global order over one seen-set.
         // Dense ids are assigned in that same order, so "seen before" ⇔ id < ids assigned so far.
         let mut ids = TraceIds::default();
-        let mut hits: Vec<Vec<(u32, u32)>> = raws.iter().map(|r| vec![(0, 0); r.reqs.len()]).collect();
+        let mut hits: Vec<Vec<(u32, u32)>> =
+            raws.iter().map(|r| vec![(0, 0); r.reqs.len()]).collect();
         let mut assigned = 0u32;
         for o in &order {
             let r = raws[o.2 as usize].reqs[o.3 as usize].0;
@@ -222,7 +233,11 @@ impl TracePlan {
             }
             streams.push(StreamPlan {
                 conversation_id,
-                kind: if s == 0 { SourceKind::Main } else { SourceKind::Subagent },
+                kind: if s == 0 {
+                    SourceKind::Main
+                } else {
+                    SourceKind::Subagent
+                },
                 prompts,
                 turns,
                 anchor: raw.anchor,
