@@ -99,6 +99,9 @@ pub struct SynthParams {
     pub subagent_trace_fraction: f64,
     /// Probability that a subagent group runs in the background (nothing joins it).
     pub background_probability: f64,
+    /// Within-trace correlation of think times (Gaussian copula; the marginal is unchanged): real
+    /// sessions have a pace — some are interactive, some wait minutes between turns.
+    pub think_correlation: f64,
 }
 
 impl Default for SynthParams {
@@ -112,6 +115,7 @@ impl Default for SynthParams {
             tail_edit_probability: 0.035,
             subagent_trace_fraction: 0.045,
             background_probability: 0.06,
+            think_correlation: 0.35,
         }
     }
 }
@@ -131,6 +135,22 @@ fn quantile(table: &[f64; 16], u: f64) -> f64 {
         }
     }
     table[15]
+}
+
+/// Standard normal CDF (Abramowitz–Stegun 7.1.26; |error| < 1.5e-7).
+fn normal_cdf(x: f64) -> f64 {
+    let z = x.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * z);
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erf = 1.0 - poly * (-z * z).exp();
+    if x >= 0.0 {
+        0.5 * (1.0 + erf)
+    } else {
+        0.5 * (1.0 - erf)
+    }
 }
 
 /// Per-trace attributes drawn by stratified sampling.
@@ -234,6 +254,13 @@ impl Generator {
         let sys_blocks = (system / 64.0).floor() as usize;
         let n = s.turns as usize;
         let api_noise = LogNormal::new(0.0, 0.3).expect("valid");
+        let normal = rand_distr::StandardNormal;
+        let pace: f64 = normal.sample(&mut rng);
+        let rho = p.think_correlation.clamp(0.0, 0.999);
+        let mut think_u = |rng: &mut ChaCha8Rng| {
+            let e: f64 = normal.sample(rng);
+            normal_cdf(rho * pace + (1.0 - rho * rho).sqrt() * e)
+        };
 
         // Subagent anchors: main turn indices after which a group spawns (skewed early).
         let mut anchors: Vec<usize> = Vec::new();
@@ -267,7 +294,7 @@ impl Generator {
             let think = if k == 0 {
                 0.0
             } else {
-                quantile(&THINK, rng.random()).round()
+                quantile(&THINK, think_u(&mut rng)).round()
             };
             if k > 0 {
                 t = prev_end + think;
