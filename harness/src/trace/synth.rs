@@ -257,7 +257,7 @@ impl Generator {
         let normal = rand_distr::StandardNormal;
         let pace: f64 = normal.sample(&mut rng);
         let rho = p.think_correlation.clamp(0.0, 0.999);
-        let mut think_u = |rng: &mut ChaCha8Rng| {
+        let think_u = |rng: &mut ChaCha8Rng| {
             let e: f64 = normal.sample(rng);
             normal_cdf(rho * pace + (1.0 - rho * rho).sqrt() * e)
         };

@@ -212,6 +212,37 @@ impl RequestSpec {
     pub fn theoretical_hit(&self) -> (u32, u32) {
         self.prompt.theoretical_hit()
     }
+
+    /// The `/v1/chat/completions` body (AgentX §4.2): the full accumulated conversation as text,
+    /// `stream`, `ignore_eos`, `stream_options.include_usage` and `max_completion_tokens`; never
+    /// `temperature`, `tools` or `min_tokens`. `extra` keys are merged in (they cannot override
+    /// the locked fields). Send it with the header `X-Correlation-ID: <correlation_id>`.
+    pub fn http_body(
+        &self,
+        model: &str,
+        vocab: &dyn crate::prompt::TokenText,
+        extra: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> serde_json::Value {
+        let mut body = serde_json::Map::new();
+        if let Some(extra) = extra {
+            for (k, v) in extra {
+                body.insert(k.clone(), v.clone());
+            }
+        }
+        body.insert("model".into(), model.into());
+        body.insert(
+            "messages".into(),
+            serde_json::to_value(self.prompt.messages(vocab)).expect("messages serialize"),
+        );
+        body.insert("stream".into(), true.into());
+        body.insert("max_completion_tokens".into(), self.max_tokens.into());
+        body.insert("ignore_eos".into(), true.into());
+        body.insert("stream_options".into(), serde_json::json!({"include_usage": true}));
+        for locked_out in ["temperature", "tools", "min_tokens"] {
+            body.remove(locked_out);
+        }
+        serde_json::Value::Object(body)
+    }
 }
 
 /// How a request failed.

@@ -709,3 +709,35 @@ proptest! {
         prop_assert_eq!(a, b);
     }
 }
+
+#[test]
+fn http_body_has_the_locked_agentx_shape() {
+    let t = linear("b", 4, 5.0, 1.0);
+    let log = run(WorkloadConfig { warmup: false, ..cfg(1) }, pool(&[t]), fixed(S));
+    let v = crate::prompt::WordVocab::default();
+    let extra: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(r#"{"temperature": 0.7, "top_k": 5, "stream": false}"#).unwrap();
+    for r in &log.records {
+        let b = r.spec.http_body("served", &v, Some(&extra));
+        assert_eq!(b["model"], "served");
+        assert_eq!(b["stream"], true);
+        assert_eq!(b["ignore_eos"], true);
+        assert_eq!(b["stream_options"]["include_usage"], true);
+        assert_eq!(b["max_completion_tokens"], r.spec.max_tokens);
+        assert_eq!(b["top_k"], 5);
+        for absent in ["temperature", "tools", "min_tokens", "max_tokens"] {
+            assert!(b.get(absent).is_none(), "{absent} must not be sent");
+        }
+        let msgs = b["messages"].as_array().unwrap();
+        assert_eq!(msgs.last().unwrap()["role"], "user");
+        // Turn k carries turn k-1's messages (no reset in this trace) plus its own.
+        if r.spec.turn_index > 0 {
+            let prev = log.records.iter().find(|p| p.spec.turn_index == r.spec.turn_index - 1 && p.spec.play == r.spec.play).unwrap();
+            let pb = prev.spec.http_body("served", &v, None);
+            let pm = pb["messages"].as_array().unwrap();
+            assert!(!r.spec.prompt.reset_context());
+            assert_eq!(msgs[..pm.len() - 1], pm[..pm.len() - 1]);
+            assert!(msgs.len() > pm.len());
+        }
+    }
+}
