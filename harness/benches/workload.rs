@@ -21,10 +21,7 @@ fn corpus() -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        eprintln!(
-            "shared data absent ({}): skipping the real-corpus benchmarks",
-            p.display()
-        );
+        eprintln!("shared data absent ({}): skipping the real-corpus benchmarks", p.display());
         None
     }
 }
@@ -39,20 +36,9 @@ fn trace_sets(c: &mut Criterion) {
             black_box(n)
         })
     });
-    g.bench_function("synthetic_compile_pool", |b| {
-        b.iter(|| black_box(default_pool(42).len()))
-    });
+    g.bench_function("synthetic_compile_pool", |b| b.iter(|| black_box(default_pool(42).len())));
     if let Some(p) = corpus() {
-        g.bench_function("real_read_gzip", |b| {
-            b.iter(|| {
-                black_box(
-                    read_traces(&[&p], &ReadOptions::default())
-                        .unwrap()
-                        .traces
-                        .len(),
-                )
-            })
-        });
+        g.bench_function("real_read_gzip", |b| b.iter(|| black_box(read_traces(&[&p], &ReadOptions::default()).unwrap().traces.len())));
     }
     g.finish();
 }
@@ -69,11 +55,7 @@ fn big_prompt() -> Prompt {
         }
     }
     let (_, plan, turn) = best.unwrap();
-    Prompt {
-        conversation: plan.streams[0].prompts.clone(),
-        turn,
-        marker: Some(harness::prompt::Marker::new("bench", 0, 0, &plan.id)),
-    }
+    Prompt { conversation: plan.streams[0].prompts.clone(), turn, marker: Some(harness::prompt::Marker::new("bench", 0, 0, &plan.id)) }
 }
 
 fn prompts(c: &mut Criterion) {
@@ -103,9 +85,7 @@ fn prompts(c: &mut Criterion) {
             black_box((h, n))
         })
     });
-    g.bench_function("messages_text", |b| {
-        b.iter(|| black_box(p.messages(&vocab).len()))
-    });
+    g.bench_function("messages_text", |b| b.iter(|| black_box(p.messages(&vocab).len())));
     g.finish();
 }
 
@@ -119,10 +99,7 @@ fn one_hour_point(c: &mut Criterion) {
     };
     g.bench_function("schedule_only", |b| {
         b.iter(|| {
-            let cfg = WorkloadConfig {
-                concurrency: 160,
-                ..WorkloadConfig::default()
-            };
+            let cfg = WorkloadConfig { concurrency: 160, ..WorkloadConfig::default() };
             let mut wl = Workload::new(cfg, pool.clone()).unwrap();
             let log = drive(&mut wl, 0, service, |_, _| {});
             black_box(log.records.len())
@@ -131,10 +108,7 @@ fn one_hour_point(c: &mut Criterion) {
     g.bench_function("schedule_plus_page_hashes", |b| {
         let mut buf = Vec::new();
         b.iter(|| {
-            let cfg = WorkloadConfig {
-                concurrency: 160,
-                ..WorkloadConfig::default()
-            };
+            let cfg = WorkloadConfig { concurrency: 160, ..WorkloadConfig::default() };
             let mut wl = Workload::new(cfg, pool.clone()).unwrap();
             let mut pages = 0usize;
             let log = drive(

@@ -1,4 +1,6 @@
 use clap::{Parser, Subcommand};
+use harness::cmd;
+use std::process::ExitCode;
 
 /// Plan, run and report LLM-serving recipe sweeps (AgentX, InferenceX-compatible).
 #[derive(Parser)]
@@ -10,13 +12,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Generate synthetic AgentX traces and compare trace-set statistics.
-    Trace(harness::trace::cli::TraceArgs),
+    /// Check the master config, serving recipes, golden AL curves and changelog; list every problem.
+    Validate(cmd::validate::Args),
+    /// Show the sweep a PR label would run (canary, matrices, fail-fast, resolved commands).
+    Plan(cmd::plan::Args),
+    /// Check or append to perf-changelog.yaml.
+    #[command(subcommand)]
+    Changelog(cmd::changelog::Command),
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Trace(args) => harness::trace::cli::run(args),
+fn main() -> anyhow::Result<ExitCode> {
+    match Cli::parse().command {
+        Command::Validate(a) => cmd::validate::run(&a),
+        Command::Plan(a) => cmd::plan::run(&a),
+        Command::Changelog(c) => cmd::changelog::run(&c),
     }
 }

@@ -197,9 +197,7 @@ impl TokenText for WordVocab {
             return Ok(out);
         }
         for w in rest.split(' ') {
-            let id = Self::parse_word(w)
-                .filter(|&id| id < self.content)
-                .ok_or_else(|| format!("not a vocabulary word: {w:?}"))?;
+            let id = Self::parse_word(w).filter(|&id| id < self.content).ok_or_else(|| format!("not a vocabulary word: {w:?}"))?;
             out.push(id);
         }
         Ok(out)
@@ -306,9 +304,7 @@ impl ConversationPlan {
         ids: &mut TraceIds,
     ) -> Self {
         let bs = u64::from(block_size.max(1));
-        let sys_tokens = system_tokens
-            .filter(|&s| s > 0)
-            .unwrap_or(DEFAULT_SYSTEM_TOKENS);
+        let sys_tokens = system_tokens.filter(|&s| s > 0).unwrap_or(DEFAULT_SYSTEM_TOKENS);
         let system_blocks = sys_tokens.div_ceil(bs) as u32;
         let mut turns = Vec::with_capacity(requests.len());
         let mut store: Vec<u32> = Vec::new();
@@ -324,35 +320,14 @@ impl ConversationPlan {
             let blocks = full as u32;
             let tail_tokens = (input - full * bs) as u32;
             let tail_named = tail_tokens > 0 && r.hash_ids.len() as u64 > full;
-            let cur: Vec<u32> = r.hash_ids[..(named as usize + usize::from(tail_named))]
-                .iter()
-                .map(|&h| ids.dense(h))
-                .collect();
-            let lcp = if k == 0 {
-                0
-            } else {
-                crate::trace::stats::lcp(&prev_named[..], &cur[..named as usize]) as u32
-            };
+            let cur: Vec<u32> = r.hash_ids[..(named as usize + usize::from(tail_named))].iter().map(|&h| ids.dense(h)).collect();
+            let lcp = if k == 0 { 0 } else { crate::trace::stats::lcp(&prev_named[..], &cur[..named as usize]) as u32 };
             let start = store.len() as u32;
             store.extend_from_slice(&cur[lcp as usize..]);
             let new_ids = start..store.len() as u32;
 
-            let reset = segment_step(
-                &mut history,
-                k,
-                system_blocks,
-                blocks,
-                tail_tokens,
-                lcp,
-                prev_blocks,
-                prev_out,
-                bs,
-            );
-            let first_user_block = history
-                .iter()
-                .find(|s| s.role == Role::User)
-                .map(|s| s.start)
-                .unwrap_or(0);
+            let reset = segment_step(&mut history, k, system_blocks, blocks, tail_tokens, lcp, prev_blocks, prev_out, bs);
+            let first_user_block = history.iter().find(|s| s.role == Role::User).map(|s| s.start).unwrap_or(0);
             let (hit_blocks, total_blocks) = hits.get(k).copied().unwrap_or((0, named));
             turns.push(TurnShape {
                 input_tokens: input,
@@ -373,14 +348,7 @@ impl ConversationPlan {
             prev_blocks = blocks;
             prev_out = r.output_tokens;
         }
-        Self {
-            trace_key,
-            conv_key,
-            block_size: block_size.max(1),
-            system_blocks,
-            turns,
-            ids: store,
-        }
+        Self { trace_key, conv_key, block_size: block_size.max(1), system_blocks, turns, ids: store }
     }
 
     /// Named block ids of a turn (dense per-trace ids), reconstructed from the deltas; includes the
@@ -394,16 +362,11 @@ impl ConversationPlan {
         let mut k = turn;
         loop {
             let tk = &self.turns[k];
-            let lo = if k == turn {
-                tk.lcp_prev as usize
-            } else {
-                (tk.lcp_prev as usize).min(limit)
-            };
+            let lo = if k == turn { tk.lcp_prev as usize } else { (tk.lcp_prev as usize).min(limit) };
             let src = &self.ids[tk.new_ids.start as usize..tk.new_ids.end as usize];
             let hi = limit.min(tk.lcp_prev as usize + src.len());
             if hi > lo {
-                out[lo..hi]
-                    .copy_from_slice(&src[lo - tk.lcp_prev as usize..hi - tk.lcp_prev as usize]);
+                out[lo..hi].copy_from_slice(&src[lo - tk.lcp_prev as usize..hi - tk.lcp_prev as usize]);
             }
             limit = limit.min(tk.lcp_prev as usize);
             if limit == 0 || k == 0 {
@@ -422,17 +385,7 @@ impl ConversationPlan {
         let mut prev_out = 0u64;
         let mut prev_blocks = 0u32;
         for (k, t) in self.turns[..=turn].iter().enumerate() {
-            segment_step(
-                &mut history,
-                k,
-                self.system_blocks,
-                t.blocks,
-                t.tail_tokens,
-                t.lcp_prev,
-                prev_blocks,
-                prev_out,
-                bs,
-            );
+            segment_step(&mut history, k, self.system_blocks, t.blocks, t.tail_tokens, t.lcp_prev, prev_blocks, prev_out, bs);
             prev_out = t.output_tokens;
             prev_blocks = t.blocks;
         }
@@ -462,17 +415,9 @@ fn segment_step(
             s = blocks.saturating_sub(1);
         }
         if s > 0 {
-            history.push(Segment {
-                role: Role::System,
-                start: 0,
-                end: s,
-            });
+            history.push(Segment { role: Role::System, start: 0, end: s });
         }
-        history.push(Segment {
-            role: Role::User,
-            start: s,
-            end: blocks,
-        });
+        history.push(Segment { role: Role::User, start: s, end: blocks });
         return false;
     }
     // The previous turn's filler and tail never match: anything below its block count is a cut.
@@ -495,36 +440,20 @@ fn segment_step(
                 if last.start == last.end {
                     history.pop();
                 }
-                history.push(Segment {
-                    role: Role::User,
-                    start: e,
-                    end: blocks,
-                });
+                history.push(Segment { role: Role::User, start: e, end: blocks });
                 reset = true;
             }
             Some(_) => {}
-            None => history.push(Segment {
-                role: Role::User,
-                start: 0,
-                end: blocks,
-            }),
+            None => history.push(Segment { role: Role::User, start: 0, end: blocks }),
         }
         return reset;
     }
     let reserve = u32::from(tail_tokens == 0);
     let a = (prev_out.div_ceil(bs) as u32).min(new.saturating_sub(reserve));
     if a > 0 {
-        history.push(Segment {
-            role: Role::Assistant,
-            start: lcp,
-            end: lcp + a,
-        });
+        history.push(Segment { role: Role::Assistant, start: lcp, end: lcp + a });
     }
-    history.push(Segment {
-        role: Role::User,
-        start: lcp + a,
-        end: blocks,
-    });
+    history.push(Segment { role: Role::User, start: lcp + a, end: blocks });
     reset
 }
 
@@ -541,19 +470,12 @@ pub struct Marker {
 impl Marker {
     pub fn new(run_id: &str, pass: u64, lane: u32, trace_id: &str) -> Self {
         let mut h = Sha256::new();
-        for p in [
-            run_id.as_bytes(),
-            &pass.to_le_bytes(),
-            &lane.to_le_bytes(),
-            trace_id.as_bytes(),
-        ] {
+        for p in [run_id.as_bytes(), &pass.to_le_bytes(), &lane.to_le_bytes(), trace_id.as_bytes()] {
             h.update((p.len() as u64).to_le_bytes());
             h.update(p);
         }
         let d = h.finalize();
-        Self {
-            digest: d[..6].try_into().expect("6 bytes"),
-        }
+        Self { digest: d[..6].try_into().expect("6 bytes") }
     }
     /// The 12 lowercase hex chars.
     pub fn hex(&self) -> String {
@@ -600,12 +522,7 @@ impl Prompt {
 
     /// Tokens of the token-id form: `in` plus the marker.
     pub fn total_tokens(&self) -> u64 {
-        self.input_tokens()
-            + if self.marker.is_some() {
-                MARKER_TOKENS as u64
-            } else {
-                0
-            }
+        self.input_tokens() + if self.marker.is_some() { MARKER_TOKENS as u64 } else { 0 }
     }
 
     /// (hit blocks, total blocks) of the theoretical prefix-cache hit rate.
@@ -623,13 +540,7 @@ impl Prompt {
     }
 
     fn filler_key(&self, pos: u32) -> u64 {
-        combine(
-            combine(
-                self.conversation.conv_key,
-                0xF111_0000 | u64::from(self.turn),
-            ),
-            u64::from(pos),
-        )
+        combine(combine(self.conversation.conv_key, 0xF111_0000 | u64::from(self.turn)), u64::from(pos))
     }
 
     /// The token stream as atoms, in order.
@@ -642,43 +553,19 @@ impl Prompt {
             if pos == s.first_user_block
                 && let Some(m) = self.marker
             {
-                out.push(Atom {
-                    key: m.salt(),
-                    len: MARKER_TOKENS as u32,
-                    marker: true,
-                });
+                out.push(Atom { key: m.salt(), len: MARKER_TOKENS as u32, marker: true });
             }
-            let key = if pos < s.named {
-                self.block_key(ids[pos as usize])
-            } else {
-                self.filler_key(pos)
-            };
-            out.push(Atom {
-                key,
-                len: bs,
-                marker: false,
-            });
+            let key = if pos < s.named { self.block_key(ids[pos as usize]) } else { self.filler_key(pos) };
+            out.push(Atom { key, len: bs, marker: false });
         }
         if s.first_user_block >= s.blocks
             && let Some(m) = self.marker
         {
-            out.push(Atom {
-                key: m.salt(),
-                len: MARKER_TOKENS as u32,
-                marker: true,
-            });
+            out.push(Atom { key: m.salt(), len: MARKER_TOKENS as u32, marker: true });
         }
         if s.tail_tokens > 0 {
-            let key = if s.tail_named {
-                self.block_key(ids[s.named as usize])
-            } else {
-                self.filler_key(u32::MAX)
-            };
-            out.push(Atom {
-                key,
-                len: s.tail_tokens,
-                marker: false,
-            });
+            let key = if s.tail_named { self.block_key(ids[s.named as usize]) } else { self.filler_key(u32::MAX) };
+            out.push(Atom { key, len: s.tail_tokens, marker: false });
         }
         out
     }
@@ -705,10 +592,8 @@ impl Prompt {
                 if filled == 0 && off == 0 && take == a.len && take == page {
                     content = a.key; // whole aligned atom: its key is its content hash
                 } else {
-                    content = combine(
-                        if filled == 0 { 0x7061_6765 } else { content },
-                        combine(a.key, (u64::from(off) << 32) | u64::from(take)),
-                    );
+                    content =
+                        combine(if filled == 0 { 0x7061_6765 } else { content }, combine(a.key, (u64::from(off) << 32) | u64::from(take)));
                 }
                 filled += take;
                 off += take;
@@ -734,13 +619,7 @@ impl Prompt {
     /// The chat messages of this request as text: the full accumulated conversation, the marker at
     /// the start of the first user message, ending with a user message.
     pub fn messages(&self, vocab: &dyn TokenText) -> Vec<ChatMessage> {
-        self.message_ids(vocab)
-            .into_iter()
-            .map(|(role, ids)| ChatMessage {
-                role,
-                content: vocab.decode(&ids),
-            })
-            .collect()
+        self.message_ids(vocab).into_iter().map(|(role, ids)| ChatMessage { role, content: vocab.decode(&ids) }).collect()
     }
 
     /// Messages as (role, token ids) — what `messages` decodes.
@@ -763,38 +642,12 @@ impl Prompt {
                 marked = true;
             }
             for pos in seg.start..seg.end {
-                let key = if pos < s.named {
-                    self.block_key(ids[pos as usize])
-                } else {
-                    self.filler_key(pos)
-                };
-                push_atom(
-                    &mut toks,
-                    &Atom {
-                        key,
-                        len: bs,
-                        marker: false,
-                    },
-                    vocab,
-                    None,
-                );
+                let key = if pos < s.named { self.block_key(ids[pos as usize]) } else { self.filler_key(pos) };
+                push_atom(&mut toks, &Atom { key, len: bs, marker: false }, vocab, None);
             }
             if i == last && s.tail_tokens > 0 {
-                let key = if s.tail_named {
-                    self.block_key(ids[s.named as usize])
-                } else {
-                    self.filler_key(u32::MAX)
-                };
-                push_atom(
-                    &mut toks,
-                    &Atom {
-                        key,
-                        len: s.tail_tokens,
-                        marker: false,
-                    },
-                    vocab,
-                    None,
-                );
+                let key = if s.tail_named { self.block_key(ids[s.named as usize]) } else { self.filler_key(u32::MAX) };
+                push_atom(&mut toks, &Atom { key, len: s.tail_tokens, marker: false }, vocab, None);
             }
             out.push((seg.role, toks));
         }

@@ -20,23 +20,11 @@ fn req(t: f64, input: u64, out: u64, ids: &[u64]) -> Request {
 fn plan(reqs: &[Request], system: Option<u64>) -> Arc<ConversationPlan> {
     let refs: Vec<&Request> = reqs.iter().collect();
     let mut ids = TraceIds::default();
-    Arc::new(ConversationPlan::build(
-        7,
-        9,
-        64,
-        system,
-        &refs,
-        &[],
-        &mut ids,
-    ))
+    Arc::new(ConversationPlan::build(7, 9, 64, system, &refs, &[], &mut ids))
 }
 
 fn prompt(p: &Arc<ConversationPlan>, turn: u32, marker: Option<Marker>) -> Prompt {
-    Prompt {
-        conversation: p.clone(),
-        turn,
-        marker,
-    }
+    Prompt { conversation: p.clone(), turn, marker }
 }
 
 fn seq(a: u64, b: u64) -> Vec<u64> {
@@ -71,10 +59,7 @@ fn marker_is_rid_plus_12_lowercase_hex_and_differs_per_play() {
         let t = m.text();
         assert!(t.starts_with("[rid:") && t.ends_with("]\n\n"));
         let hex = &t[5..17];
-        assert!(
-            hex.bytes()
-                .all(|x| x.is_ascii_digit() || (b'a'..=b'f').contains(&x))
-        );
+        assert!(hex.bytes().all(|x| x.is_ascii_digit() || (b'a'..=b'f').contains(&x)));
         assert_eq!(t.len(), 5 + 12 + 3);
     }
     assert_ne!(a, b);
@@ -98,18 +83,11 @@ fn prompt_has_exactly_in_tokens_plus_marker() {
         let pr = prompt(&p, k as u32, None);
         assert_eq!(pr.token_ids(&v).len() as u64, r.input_tokens, "turn {k}");
         let pm = prompt(&p, k as u32, Some(m));
-        assert_eq!(
-            pm.token_ids(&v).len() as u64,
-            r.input_tokens + MARKER_TOKENS as u64
-        );
+        assert_eq!(pm.token_ids(&v).len() as u64, r.input_tokens + MARKER_TOKENS as u64);
         // Messages: content tokens without the marker sum to `in`; the last message is a user one.
         let msgs = pm.message_ids(&v);
         let total: usize = msgs.iter().map(|(_, ids)| ids.len()).sum();
-        assert_eq!(
-            total as u64,
-            r.input_tokens + MARKER_TOKENS as u64,
-            "turn {k}"
-        );
+        assert_eq!(total as u64, r.input_tokens + MARKER_TOKENS as u64, "turn {k}");
         assert_eq!(msgs.last().unwrap().0, Role::User, "turn {k}");
         // Text re-encodes to the same ids.
         for ((_, ids), msg) in msgs.iter().zip(pm.messages(&v)) {
@@ -150,12 +128,7 @@ fn page_hashes_agree_with_token_content() {
     let reqs = vec![
         req(0.0, 20 * 64 + 3, 100, &seq(0, 20)),
         req(1.0, 26 * 64 + 9, 100, &[seq(0, 12), seq(50, 64)].concat()),
-        req(
-            2.0,
-            40 * 64,
-            100,
-            &[seq(0, 12), seq(50, 64), seq(70, 84)].concat(),
-        ),
+        req(2.0, 40 * 64, 100, &[seq(0, 12), seq(50, 64), seq(70, 84)].concat()),
     ];
     let p = plan(&reqs, Some(3 * 64));
     let v = WordVocab::default();
@@ -168,18 +141,8 @@ fn page_hashes_agree_with_token_content() {
         .collect();
     for i in 0..3 {
         for j in 0..3 {
-            let tok_pages = all[i]
-                .0
-                .chunks_exact(64)
-                .zip(all[j].0.chunks_exact(64))
-                .take_while(|(a, b)| a == b)
-                .count();
-            let hash_pages = all[i]
-                .1
-                .iter()
-                .zip(&all[j].1)
-                .take_while(|(a, b)| a == b)
-                .count();
+            let tok_pages = all[i].0.chunks_exact(64).zip(all[j].0.chunks_exact(64)).take_while(|(a, b)| a == b).count();
+            let hash_pages = all[i].1.iter().zip(&all[j].1).take_while(|(a, b)| a == b).count();
             assert_eq!(tok_pages, hash_pages, "{i} vs {j}");
         }
     }
@@ -196,66 +159,17 @@ fn segmentation_follows_lcp_and_previous_output() {
     ];
     let p = plan(&reqs, Some(4 * 64));
     let s0 = p.segments(0);
-    assert_eq!(
-        s0,
-        vec![
-            Segment {
-                role: Role::System,
-                start: 0,
-                end: 4
-            },
-            Segment {
-                role: Role::User,
-                start: 4,
-                end: 10
-            }
-        ]
-    );
+    assert_eq!(s0, vec![Segment { role: Role::System, start: 0, end: 4 }, Segment { role: Role::User, start: 4, end: 10 }]);
     let s1 = p.segments(1);
     assert_eq!(s1[..2], s0[..]);
-    assert_eq!(
-        s1[2],
-        Segment {
-            role: Role::Assistant,
-            start: 10,
-            end: 13
-        }
-    );
-    assert_eq!(
-        s1[3],
-        Segment {
-            role: Role::User,
-            start: 13,
-            end: 16
-        }
-    );
+    assert_eq!(s1[2], Segment { role: Role::Assistant, start: 10, end: 13 });
+    assert_eq!(s1[3], Segment { role: Role::User, start: 13, end: 16 });
     assert!(!p.turns[1].reset_context);
     let s2 = p.segments(2);
     assert!(p.turns[2].reset_context);
-    assert_eq!(
-        s2[0],
-        Segment {
-            role: Role::System,
-            start: 0,
-            end: 4
-        }
-    );
-    assert_eq!(
-        s2[1],
-        Segment {
-            role: Role::User,
-            start: 4,
-            end: 6
-        }
-    );
-    assert_eq!(
-        s2[2],
-        Segment {
-            role: Role::Assistant,
-            start: 6,
-            end: 7
-        }
-    );
+    assert_eq!(s2[0], Segment { role: Role::System, start: 0, end: 4 });
+    assert_eq!(s2[1], Segment { role: Role::User, start: 4, end: 6 });
+    assert_eq!(s2[2], Segment { role: Role::Assistant, start: 6, end: 7 });
     assert_eq!(s2.last().unwrap().role, Role::User);
     // Turn k's messages contain turn k-1's messages verbatim when nothing was cut.
     let v = WordVocab::default();
@@ -270,18 +184,9 @@ fn segmentation_follows_lcp_and_previous_output() {
 
 #[test]
 fn block_ids_reconstruct_every_turn() {
-    let lists = [
-        seq(0, 10),
-        seq(0, 14),
-        [seq(0, 13), seq(30, 33)].concat(),
-        [seq(0, 5), seq(60, 70)].concat(),
-        [seq(0, 5), seq(60, 72)].concat(),
-    ];
-    let reqs: Vec<Request> = lists
-        .iter()
-        .enumerate()
-        .map(|(i, l)| req(i as f64, l.len() as u64 * 64, 10, l))
-        .collect();
+    let lists =
+        [seq(0, 10), seq(0, 14), [seq(0, 13), seq(30, 33)].concat(), [seq(0, 5), seq(60, 70)].concat(), [seq(0, 5), seq(60, 72)].concat()];
+    let reqs: Vec<Request> = lists.iter().enumerate().map(|(i, l)| req(i as f64, l.len() as u64 * 64, 10, l)).collect();
     let p = plan(&reqs, None);
     let mut dense = TraceIds::default();
     for (k, l) in lists.iter().enumerate() {

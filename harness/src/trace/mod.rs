@@ -5,7 +5,6 @@
 //! subagent's inner request times are absolute root-trace seconds (both conventions are accepted,
 //! see [`Trace::normalize`]).
 
-pub mod cli;
 pub mod mooncake;
 pub mod read;
 pub mod stats;
@@ -26,16 +25,8 @@ pub enum TraceError {
         source: std::io::Error,
     },
     #[error("{path}:{line}: trace {trace_id}: field `{field}`: {message}")]
-    Invalid {
-        path: String,
-        line: usize,
-        trace_id: String,
-        field: String,
-        message: String,
-    },
-    #[error(
-        "{path}: no traces found (expected .json, .jsonl or .jsonl.gz files with Weka or mooncake records)"
-    )]
+    Invalid { path: String, line: usize, trace_id: String, field: String, message: String },
+    #[error("{path}: no traces found (expected .json, .jsonl or .jsonl.gz files with Weka or mooncake records)")]
     Empty { path: String },
 }
 
@@ -192,14 +183,12 @@ impl Trace {
 
     /// Every request (main and inner), in file order.
     pub fn all_requests(&self) -> impl Iterator<Item = &Request> {
-        self.requests
-            .iter()
-            .flat_map(|e| -> Box<dyn Iterator<Item = &Request> + '_> {
-                match e {
-                    Entry::NonStreaming(r) | Entry::Streaming(r) => Box::new(std::iter::once(r)),
-                    Entry::Subagent(s) => Box::new(s.inner()),
-                }
-            })
+        self.requests.iter().flat_map(|e| -> Box<dyn Iterator<Item = &Request> + '_> {
+            match e {
+                Entry::NonStreaming(r) | Entry::Streaming(r) => Box::new(std::iter::once(r)),
+                Entry::Subagent(s) => Box::new(s.inner()),
+            }
+        })
     }
 
     /// Validate the semantic rules the schema cannot express and convert subagent inner times to
@@ -216,24 +205,14 @@ impl Trace {
             });
         }
         if self.block_size == 0 {
-            return Err(FieldError {
-                field: "block_size".into(),
-                message: "must be positive (AgentX traces use 64)".into(),
-            });
+            return Err(FieldError { field: "block_size".into(), message: "must be positive (AgentX traces use 64)".into() });
         }
         let check = |r: &Request, path: String| -> Result<(), FieldError> {
-            let bad = |f: &str, m: &str| FieldError {
-                field: format!("{path}.{f}"),
-                message: m.to_string(),
-            };
+            let bad = |f: &str, m: &str| FieldError { field: format!("{path}.{f}"), message: m.to_string() };
             if !r.t.is_finite() || r.t < 0.0 {
                 return Err(bad("t", "must be a finite number of seconds ≥ 0"));
             }
-            for (name, v) in [
-                ("api_time", r.api_time),
-                ("think_time", r.think_time),
-                ("ttft", r.ttft),
-            ] {
+            for (name, v) in [("api_time", r.api_time), ("think_time", r.think_time), ("ttft", r.ttft)] {
                 if let Some(v) = v
                     && (!v.is_finite() || v < 0.0)
                 {
@@ -298,20 +277,13 @@ impl std::str::FromStr for TraceSource {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         if let Some(rest) = s.strip_prefix("synthetic") {
-            let mut parts = rest
-                .trim_start_matches(':')
-                .split(':')
-                .filter(|p| !p.is_empty());
+            let mut parts = rest.trim_start_matches(':').split(':').filter(|p| !p.is_empty());
             let traces = match parts.next() {
-                Some(n) => n.parse().map_err(|_| {
-                    format!("{s:?}: trace count {n:?} is not a number (synthetic[:N[:SEED]])")
-                })?,
+                Some(n) => n.parse().map_err(|_| format!("{s:?}: trace count {n:?} is not a number (synthetic[:N[:SEED]])"))?,
                 None => DEFAULT_SYNTHETIC_TRACES,
             };
             let seed = match parts.next() {
-                Some(n) => n.parse().map_err(|_| {
-                    format!("{s:?}: seed {n:?} is not a number (synthetic[:N[:SEED]])")
-                })?,
+                Some(n) => n.parse().map_err(|_| format!("{s:?}: seed {n:?} is not a number (synthetic[:N[:SEED]])"))?,
                 None => 42,
             };
             return Ok(TraceSource::Synthetic { traces, seed });
@@ -325,11 +297,7 @@ impl TraceSource {
     pub fn name(&self) -> String {
         match self {
             TraceSource::Synthetic { traces, seed } => format!("synthetic:{traces}:{seed}"),
-            TraceSource::Files(p) => p
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(","),
+            TraceSource::Files(p) => p.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(","),
         }
     }
 
@@ -342,11 +310,7 @@ impl TraceSource {
     ) -> Result<(), TraceError> {
         match self {
             TraceSource::Synthetic { traces, seed } => {
-                let g = synth::Generator::new(synth::SynthParams {
-                    traces: *traces,
-                    seed: *seed,
-                    ..synth::SynthParams::default()
-                });
+                let g = synth::Generator::new(synth::SynthParams { traces: *traces, seed: *seed, ..synth::SynthParams::default() });
                 for t in g.traces() {
                     f(t)?;
                 }

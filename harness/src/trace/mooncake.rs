@@ -49,12 +49,7 @@ pub struct Collector {
 
 impl Collector {
     pub fn new(path: &str, block_size: u32) -> Self {
-        Self {
-            path: path.to_string(),
-            block_size,
-            order: Vec::new(),
-            sessions: HashMap::new(),
-        }
+        Self { path: path.to_string(), block_size, order: Vec::new(), sessions: HashMap::new() }
     }
 
     pub fn push(&mut self, line: usize, text: &str) -> Result<(), TraceError> {
@@ -77,12 +72,8 @@ impl Collector {
             ));
         }
         let _ = (&l.headers, &l.extra);
-        let input = l.input_length.ok_or_else(|| {
-            err(
-                "input_length",
-                "missing: every mooncake line needs its input length in tokens".into(),
-            )
-        })?;
+        let input =
+            l.input_length.ok_or_else(|| err("input_length", "missing: every mooncake line needs its input length in tokens".into()))?;
         let output = l.output_length.unwrap_or(1);
         let key = match &l.session_id {
             Some(serde_json::Value::String(s)) => s.clone(),
@@ -92,10 +83,7 @@ impl Collector {
         if !self.sessions.contains_key(&key) {
             self.order.push(key.clone());
         }
-        let (reqs, clock) = self
-            .sessions
-            .entry(key)
-            .or_insert_with(|| (Vec::new(), 0.0));
+        let (reqs, clock) = self.sessions.entry(key).or_insert_with(|| (Vec::new(), 0.0));
         let t = match (l.timestamp, l.delay) {
             (Some(ts), _) => ts / 1000.0,
             (None, Some(d)) => *clock + d / 1000.0,

@@ -30,11 +30,7 @@ pub struct ReadOptions {
 
 impl Default for ReadOptions {
     fn default() -> Self {
-        Self {
-            format: TraceFormat::Auto,
-            skip_invalid: false,
-            mooncake_block_size: mooncake::DEFAULT_BLOCK_SIZE,
-        }
+        Self { format: TraceFormat::Auto, skip_invalid: false, mooncake_block_size: mooncake::DEFAULT_BLOCK_SIZE }
     }
 }
 
@@ -48,10 +44,7 @@ pub struct TraceSet {
 }
 
 /// Read every trace under `paths` (files or directories) into memory.
-pub fn read_traces<P: AsRef<Path>>(
-    paths: &[P],
-    opts: &ReadOptions,
-) -> Result<TraceSet, TraceError> {
+pub fn read_traces<P: AsRef<Path>>(paths: &[P], opts: &ReadOptions) -> Result<TraceSet, TraceError> {
     let mut set = TraceSet::default();
     let mut traces = Vec::new();
     let mut warnings = Vec::new();
@@ -77,17 +70,12 @@ pub fn expand_paths<P: AsRef<Path>>(paths: &[P]) -> Result<Vec<PathBuf>, TraceEr
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|f| {
                     let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                    f.is_file()
-                        && (name.ends_with(".json")
-                            || name.ends_with(".jsonl")
-                            || name.ends_with(".gz"))
+                    f.is_file() && (name.ends_with(".json") || name.ends_with(".jsonl") || name.ends_with(".gz"))
                 })
                 .collect();
             files.sort();
             if files.is_empty() {
-                return Err(TraceError::Empty {
-                    path: p.display().to_string(),
-                });
+                return Err(TraceError::Empty { path: p.display().to_string() });
             }
             out.extend(files);
         } else {
@@ -98,10 +86,7 @@ pub fn expand_paths<P: AsRef<Path>>(paths: &[P]) -> Result<Vec<PathBuf>, TraceEr
 }
 
 fn io_err(p: &Path, source: std::io::Error) -> TraceError {
-    TraceError::Io {
-        path: p.display().to_string(),
-        source,
-    }
+    TraceError::Io { path: p.display().to_string(), source }
 }
 
 /// Stream every trace under `paths` to `f`, one at a time (bounded memory for large corpora).
@@ -119,9 +104,7 @@ pub fn for_each_trace<P: AsRef<Path>>(
     }
     if total == 0 {
         let shown: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
-        return Err(TraceError::Empty {
-            path: shown.join(", "),
-        });
+        return Err(TraceError::Empty { path: shown.join(", ") });
     }
     Ok(files)
 }
@@ -132,10 +115,7 @@ fn open_maybe_gz(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
     let n = file.read(&mut magic).map_err(|e| io_err(path, e))?;
     let file = File::open(path).map_err(|e| io_err(path, e))?;
     if n == 2 && magic == [0x1f, 0x8b] {
-        Ok(Box::new(BufReader::with_capacity(
-            1 << 20,
-            flate2::read::MultiGzDecoder::new(BufReader::new(file)),
-        )))
+        Ok(Box::new(BufReader::with_capacity(1 << 20, flate2::read::MultiGzDecoder::new(BufReader::new(file)))))
     } else {
         Ok(Box::new(BufReader::with_capacity(1 << 20, file)))
     }
@@ -154,44 +134,28 @@ fn read_file(
     // A `.json` file is one document (a trace, or an array of traces); everything else is JSONL.
     if plain_name.ends_with(".json") {
         let mut text = String::new();
-        reader
-            .read_to_string(&mut text)
-            .map_err(|e| io_err(path, e))?;
+        reader.read_to_string(&mut text).map_err(|e| io_err(path, e))?;
         let trimmed = text.trim_start();
         if trimmed.starts_with('[') {
-            let values: Vec<serde_json::Value> =
-                serde_json::from_str(&text).map_err(|e| TraceError::Invalid {
-                    path: shown.clone(),
-                    line: e.line(),
-                    trace_id: "?".into(),
-                    field: "(document)".into(),
-                    message: format!("not a JSON array of traces: {e}"),
-                })?;
+            let values: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| TraceError::Invalid {
+                path: shown.clone(),
+                line: e.line(),
+                trace_id: "?".into(),
+                field: "(document)".into(),
+                message: format!("not a JSON array of traces: {e}"),
+            })?;
             let mut lines = Vec::with_capacity(values.len());
             for v in values {
                 lines.push(v.to_string());
             }
-            return handle_records(
-                &shown,
-                opts,
-                warnings,
-                f,
-                lines.into_iter().enumerate().map(|(i, l)| Ok((i + 1, l))),
-            );
+            return handle_records(&shown, opts, warnings, f, lines.into_iter().enumerate().map(|(i, l)| Ok((i + 1, l))));
         }
-        if trimmed.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok()
-        {
+        if trimmed.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok() {
             return handle_records(&shown, opts, warnings, f, std::iter::once(Ok((1, text))));
         }
         // Fall through: a `.json` file holding JSON lines.
         let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        return handle_records(
-            &shown,
-            opts,
-            warnings,
-            f,
-            lines.into_iter().enumerate().map(|(i, l)| Ok((i + 1, l))),
-        );
+        return handle_records(&shown, opts, warnings, f, lines.into_iter().enumerate().map(|(i, l)| Ok((i + 1, l))));
     }
     let mut lineno = 0usize;
     let iter = std::iter::from_fn(move || {
@@ -219,10 +183,7 @@ fn handle_records(
     let mut count = 0usize;
     let mut moon = mooncake::Collector::new(path, opts.mooncake_block_size);
     for rec in records {
-        let (line, text) = rec.map_err(|e| TraceError::Io {
-            path: path.to_string(),
-            source: e,
-        })?;
+        let (line, text) = rec.map_err(|e| TraceError::Io { path: path.to_string(), source: e })?;
         if text.trim().is_empty() {
             continue;
         }
@@ -260,10 +221,7 @@ fn detect(text: &str) -> TraceFormat {
     // Cheap key sniffing: a Weka trace always has "requests" and "hash_id_scope" at the top level.
     if text.contains("\"hash_id_scope\"") || text.contains("\"requests\"") {
         TraceFormat::Weka
-    } else if text.contains("\"input_length\"")
-        || text.contains("\"hash_ids\"")
-        || text.contains("\"session_id\"")
-    {
+    } else if text.contains("\"input_length\"") || text.contains("\"hash_ids\"") || text.contains("\"session_id\"") {
         TraceFormat::Mooncake
     } else {
         TraceFormat::Weka
@@ -292,11 +250,7 @@ pub fn parse_weka(path: &str, line: usize, text: &str) -> Result<Trace, TraceErr
                 path: path.to_string(),
                 line,
                 trace_id: sniff_id(text),
-                field: if field.is_empty() || field == "." {
-                    "(record)".into()
-                } else {
-                    field
-                },
+                field: if field.is_empty() || field == "." { "(record)".into() } else { field },
                 message: explain(&inner.to_string()),
             })
         }
@@ -322,9 +276,7 @@ fn sniff_id(text: &str) -> String {
         id: Option<serde_json::Value>,
     }
     match serde_json::from_str::<IdOnly>(text) {
-        Ok(IdOnly {
-            id: Some(serde_json::Value::String(s)),
-        }) => s,
+        Ok(IdOnly { id: Some(serde_json::Value::String(s)) }) => s,
         Ok(IdOnly { id: Some(v) }) => v.to_string(),
         _ => "?".into(),
     }

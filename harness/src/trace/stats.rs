@@ -33,11 +33,7 @@ impl Summary {
     pub fn of(values: &mut [f64]) -> Self {
         values.sort_by(f64::total_cmp);
         let n = values.len();
-        let mean = if n == 0 {
-            f64::NAN
-        } else {
-            values.iter().sum::<f64>() / n as f64
-        };
+        let mean = if n == 0 { f64::NAN } else { values.iter().sum::<f64>() / n as f64 };
         Self {
             n,
             mean,
@@ -147,30 +143,12 @@ impl Collector {
             ("think time (s)".to_string(), Summary::of(&mut self.think)),
             ("turns per trace".to_string(), Summary::of(&mut self.turns)),
             ("api time (s)".to_string(), Summary::of(&mut self.api)),
-            (
-                "first ISL (tokens)".to_string(),
-                Summary::of(&mut self.first_isl),
-            ),
-            (
-                "new blocks per turn".to_string(),
-                Summary::of(&mut self.new_blocks),
-            ),
-            (
-                "prefix hit per request".to_string(),
-                Summary::of(&mut self.hit_rate),
-            ),
-            (
-                "trace span (s)".to_string(),
-                Summary::of(&mut self.duration),
-            ),
-            (
-                "subagents per trace".to_string(),
-                Summary::of(&mut self.subagents_per_trace),
-            ),
-            (
-                "inner requests per subagent".to_string(),
-                Summary::of(&mut self.inner_per_subagent),
-            ),
+            ("first ISL (tokens)".to_string(), Summary::of(&mut self.first_isl)),
+            ("new blocks per turn".to_string(), Summary::of(&mut self.new_blocks)),
+            ("prefix hit per request".to_string(), Summary::of(&mut self.hit_rate)),
+            ("trace span (s)".to_string(), Summary::of(&mut self.duration)),
+            ("subagents per trace".to_string(), Summary::of(&mut self.subagents_per_trace)),
+            ("inner requests per subagent".to_string(), Summary::of(&mut self.inner_per_subagent)),
         ];
         TraceStats {
             name: name.to_string(),
@@ -179,11 +157,7 @@ impl Collector {
             traces_with_subagents: self.traces_with_subagents,
             input_tokens: self.input_tokens,
             output_tokens: self.output_tokens,
-            theoretical_cache_hit_rate: if self.total_blocks == 0 {
-                f64::NAN
-            } else {
-                self.hit_blocks as f64 / self.total_blocks as f64
-            },
+            theoretical_cache_hit_rate: if self.total_blocks == 0 { f64::NAN } else { self.hit_blocks as f64 / self.total_blocks as f64 },
             rows,
         }
     }
@@ -247,40 +221,15 @@ pub fn markdown_table(sets: &[TraceStats]) -> String {
             out.push_str(&format!(" {} |", fmt_num(*v)));
             if i > 0 {
                 let r = v / vals[0];
-                out.push_str(&format!(
-                    " {} |",
-                    if r.is_finite() {
-                        format!("{r:.3}")
-                    } else {
-                        "-".into()
-                    }
-                ));
+                out.push_str(&format!(" {} |", if r.is_finite() { format!("{r:.3}") } else { "-".into() }));
             }
         }
         out.push('\n');
     };
-    line(
-        "traces",
-        "count",
-        sets.iter().map(|s| s.traces as f64).collect(),
-    );
-    line(
-        "requests",
-        "count",
-        sets.iter().map(|s| s.requests as f64).collect(),
-    );
-    line(
-        "traces with subagents",
-        "count",
-        sets.iter()
-            .map(|s| s.traces_with_subagents as f64)
-            .collect(),
-    );
-    line(
-        "theoretical prefix-cache hit",
-        "Σhit/Σblocks",
-        sets.iter().map(|s| s.theoretical_cache_hit_rate).collect(),
-    );
+    line("traces", "count", sets.iter().map(|s| s.traces as f64).collect());
+    line("requests", "count", sets.iter().map(|s| s.requests as f64).collect());
+    line("traces with subagents", "count", sets.iter().map(|s| s.traces_with_subagents as f64).collect());
+    line("theoretical prefix-cache hit", "Σhit/Σblocks", sets.iter().map(|s| s.theoretical_cache_hit_rate).collect());
     if let Some(first) = sets.first() {
         for (name, _) in &first.rows {
             for (stat, get) in [
@@ -289,13 +238,7 @@ pub fn markdown_table(sets: &[TraceStats]) -> String {
                 ("p99", |s: &Summary| s.p99),
                 ("mean", |s: &Summary| s.mean),
             ] {
-                line(
-                    name,
-                    stat,
-                    sets.iter()
-                        .map(|s| s.row(name).map(get).unwrap_or(f64::NAN))
-                        .collect(),
-                );
+                line(name, stat, sets.iter().map(|s| s.row(name).map(get).unwrap_or(f64::NAN)).collect());
             }
         }
     }

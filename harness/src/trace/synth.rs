@@ -23,55 +23,36 @@ use sha2::{Digest, Sha256};
 use super::{Entry, InnerRequest, Request, Subagent, Trace};
 
 /// Percentile points of the quantile tables below.
-const P: [f64; 16] = [
-    0.0, 1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 98.0, 99.0, 100.0,
-];
+const P: [f64; 16] = [0.0, 1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 98.0, 99.0, 100.0];
 /// Main-agent turns per trace.
-const TURNS: [f64; 16] = [
-    3.0, 3.99, 4.0, 5.0, 10.0, 22.0, 36.0, 51.0, 67.4, 84.0, 119.2, 173.1, 229.25, 306.48, 346.93,
-    514.0,
-];
+const TURNS: [f64; 16] = [3.0, 3.99, 4.0, 5.0, 10.0, 22.0, 36.0, 51.0, 67.4, 84.0, 119.2, 173.1, 229.25, 306.48, 346.93, 514.0];
 /// First request's input length (tokens).
 const FIRST_ISL: [f64; 16] = [
-    8979.0, 9920.0, 12928.0, 15350.0, 17980.0, 18947.0, 20038.0, 21534.0, 54476.0, 89377.0,
-    129583.0, 246233.0, 301403.0, 431099.0, 627179.0, 829382.0,
+    8979.0, 9920.0, 12928.0, 15350.0, 17980.0, 18947.0, 20038.0, 21534.0, 54476.0, 89377.0, 129583.0, 246233.0, 301403.0, 431099.0,
+    627179.0, 829382.0,
 ];
 /// Output length per request (tokens).
-const OSL: [f64; 16] = [
-    1.0, 65.0, 92.0, 108.0, 129.0, 150.0, 176.0, 214.0, 270.0, 354.0, 499.0, 852.0, 1478.5, 2495.5,
-    3590.35, 13736.0,
-];
+const OSL: [f64; 16] = [1.0, 65.0, 92.0, 108.0, 129.0, 150.0, 176.0, 214.0, 270.0, 354.0, 499.0, 852.0, 1478.5, 2495.5, 3590.35, 13736.0];
 /// End-to-start think time between turns (s).
-const THINK: [f64; 16] = [
-    0.0, 3.0, 4.0, 4.0, 5.0, 6.0, 8.0, 10.0, 14.0, 23.0, 51.0, 155.0, 364.0, 1051.44, 2078.86,
-    20000.0,
-];
+const THINK: [f64; 16] = [0.0, 3.0, 4.0, 4.0, 5.0, 6.0, 8.0, 10.0, 14.0, 23.0, 51.0, 155.0, 364.0, 1051.44, 2078.86, 20000.0];
 /// Growth of the input between consecutive main turns when it grows (tokens).
-const GROWTH: [f64; 16] = [
-    14.0, 106.0, 152.0, 190.0, 275.0, 367.0, 475.0, 621.0, 839.0, 1226.5, 1848.0, 3426.5, 6136.0,
-    10068.6, 14362.45, 60000.0,
-];
+const GROWTH: [f64; 16] =
+    [14.0, 106.0, 152.0, 190.0, 275.0, 367.0, 475.0, 621.0, 839.0, 1226.5, 1848.0, 3426.5, 6136.0, 10068.6, 14362.45, 60000.0];
 /// Tools + system prompt tokens.
 const SYSTEM: [f64; 16] = [
-    8437.0, 8632.0, 10620.0, 11988.0, 12573.0, 13169.0, 14731.0, 14938.0, 15201.0, 15385.0,
-    15494.0, 15774.0, 16685.0, 17498.0, 21131.0, 21881.0,
+    8437.0, 8632.0, 10620.0, 11988.0, 12573.0, 13169.0, 14731.0, 14938.0, 15201.0, 15385.0, 15494.0, 15774.0, 16685.0, 17498.0, 21131.0,
+    21881.0,
 ];
 /// Subagent inner output length (tokens).
-const INNER_OSL: [f64; 16] = [
-    20.0, 60.0, 100.0, 122.0, 150.0, 175.0, 200.0, 228.0, 250.0, 280.0, 320.0, 392.0, 600.0,
-    2000.0, 4767.0, 8000.0,
-];
+const INNER_OSL: [f64; 16] =
+    [20.0, 60.0, 100.0, 122.0, 150.0, 175.0, 200.0, 228.0, 250.0, 280.0, 320.0, 392.0, 600.0, 2000.0, 4767.0, 8000.0];
 /// Subagent inner think time (s).
-const INNER_THINK: [f64; 16] = [
-    0.0, 0.5, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 3.5, 4.0, 5.0, 32.6, 50.0, 70.0, 75.6, 120.0,
-];
+const INNER_THINK: [f64; 16] = [0.0, 0.5, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 3.5, 4.0, 5.0, 32.6, 50.0, 70.0, 75.6, 120.0];
 /// Subagent groups per trace, among traces that have any.
 const GROUPS: [u32; 9] = [1, 1, 2, 3, 3, 4, 4, 6, 12];
 /// Inner requests per subagent group.
-const INNER: [u32; 36] = [
-    14, 19, 2, 11, 10, 11, 11, 12, 8, 7, 8, 12, 15, 5, 15, 8, 11, 12, 7, 4, 5, 11, 6, 10, 12, 6, 8,
-    24, 13, 4, 12, 17, 11, 14, 22, 18,
-];
+const INNER: [u32; 36] =
+    [14, 19, 2, 11, 10, 11, 11, 12, 8, 7, 8, 12, 15, 5, 15, 8, 11, 12, 7, 4, 5, 11, 6, 10, 12, 6, 8, 24, 13, 4, 12, 17, 11, 14, 22, 18];
 /// Main models, weighted by the corpus's request counts.
 const MODELS: [(&str, u32); 5] = [
     ("claude-opus-4-5-20251101", 8159),
@@ -127,11 +108,7 @@ fn quantile(table: &[f64; 16], u: f64) -> f64 {
         if x <= P[i + 1] {
             let f = (x - P[i]) / (P[i + 1] - P[i]);
             let (a, b) = (table[i], table[i + 1]);
-            return if a > 0.0 && b > 0.0 {
-                (a.ln() + f * (b.ln() - a.ln())).exp()
-            } else {
-                a + f * (b - a)
-            };
+            return if a > 0.0 && b > 0.0 { (a.ln() + f * (b.ln() - a.ln())).exp() } else { a + f * (b - a) };
         }
     }
     table[15]
@@ -141,16 +118,9 @@ fn quantile(table: &[f64; 16], u: f64) -> f64 {
 fn normal_cdf(x: f64) -> f64 {
     let z = x.abs() / std::f64::consts::SQRT_2;
     let t = 1.0 / (1.0 + 0.327_591_1 * z);
-    let poly = t
-        * (0.254_829_592
-            + t * (-0.284_496_736
-                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
     let erf = 1.0 - poly * (-z * z).exp();
-    if x >= 0.0 {
-        0.5 * (1.0 + erf)
-    } else {
-        0.5 * (1.0 - erf)
-    }
+    if x >= 0.0 { 0.5 * (1.0 + erf) } else { 0.5 * (1.0 - erf) }
 }
 
 /// Per-trace attributes drawn by stratified sampling.
@@ -170,9 +140,7 @@ pub struct Generator {
 }
 
 fn stratified(n: usize, rng: &mut ChaCha8Rng) -> Vec<f64> {
-    let mut v: Vec<f64> = (0..n)
-        .map(|i| (i as f64 + rng.random::<f64>()) / n as f64)
-        .collect();
+    let mut v: Vec<f64> = (0..n).map(|i| (i as f64 + rng.random::<f64>()) / n as f64).collect();
     v.shuffle(rng);
     v
 }
@@ -209,12 +177,7 @@ impl Generator {
                     let (lo, hi) = params.context_limit;
                     lo + (hi - lo) * ((limit[i] * 104_729.0).fract())
                 };
-                Strata {
-                    turns: quantile(&TURNS, turns[i]).round().max(1.0),
-                    first,
-                    limit: limit.max(first * 1.1),
-                    subagents: sub[i],
-                }
+                Strata { turns: quantile(&TURNS, turns[i]).round().max(1.0), first, limit: limit.max(first * 1.1), subagents: sub[i] }
             })
             .collect();
         Self { params, strata }
@@ -291,11 +254,7 @@ impl Generator {
         let mut sa_prefix: Vec<u64> = Vec::new();
         let mut has_sub = false;
         for k in 0..n {
-            let think = if k == 0 {
-                0.0
-            } else {
-                quantile(&THINK, think_u(&mut rng)).round()
-            };
+            let think = if k == 0 { 0.0 } else { quantile(&THINK, think_u(&mut rng)).round() };
             if k > 0 {
                 t = prev_end + think;
                 let g = quantile(&GROWTH, rng.random()).max(prev_out as f64 + 32.0);
@@ -313,8 +272,7 @@ impl Generator {
                 fresh_ids(&mut next_id, &mut ids, want);
             }
             let out = quantile(&OSL, rng.random()).round().max(1.0) as u64;
-            let api =
-                ((2.2 + out as f64 / 60.0) * api_noise.sample(&mut rng) * 100.0).round() / 100.0;
+            let api = ((2.2 + out as f64 / 60.0) * api_noise.sample(&mut rng) * 100.0).round() / 100.0;
             entries.push(Entry::NonStreaming(Request {
                 t,
                 model: model.to_string(),
@@ -344,8 +302,7 @@ impl Generator {
                 for _ in 0..here {
                     sa_counter += 1;
                     let start = prev_end + quantile(&INNER_THINK, rng.random()).round();
-                    let (sa, end) =
-                        self.subagent(&mut rng, sa_counter, start, &sa_prefix, &mut next_id);
+                    let (sa, end) = self.subagent(&mut rng, sa_counter, start, &sa_prefix, &mut next_id);
                     if rng.random::<f64>() >= p.background_probability {
                         background = false;
                         join_at = join_at.max(end);
@@ -373,14 +330,7 @@ impl Generator {
         }
     }
 
-    fn subagent(
-        &self,
-        rng: &mut ChaCha8Rng,
-        counter: usize,
-        start: f64,
-        prefix: &[u64],
-        next_id: &mut u64,
-    ) -> (Subagent, f64) {
+    fn subagent(&self, rng: &mut ChaCha8Rng, counter: usize, start: f64, prefix: &[u64], next_id: &mut u64) -> (Subagent, f64) {
         let inner = INNER[rng.random_range(0..INNER.len())] as usize;
         let api_noise = LogNormal::new(0.0, 0.3).expect("valid");
         let growth = Exp::new(1.0 / 3_500.0).expect("valid");
@@ -392,15 +342,10 @@ impl Generator {
         let mut end = start;
         let mut prev_out = 0u64;
         for j in 0..inner {
-            let think = if j == 0 {
-                0.0
-            } else {
-                quantile(&INNER_THINK, rng.random()).round()
-            };
+            let think = if j == 0 { 0.0 } else { quantile(&INNER_THINK, rng.random()).round() };
             if j > 0 {
                 t = end + think;
-                input +=
-                    (prev_out + 32).max(Distribution::<f64>::sample(&growth, rng).round() as u64);
+                input += (prev_out + 32).max(Distribution::<f64>::sample(&growth, rng).round() as u64);
             }
             let want = (input / 64) as usize;
             while ids.len() < want {
@@ -421,14 +366,7 @@ impl Generator {
                 ttft: None,
                 input_types: None,
                 output_types: None,
-                stop: Some(
-                    if j + 1 == inner {
-                        "end_turn"
-                    } else {
-                        "tool_use"
-                    }
-                    .to_string(),
-                ),
+                stop: Some(if j + 1 == inner { "end_turn" } else { "tool_use" }.to_string()),
             }));
             end = t + api;
             prev_out = out;
@@ -452,11 +390,5 @@ impl Generator {
 
 /// Generate the default synthetic set (`traces` traces from `seed`).
 pub fn generate(traces: usize, seed: u64) -> Vec<Trace> {
-    Generator::new(SynthParams {
-        traces,
-        seed,
-        ..SynthParams::default()
-    })
-    .traces()
-    .collect()
+    Generator::new(SynthParams { traces, seed, ..SynthParams::default() }).traces().collect()
 }

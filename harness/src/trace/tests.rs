@@ -72,10 +72,7 @@ fn unknown_fields_are_rejected_with_their_path() {
     assert!(e.contains("colour") && e.contains("c.jsonl:2"), "{e}");
     let inner = example_record().replace(r#""ttft":0.8"#, r#""ttft":0.8,"temperature":1"#);
     let e = parse_weka("c.jsonl", 3, &inner).unwrap_err().to_string();
-    assert!(
-        e.contains("temperature") && e.contains("requests[0]"),
-        "{e}"
-    );
+    assert!(e.contains("temperature") && e.contains("requests[0]"), "{e}");
     assert!(e.contains("0196085d85d2075a50b74cd8795ffbdcea9a"), "{e}");
     let missing = example_record().replace(r#""in":640,"#, "");
     let e = parse_weka("c.jsonl", 4, &missing).unwrap_err().to_string();
@@ -93,29 +90,13 @@ fn reads_plain_gzip_directory_and_skips_bad_traces_only_when_asked() {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(format!("{good}\n").as_bytes()).unwrap();
     std::fs::write(dir.path().join("b.jsonl.gz"), gz.finish().unwrap()).unwrap();
-    std::fs::write(
-        dir.path().join("c.json"),
-        serde_json::to_string_pretty(&parse_weka("x", 1, &good).unwrap()).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("c.json"), serde_json::to_string_pretty(&parse_weka("x", 1, &good).unwrap()).unwrap()).unwrap();
     std::fs::write(dir.path().join("notes.txt"), "ignored").unwrap();
 
-    let strict = read_traces(&[dir.path()], &ReadOptions::default())
-        .unwrap_err()
-        .to_string();
-    assert!(
-        strict.contains("a.jsonl:3") && strict.contains("oops"),
-        "{strict}"
-    );
+    let strict = read_traces(&[dir.path()], &ReadOptions::default()).unwrap_err().to_string();
+    assert!(strict.contains("a.jsonl:3") && strict.contains("oops"), "{strict}");
 
-    let set = read_traces(
-        &[dir.path()],
-        &ReadOptions {
-            skip_invalid: true,
-            ..ReadOptions::default()
-        },
-    )
-    .unwrap();
+    let set = read_traces(&[dir.path()], &ReadOptions { skip_invalid: true, ..ReadOptions::default() }).unwrap();
     assert_eq!(set.traces.len(), 3);
     assert_eq!(set.warnings.len(), 1);
     assert!(set.warnings[0].contains("a.jsonl:3"));
@@ -147,9 +128,7 @@ fn mooncake_lines_group_by_session() {
     assert_eq!(s1[1].t, 1.5);
     assert_eq!(s1[1].input_tokens, 1600);
     std::fs::write(&p, r#"{"input_length": 5, "text_input": "hi"}"#).unwrap();
-    let e = read_traces(&[&p], &ReadOptions::default())
-        .unwrap_err()
-        .to_string();
+    let e = read_traces(&[&p], &ReadOptions::default()).unwrap_err().to_string();
     assert!(e.contains("m.jsonl:1") && e.contains("input_length"), "{e}");
 }
 
@@ -163,11 +142,7 @@ fn synthetic_generator_is_deterministic_and_well_formed() {
     for t in &a {
         // Round trip through the strict reader.
         let back = parse_weka("x", 1, &serde_json::to_string(t).unwrap()).unwrap();
-        assert!(
-            &back == t,
-            "trace {} changed in a write/read round trip",
-            t.id
-        );
+        assert!(&back == t, "trace {} changed in a write/read round trip", t.id);
         let mut last = -1.0;
         for r in t.main_requests() {
             assert!(r.t >= last);
@@ -177,11 +152,7 @@ fn synthetic_generator_is_deterministic_and_well_formed() {
         }
     }
     // A trace can be generated alone, identical to its place in the set.
-    let g = synth::Generator::new(synth::SynthParams {
-        traces: 12,
-        seed: 7,
-        ..Default::default()
-    });
+    let g = synth::Generator::new(synth::SynthParams { traces: 12, seed: 7, ..Default::default() });
     assert!(g.trace(5) == a[5]);
 }
 
@@ -199,10 +170,7 @@ fn synthetic_set_matches_the_corpus_quantiles() {
     for (name, p50, p90) in real {
         let row = s.row(name).unwrap();
         for (got, want, which) in [(row.p50, p50, "p50"), (row.p90, p90, "p90")] {
-            assert!(
-                (got / want - 1.0).abs() <= 0.15,
-                "{name} {which}: synthetic {got} vs real {want}"
-            );
+            assert!((got / want - 1.0).abs() <= 0.15, "{name} {which}: synthetic {got} vs real {want}");
         }
     }
 }
@@ -210,17 +178,12 @@ fn synthetic_set_matches_the_corpus_quantiles() {
 fn shared_data() -> Option<std::path::PathBuf> {
     let root = std::env::var("SWEEP_SHARED_DATA")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data")
-        });
+        .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"));
     let p = root.join("agentx-traces/kv-cache-tester-200.jsonl.gz");
     if p.exists() {
         Some(p)
     } else {
-        eprintln!(
-            "shared data absent: {} not found (set SWEEP_SHARED_DATA)",
-            p.display()
-        );
+        eprintln!("shared data absent: {} not found (set SWEEP_SHARED_DATA)", p.display());
         None
     }
 }
@@ -236,11 +199,7 @@ fn all_real_traces_parse_and_totals_match_an_independent_count() {
     // Independent count straight from the JSON values.
     let text = {
         let mut s = String::new();
-        std::io::Read::read_to_string(
-            &mut flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap()),
-            &mut s,
-        )
-        .unwrap();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap()), &mut s).unwrap();
         s
     };
     let (mut reqs, mut groups, mut inner, mut tok_in, mut tok_out) = (0u64, 0u64, 0u64, 0u64, 0u64);
@@ -261,42 +220,13 @@ fn all_real_traces_parse_and_totals_match_an_independent_count() {
             }
         }
     }
-    let main: u64 = set
-        .traces
-        .iter()
-        .map(|t| t.main_requests().count() as u64)
-        .sum();
-    let g: u64 = set
-        .traces
-        .iter()
-        .map(|t| t.subagents().count() as u64)
-        .sum();
-    let i: u64 = set
-        .traces
-        .iter()
-        .flat_map(|t| t.subagents())
-        .map(|s| s.requests.len() as u64)
-        .sum();
-    let ti: u64 = set
-        .traces
-        .iter()
-        .flat_map(|t| t.all_requests())
-        .map(|r| r.input_tokens)
-        .sum();
-    let to: u64 = set
-        .traces
-        .iter()
-        .flat_map(|t| t.all_requests())
-        .map(|r| r.output_tokens)
-        .sum();
+    let main: u64 = set.traces.iter().map(|t| t.main_requests().count() as u64).sum();
+    let g: u64 = set.traces.iter().map(|t| t.subagents().count() as u64).sum();
+    let i: u64 = set.traces.iter().flat_map(|t| t.subagents()).map(|s| s.requests.len() as u64).sum();
+    let ti: u64 = set.traces.iter().flat_map(|t| t.all_requests()).map(|r| r.input_tokens).sum();
+    let to: u64 = set.traces.iter().flat_map(|t| t.all_requests()).map(|r| r.output_tokens).sum();
     assert_eq!((main, g, i, ti, to), (reqs, groups, inner, tok_in, tok_out));
-    assert_eq!(
-        set.traces
-            .iter()
-            .filter(|t| t.subagents().next().is_some())
-            .count(),
-        9
-    );
+    assert_eq!(set.traces.iter().filter(|t| t.subagents().next().is_some()).count(), 9);
     // kv-cache-tester stores subagent inner times relative to the group: now absolute.
     for t in &set.traces {
         for s in t.subagents() {
@@ -314,18 +244,10 @@ fn synthetic_matches_real_corpus_within_15_percent() {
     let set = read_traces(&[&path], &ReadOptions::default()).unwrap();
     let real = stats::stats_of("real", &set.traces);
     let syn = stats::stats_of("synthetic", &synth::generate(200, 42));
-    for name in [
-        "ISL (tokens)",
-        "OSL (tokens)",
-        "think time (s)",
-        "turns per trace",
-    ] {
+    for name in ["ISL (tokens)", "OSL (tokens)", "think time (s)", "turns per trace"] {
         let (r, s) = (real.row(name).unwrap(), syn.row(name).unwrap());
         for (a, b, w) in [(s.p50, r.p50, "p50"), (s.p90, r.p90, "p90")] {
-            assert!(
-                (a / b - 1.0).abs() <= 0.15,
-                "{name} {w}: synthetic {a} vs real {b}"
-            );
+            assert!((a / b - 1.0).abs() <= 0.15, "{name} {w}: synthetic {a} vs real {b}");
         }
     }
 }

@@ -61,13 +61,7 @@ pub fn drive(
                     let s = service(&spec);
                     let idx = log.records.len();
                     pending.push(Reverse((now + s.duration_ns, spec.id, idx)));
-                    log.records.push(SentRecord {
-                        sent_at: now,
-                        spec: *spec,
-                        done_at: None,
-                        failure: s.failure,
-                        cancelled: false,
-                    });
+                    log.records.push(SentRecord { sent_at: now, spec: *spec, done_at: None, failure: s.failure, cancelled: false });
                 }
                 Action::Cancel(id) => {
                     cancelled.insert(id);

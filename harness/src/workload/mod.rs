@@ -230,10 +230,7 @@ impl RequestSpec {
             }
         }
         body.insert("model".into(), model.into());
-        body.insert(
-            "messages".into(),
-            serde_json::to_value(self.prompt.messages(vocab)).expect("messages serialize"),
-        );
+        body.insert("messages".into(), serde_json::to_value(self.prompt.messages(vocab)).expect("messages serialize"));
         body.insert("stream".into(), true.into());
         body.insert("max_completion_tokens".into(), self.max_tokens.into());
         body.insert("ignore_eos".into(), true.into());
@@ -341,9 +338,7 @@ impl Tree {
         st.terminated || st.done > i || (!st.spawned && self.stream_finished(0))
     }
     fn drained(&self) -> bool {
-        (0..self.streams.len()).all(|s| {
-            self.stream_finished(s) || (!self.streams[s].spawned && self.stream_finished(0))
-        })
+        (0..self.streams.len()).all(|s| self.stream_finished(s) || (!self.streams[s].spawned && self.stream_finished(0)))
     }
 }
 
@@ -409,12 +404,7 @@ pub struct Placement {
 
 /// t* for (seed, trace, lane): uniform in `[t_min + lo·D, t_min + hi·D]`.
 pub fn sample_t_star(plan: &TracePlan, seed: u64, lane: u32, lo: f64, hi: f64) -> f64 {
-    let key = sha_key(&[
-        b"t-star",
-        &seed.to_le_bytes(),
-        plan.id.as_bytes(),
-        &lane.to_le_bytes(),
-    ]);
+    let key = sha_key(&[b"t-star", &seed.to_le_bytes(), plan.id.as_bytes(), &lane.to_le_bytes()]);
     let mut rng = ChaCha8Rng::seed_from_u64(key);
     let d = plan.t_max - plan.t_min;
     let (a, b) = (plan.t_min + lo * d, plan.t_min + hi * d);
@@ -423,23 +413,10 @@ pub fn sample_t_star(plan: &TracePlan, seed: u64, lane: u32, lo: f64, hi: f64) -
 
 /// Compute a lane's warmup placement in a trace.
 pub fn place(plan: &TracePlan, cfg: &WorkloadConfig, lane: u32) -> Placement {
-    let t_star = sample_t_star(
-        plan,
-        cfg.seed,
-        lane,
-        cfg.start_min_ratio,
-        cfg.start_max_ratio,
-    );
+    let t_star = sample_t_star(plan, cfg.seed, lane, cfg.start_min_ratio, cfg.start_max_ratio);
     let root = &plan.streams[0].turns;
     let n = root.len();
-    let p = if n <= 1 {
-        0
-    } else {
-        root.iter()
-            .position(|t| t.t >= t_star)
-            .unwrap_or(n - 1)
-            .clamp(1, n - 1)
-    };
+    let p = if n <= 1 { 0 } else { root.iter().position(|t| t.t >= t_star).unwrap_or(n - 1).clamp(1, n - 1) };
     let tp = root[p].t;
     let mut cursors = vec![0u32; plan.streams.len()];
     let mut spawned = vec![false; plan.streams.len()];
@@ -452,11 +429,7 @@ pub fn place(plan: &TracePlan, cfg: &WorkloadConfig, lane: u32) -> Placement {
     for (c, s) in plan.streams.iter().enumerate().skip(1) {
         if s.anchor.is_some_and(|a| (a as usize) < p) {
             spawned[c] = true;
-            let k = s
-                .turns
-                .iter()
-                .position(|t| t.t >= tp)
-                .unwrap_or(s.turns.len());
+            let k = s.turns.iter().position(|t| t.t >= tp).unwrap_or(s.turns.len());
             cursors[c] = k as u32;
             if k > 0 && k < s.turns.len() {
                 primers.push((c as u16, k as u32 - 1));
@@ -484,14 +457,7 @@ pub fn place(plan: &TracePlan, cfg: &WorkloadConfig, lane: u32) -> Placement {
             }
         }
     }
-    Placement {
-        t_star,
-        first_profiled: p as u32,
-        primers,
-        warmup,
-        cursors,
-        spawned,
-    }
+    Placement { t_star, first_profiled: p as u32, primers, warmup, cursors, spawned }
 }
 
 /// Compile a trace set into a replay pool (in order). `seed` namespaces prompt contents. Traces
@@ -517,13 +483,9 @@ pub fn compile_pool(
 
 /// The embedded default pool: the default synthetic trace set (works with no data on disk).
 pub fn default_pool(seed: u64) -> Vec<Arc<TracePlan>> {
-    let source = crate::trace::TraceSource::Synthetic {
-        traces: crate::trace::DEFAULT_SYNTHETIC_TRACES,
-        seed,
-    };
+    let source = crate::trace::TraceSource::Synthetic { traces: crate::trace::DEFAULT_SYNTHETIC_TRACES, seed };
     let mut w = Vec::new();
-    compile_pool(&source, &crate::trace::ReadOptions::default(), seed, &mut w)
-        .expect("synthetic traces always compile")
+    compile_pool(&source, &crate::trace::ReadOptions::default(), seed, &mut w).expect("synthetic traces always compile")
 }
 
 /// A pending turn timer: (raw time, seq, lane, play, stream).
@@ -571,10 +533,7 @@ impl Workload {
             || !(0.0..=1.0).contains(&cfg.start_max_ratio)
             || cfg.start_min_ratio > cfg.start_max_ratio
         {
-            return Err(WorkloadError::Ratios(
-                cfg.start_min_ratio,
-                cfg.start_max_ratio,
-            ));
+            return Err(WorkloadError::Ratios(cfg.start_min_ratio, cfg.start_max_ratio));
         }
         Ok(Self {
             cfg,
@@ -627,11 +586,7 @@ impl Workload {
 
     /// The next instant the machine needs a [`Event::Wake`], if any.
     pub fn next_wake(&mut self) -> Option<u64> {
-        let timer = if matches!(self.phase, RunPhase::Profiling { .. }) {
-            self.peek_timer()
-        } else {
-            None
-        };
+        let timer = if matches!(self.phase, RunPhase::Profiling { .. }) { self.peek_timer() } else { None };
         let phase = match self.phase {
             RunPhase::Warmup { until } => Some(until),
             RunPhase::Profiling { deadline } => Some(deadline),
@@ -710,14 +665,7 @@ impl Workload {
                 }
             })
             .collect();
-        Tree {
-            plan,
-            play,
-            pass,
-            marker,
-            streams,
-            in_flight: 0,
-        }
+        Tree { plan, play, pass, marker, streams, in_flight: 0 }
     }
 
     fn start(&mut self, now: u64, out: &mut Vec<Action>) {
@@ -725,20 +673,13 @@ impl Workload {
         for lane in 0..c {
             let plan = self.next_trace();
             let tree = self.new_tree(lane, 0, plan);
-            self.lanes.push(Lane {
-                tree,
-                primers: 0,
-                warmup_queue: VecDeque::new(),
-                warmup_busy: false,
-            });
+            self.lanes.push(Lane { tree, primers: 0, warmup_queue: VecDeque::new(), warmup_busy: false });
         }
         if !self.cfg.warmup {
             self.begin_profiling(now, out);
             return;
         }
-        self.phase = RunPhase::Warmup {
-            until: now.saturating_add(self.cfg.warmup_grace_ns),
-        };
+        self.phase = RunPhase::Warmup { until: now.saturating_add(self.cfg.warmup_grace_ns) };
         for lane in 0..c {
             let plan = self.lanes[lane as usize].tree.plan.clone();
             let pl = place(&plan, &self.cfg, lane);
@@ -767,21 +708,10 @@ impl Workload {
             }
             for &(s, i) in &pl.primers {
                 let max = match self.cfg.primer_output {
-                    PrimerOutput::Recorded => {
-                        plan.streams[s as usize].prompts.turns[i as usize].output_tokens
-                    }
+                    PrimerOutput::Recorded => plan.streams[s as usize].prompts.turns[i as usize].output_tokens,
                     PrimerOutput::One => 1,
                 };
-                self.send(
-                    now,
-                    lane,
-                    s,
-                    i,
-                    Phase::Warmup,
-                    RequestKind::Primer,
-                    max,
-                    out,
-                );
+                self.send(now, lane, s, i, Phase::Warmup, RequestKind::Primer, max, out);
                 // The stream's cursor continues after the primer.
                 let st = &mut self.lanes[lane as usize].tree.streams[s as usize];
                 st.next = st.next.max(cursor_before[s as usize]);
@@ -800,16 +730,7 @@ impl Workload {
         }
         if let Some((s, i)) = l.warmup_queue.pop_front() {
             l.warmup_busy = true;
-            self.send(
-                now,
-                lane,
-                s,
-                i,
-                Phase::Warmup,
-                RequestKind::LaneWarmup,
-                1,
-                out,
-            );
+            self.send(now, lane, s, i, Phase::Warmup, RequestKind::LaneWarmup, 1, out);
         }
     }
 
@@ -817,10 +738,7 @@ impl Workload {
         if !matches!(self.phase, RunPhase::Warmup { .. }) {
             return;
         }
-        let done = self
-            .lanes
-            .iter()
-            .all(|l| l.primers == 0 && !l.warmup_busy && l.warmup_queue.is_empty());
+        let done = self.lanes.iter().all(|l| l.primers == 0 && !l.warmup_busy && l.warmup_queue.is_empty());
         if done {
             self.begin_profiling(now, out);
         }
@@ -862,8 +780,7 @@ impl Workload {
         self.seq += 1;
         st.timer_seq = self.seq;
         let play = tree.play;
-        self.timers
-            .push(Reverse((at + self.shift, self.seq, lane, play, s)));
+        self.timers.push(Reverse((at + self.shift, self.seq, lane, play, s)));
     }
 
     fn timer_valid(&self, e: &TimerEntry) -> bool {
@@ -898,40 +815,16 @@ impl Workload {
         }
         let n = self.lanes[lane as usize].tree.streams.len();
         for s in 0..n as u16 {
-            if self.lanes[lane as usize].tree.streams[s as usize].state == SState::Due
-                && self.prereqs_met(lane, s)
-            {
+            if self.lanes[lane as usize].tree.streams[s as usize].state == SState::Due && self.prereqs_met(lane, s) {
                 let i = self.lanes[lane as usize].tree.streams[s as usize].next;
-                let out_tokens = self.lanes[lane as usize].tree.plan.streams[s as usize]
-                    .prompts
-                    .turns[i as usize]
-                    .output_tokens;
-                self.send(
-                    now,
-                    lane,
-                    s,
-                    i,
-                    Phase::Profiling,
-                    RequestKind::Turn,
-                    out_tokens,
-                    out,
-                );
+                let out_tokens = self.lanes[lane as usize].tree.plan.streams[s as usize].prompts.turns[i as usize].output_tokens;
+                self.send(now, lane, s, i, Phase::Profiling, RequestKind::Turn, out_tokens, out);
             }
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn send(
-        &mut self,
-        _now: u64,
-        lane: u32,
-        s: u16,
-        i: u32,
-        phase: Phase,
-        kind: RequestKind,
-        max_tokens: u64,
-        out: &mut Vec<Action>,
-    ) {
+    fn send(&mut self, _now: u64, lane: u32, s: u16, i: u32, phase: Phase, kind: RequestKind, max_tokens: u64, out: &mut Vec<Action>) {
         let id = self.next_id;
         self.next_id += 1;
         let tree = &mut self.lanes[lane as usize].tree;
@@ -954,26 +847,12 @@ impl Workload {
             stream: s,
             max_tokens: max_tokens.max(1),
             recorded_output_tokens: sp.prompts.turns[i as usize].output_tokens,
-            prompt: Prompt {
-                conversation: sp.prompts.clone(),
-                turn: i,
-                marker: Some(tree.marker),
-            },
+            prompt: Prompt { conversation: sp.prompts.clone(), turn: i, marker: Some(tree.marker) },
             source_trace_id: tree.plan.id.clone(),
             source_outer_idx: sp.turns[i as usize].outer_idx,
             source_kind: sp.kind,
         };
-        self.inflight.insert(
-            id,
-            Flight {
-                lane,
-                play: tree.play,
-                stream: s,
-                turn: i,
-                phase,
-                kind,
-            },
-        );
+        self.inflight.insert(id, Flight { lane, play: tree.play, stream: s, turn: i, phase, kind });
         self.stats.sent += 1;
         match kind {
             RequestKind::Primer => self.stats.primers_sent += 1,
@@ -983,13 +862,7 @@ impl Workload {
         out.push(Action::Send(Box::new(spec)));
     }
 
-    fn on_done(
-        &mut self,
-        now: u64,
-        id: RequestId,
-        failure: Option<Failure>,
-        out: &mut Vec<Action>,
-    ) {
+    fn on_done(&mut self, now: u64, id: RequestId, failure: Option<Failure>, out: &mut Vec<Action>) {
         let Some(f) = self.inflight.remove(&id) else {
             return; // unknown or already cancelled
         };
@@ -1012,12 +885,7 @@ impl Workload {
             Phase::Warmup => {
                 if failure.is_some() && f.stream == 0 {
                     self.cancel_all(out);
-                    self.finish(
-                        Outcome::Cancelled {
-                            reason: "run_cancelled".into(),
-                        },
-                        out,
-                    );
+                    self.finish(Outcome::Cancelled { reason: "run_cancelled".into() }, out);
                     return;
                 }
                 if f.stream == 0 {
@@ -1045,10 +913,7 @@ impl Workload {
                 }
                 let total = self.stats.profiling_completed + self.stats.profiling_failed;
                 let armed = total >= u64::from(self.cfg.concurrency.max(10));
-                if armed
-                    && self.stats.profiling_failed as f64 / total as f64
-                        > self.cfg.failed_request_threshold
-                {
+                if armed && self.stats.profiling_failed as f64 / total as f64 > self.cfg.failed_request_threshold {
                     let failed = self.stats.profiling_failed;
                     self.cancel_all(out);
                     self.finish(Outcome::Aborted { failed, total }, out);
@@ -1109,12 +974,7 @@ impl Workload {
         if tree.in_flight > 0 {
             return;
         }
-        let earliest = tree
-            .streams
-            .iter()
-            .filter(|s| s.state == SState::Timer)
-            .map(|s| s.timer_at)
-            .min();
+        let earliest = tree.streams.iter().filter(|s| s.state == SState::Timer).map(|s| s.timer_at).min();
         let Some(e) = earliest else { return };
         let limit = now.saturating_add(cap);
         if e <= limit {
@@ -1128,13 +988,7 @@ impl Workload {
                 st.timer_at -= delta;
                 self.seq += 1;
                 st.timer_seq = self.seq;
-                self.timers.push(Reverse((
-                    st.timer_at + self.shift,
-                    self.seq,
-                    lane,
-                    play,
-                    s as u16,
-                )));
+                self.timers.push(Reverse((st.timer_at + self.shift, self.seq, lane, play, s as u16)));
             }
         }
     }
@@ -1182,9 +1036,7 @@ impl Workload {
                         self.finish(Outcome::Completed, out);
                         return;
                     }
-                    self.phase = RunPhase::Draining {
-                        cancel_at: deadline.saturating_add(self.cfg.grace_ns),
-                    };
+                    self.phase = RunPhase::Draining { cancel_at: deadline.saturating_add(self.cfg.grace_ns) };
                 }
                 RunPhase::Draining { cancel_at } => {
                     if now >= cancel_at {
@@ -1259,20 +1111,8 @@ impl Workload {
                 if let Some((_, lane, s)) = best {
                     self.stats.forced_releases += 1;
                     let i = self.lanes[lane as usize].tree.streams[s as usize].next;
-                    let max = self.lanes[lane as usize].tree.plan.streams[s as usize]
-                        .prompts
-                        .turns[i as usize]
-                        .output_tokens;
-                    self.send(
-                        now,
-                        lane,
-                        s,
-                        i,
-                        Phase::Profiling,
-                        RequestKind::Turn,
-                        max,
-                        out,
-                    );
+                    let max = self.lanes[lane as usize].tree.plan.streams[s as usize].prompts.turns[i as usize].output_tokens;
+                    self.send(now, lane, s, i, Phase::Profiling, RequestKind::Turn, max, out);
                 }
             }
         }

@@ -67,20 +67,13 @@ pub struct TracePlan {
 }
 
 fn secs_to_ns(s: f64) -> u64 {
-    if s.is_finite() && s > 0.0 {
-        (s * 1e9).round() as u64
-    } else {
-        0
-    }
+    if s.is_finite() && s > 0.0 { (s * 1e9).round() as u64 } else { 0 }
 }
 
 /// The recorded end of a request; when `api_time` is missing, derive it from the next request's
 /// `think_time` (think = next start − this end), else assume the request took no time.
 fn recorded_end(r: &Request, next: Option<&Request>) -> f64 {
-    match (
-        r.api_time,
-        next.and_then(|n| n.think_time.map(|th| (n.t, th))),
-    ) {
+    match (r.api_time, next.and_then(|n| n.think_time.map(|th| (n.t, th)))) {
         (Some(a), _) => r.t + a,
         (None, Some((nt, th))) => (nt - th).max(r.t),
         (None, None) => r.t,
@@ -92,10 +85,7 @@ impl TracePlan {
     /// needs at least one main-agent request.
     pub fn build(trace: &Trace, seed: u64) -> Result<Self, String> {
         if trace.main_requests().next().is_none() {
-            return Err(format!(
-                "trace {}: no main-agent request to replay",
-                trace.id
-            ));
+            return Err(format!("trace {}: no main-agent request to replay", trace.id));
         }
         let id: Arc<str> = Arc::from(trace.id.as_str());
         let trace_key = sha_key(&[b"blocks", &seed.to_le_bytes(), trace.id.as_bytes()]);
@@ -107,13 +97,7 @@ impl TracePlan {
             join: Option<u32>,
             system: u64,
         }
-        let mut root = Raw {
-            reqs: Vec::new(),
-            agent: None,
-            anchor: None,
-            join: None,
-            system: trace.tool_tokens + trace.system_tokens,
-        };
+        let mut root = Raw { reqs: Vec::new(), agent: None, anchor: None, join: None, system: trace.tool_tokens + trace.system_tokens };
         let mut children: Vec<Raw> = Vec::new();
         let mut orphans = 0;
         let mut pending_join: Vec<usize> = Vec::new();
@@ -170,8 +154,7 @@ impl TracePlan {
         // Theoretical prefix-cache hits: walk every request in global order over one seen-set.
         // Dense ids are assigned in that same order, so "seen before" ⇔ id < ids assigned so far.
         let mut ids = TraceIds::default();
-        let mut hits: Vec<Vec<(u32, u32)>> =
-            raws.iter().map(|r| vec![(0, 0); r.reqs.len()]).collect();
+        let mut hits: Vec<Vec<(u32, u32)>> = raws.iter().map(|r| vec![(0, 0); r.reqs.len()]).collect();
         let mut assigned = 0u32;
         for o in &order {
             let r = raws[o.2 as usize].reqs[o.3 as usize].0;
@@ -190,11 +173,7 @@ impl TracePlan {
         // Ends and delays.
         let ends: Vec<Vec<f64>> = raws
             .iter()
-            .map(|raw| {
-                (0..raw.reqs.len())
-                    .map(|k| recorded_end(raw.reqs[k].0, raw.reqs.get(k + 1).map(|x| x.0)))
-                    .collect()
-            })
+            .map(|raw| (0..raw.reqs.len()).map(|k| recorded_end(raw.reqs[k].0, raw.reqs.get(k + 1).map(|x| x.0))).collect())
             .collect();
 
         let mut streams = Vec::with_capacity(raws.len());
@@ -205,22 +184,11 @@ impl TracePlan {
                 Some(a) => Arc::from(format!("{}::sa:{a}", trace.id)),
             };
             let conv_key = sha_key(&[b"conv", &seed.to_le_bytes(), conversation_id.as_bytes()]);
-            let prompts = Arc::new(ConversationPlan::build(
-                trace_key,
-                conv_key,
-                trace.block_size,
-                Some(raw.system),
-                &reqs,
-                &hits[s],
-                &mut ids,
-            ));
+            let prompts =
+                Arc::new(ConversationPlan::build(trace_key, conv_key, trace.block_size, Some(raw.system), &reqs, &hits[s], &mut ids));
             let mut turns = Vec::with_capacity(reqs.len());
             for (k, r) in reqs.iter().enumerate() {
-                let prev_end = if k > 0 {
-                    Some(ends[s][k - 1])
-                } else {
-                    raw.anchor.map(|a| ends[0][a as usize])
-                };
+                let prev_end = if k > 0 { Some(ends[s][k - 1]) } else { raw.anchor.map(|a| ends[0][a as usize]) };
                 let delay_ns = prev_end.map(|pe| secs_to_ns(r.t - pe)).unwrap_or(0);
                 turns.push(TurnTiming {
                     t: r.t,
@@ -233,11 +201,7 @@ impl TracePlan {
             }
             streams.push(StreamPlan {
                 conversation_id,
-                kind: if s == 0 {
-                    SourceKind::Main
-                } else {
-                    SourceKind::Subagent
-                },
+                kind: if s == 0 { SourceKind::Main } else { SourceKind::Subagent },
                 prompts,
                 turns,
                 anchor: raw.anchor,
@@ -290,15 +254,7 @@ impl TracePlan {
             }
         }
         let (t_min, t_max) = trace.time_span();
-        Ok(TracePlan {
-            id,
-            t_min,
-            t_max,
-            streams,
-            spawns,
-            order: order.iter().map(|o| (o.2, o.3)).collect(),
-            orphans,
-        })
+        Ok(TracePlan { id, t_min, t_max, streams, spawns, order: order.iter().map(|o| (o.2, o.3)).collect(), orphans })
     }
 
     pub fn root_turns(&self) -> usize {
@@ -313,10 +269,5 @@ impl TracePlan {
 
 /// Index of the last turn that ended (recorded) by `t` and precedes `order` globally.
 fn latest_before(turns: &[TurnTiming], t: f64, order: u32) -> Option<u32> {
-    turns
-        .iter()
-        .enumerate()
-        .rev()
-        .find(|(_, a)| a.end <= t && a.order < order)
-        .map(|(i, _)| i as u32)
+    turns.iter().enumerate().rev().find(|(_, a)| a.end <= t && a.order < order).map(|(i, _)| i as u32)
 }

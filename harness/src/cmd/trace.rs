@@ -3,16 +3,17 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use clap::{Args, Subcommand};
+use clap::Subcommand;
+use std::process::ExitCode;
 
-use super::TraceSource;
-use super::read::{ReadOptions, TraceFormat};
-use super::stats::{Collector, TraceStats, markdown_table};
-use super::synth::{Generator, SynthParams};
+use crate::trace::TraceSource;
+use crate::trace::read::{ReadOptions, TraceFormat};
+use crate::trace::stats::{Collector, TraceStats, markdown_table};
+use crate::trace::synth::{Generator, SynthParams};
 
 /// Work with AgentX traces.
-#[derive(Debug, Args)]
-pub struct TraceArgs {
+#[derive(Debug, clap::Args)]
+pub struct Args {
     #[command(subcommand)]
     pub command: TraceCommand,
 }
@@ -25,7 +26,7 @@ pub enum TraceCommand {
     Stats(StatsArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, clap::Args)]
 pub struct GenArgs {
     /// RNG seed.
     #[arg(long, default_value_t = 42)]
@@ -38,7 +39,7 @@ pub struct GenArgs {
     pub output: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, clap::Args)]
 pub struct StatsArgs {
     /// Trace sets: each a file or directory, or `synthetic[:N[:SEED]]` for a generated set.
     #[arg(required = true)]
@@ -54,14 +55,15 @@ pub struct StatsArgs {
     pub json: bool,
 }
 
-pub fn run(args: TraceArgs) -> anyhow::Result<()> {
-    match args.command {
-        TraceCommand::Gen(g) => gen_cmd(g),
-        TraceCommand::Stats(s) => stats_cmd(s),
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    match &args.command {
+        TraceCommand::Gen(g) => gen_cmd(g)?,
+        TraceCommand::Stats(s) => stats_cmd(s)?,
     }
+    Ok(ExitCode::SUCCESS)
 }
 
-fn gen_cmd(g: GenArgs) -> anyhow::Result<()> {
+fn gen_cmd(g: &GenArgs) -> anyhow::Result<()> {
     let generator = Generator::new(SynthParams {
         traces: g.traces,
         seed: g.seed,
@@ -151,7 +153,7 @@ pub fn set_stats(spec: &str, opts: &ReadOptions) -> anyhow::Result<(TraceStats, 
     Ok((c.finish(&name), warnings))
 }
 
-fn stats_cmd(s: StatsArgs) -> anyhow::Result<()> {
+fn stats_cmd(s: &StatsArgs) -> anyhow::Result<()> {
     let opts = ReadOptions {
         format: s.format,
         skip_invalid: s.skip_invalid,
