@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use harness::prompt::{PAGE_TOKENS, Prompt, WordVocab, mix64};
+use harness::prompt::{PAGE_TOKENS, PageHashCache, Prompt, WordVocab, mix64};
 use harness::trace::synth::{Generator, SynthParams};
 use harness::trace::{ReadOptions, read_traces};
 use harness::workload::driver::{Service, drive};
@@ -49,7 +49,7 @@ fn big_prompt() -> Prompt {
     let mut best: Option<(u64, Arc<TracePlan>, u32)> = None;
     for p in &pool {
         for (i, t) in p.streams[0].prompts.turns.iter().enumerate() {
-            if best.as_ref().is_none_or(|b| t.input_tokens > b.0) {
+            if i > 0 && best.as_ref().is_none_or(|b| t.input_tokens > b.0) {
                 best = Some((t.input_tokens, p.clone(), i as u32));
             }
         }
@@ -68,6 +68,16 @@ fn prompts(c: &mut Criterion) {
         b.iter(|| {
             buf.clear();
             p.page_hashes_into(PAGE_TOKENS, &mut buf);
+            black_box(buf.len())
+        })
+    });
+    let prev = Prompt { turn: p.turn - 1, ..p.clone() };
+    let prev_hashes = prev.page_hashes(PAGE_TOKENS);
+    let shared = p.shared_tokens_with_previous().unwrap();
+    g.bench_function("page_hashes_after_previous_turn", |b| {
+        b.iter(|| {
+            buf.clear();
+            p.page_hashes_after(PAGE_TOKENS, &prev_hashes, shared, &mut buf);
             black_box(buf.len())
         })
     });
@@ -97,6 +107,30 @@ fn one_hour_point(c: &mut Criterion) {
         duration_ns: 300_000_000 + r.prompt.input_tokens() * 20_000 + r.max_tokens * 15_000_000,
         failure: None,
     };
+    {
+        let cfg = WorkloadConfig { concurrency: 160, ..WorkloadConfig::default() };
+        let mut wl = Workload::new(cfg, pool.clone()).unwrap();
+        let mut pages = 0usize;
+        let mut tokens = 0u64;
+        let log = drive(
+            &mut wl,
+            0,
+            |r| {
+                pages += r.prompt.total_tokens() as usize / PAGE_TOKENS;
+                tokens += r.prompt.total_tokens();
+                service(r)
+            },
+            |_, _| {},
+        );
+        eprintln!(
+            "one-hour point at C=160: {} requests ({} profiled), {} prompt tokens, {} full pages, {} events",
+            log.records.len(),
+            log.records.iter().filter(|r| r.spec.phase == harness::workload::Phase::Profiling).count(),
+            tokens,
+            pages,
+            log.events
+        );
+    }
     g.bench_function("schedule_only", |b| {
         b.iter(|| {
             let cfg = WorkloadConfig { concurrency: 160, ..WorkloadConfig::default() };
@@ -118,6 +152,24 @@ fn one_hour_point(c: &mut Criterion) {
                     buf.clear();
                     r.prompt.page_hashes_into(PAGE_TOKENS, &mut buf);
                     pages += buf.len();
+                    service(r)
+                },
+                |_, _| {},
+            );
+            black_box((log.records.len(), pages))
+        })
+    });
+    g.bench_function("schedule_plus_cached_page_hashes", |b| {
+        b.iter(|| {
+            let cfg = WorkloadConfig { concurrency: 160, ..WorkloadConfig::default() };
+            let mut wl = Workload::new(cfg, pool.clone()).unwrap();
+            let mut cache = PageHashCache::new(PAGE_TOKENS, 4096);
+            let mut pages = 0usize;
+            let log = drive(
+                &mut wl,
+                0,
+                |r| {
+                    pages += cache.page_hashes(&r.prompt).len();
                     service(r)
                 },
                 |_, _| {},

@@ -32,6 +32,9 @@ pub const MARKER_TOKENS: usize = 6;
 /// tools + system size of the real AgentX corpus (14,938 tokens), rounded down to whole blocks.
 pub const DEFAULT_SYSTEM_TOKENS: u64 = 14_912;
 
+/// Root of every page-hash chain.
+const CHAIN_ROOT: u64 = 0x5357_4545_505f_4b56;
+
 /// splitmix64 finaliser: a fast, well-mixed 64-bit hash step.
 #[inline]
 pub fn mix64(mut z: u64) -> u64 {
@@ -280,13 +283,39 @@ pub struct ConversationPlan {
 /// trace's seen-set for the theoretical hit rate.
 #[derive(Debug, Default)]
 pub struct TraceIds {
-    map: HashMap<u64, u32>,
+    map: HashMap<u64, u32, std::hash::BuildHasherDefault<MixHasher>>,
 }
 
 impl TraceIds {
+    /// The dense id of `id` (assigned in first-seen order).
     pub fn dense(&mut self, id: u64) -> u32 {
         let n = self.map.len() as u32;
         *self.map.entry(id).or_insert(n)
+    }
+    /// Ids assigned so far.
+    pub fn len(&self) -> u32 {
+        self.map.len() as u32
+    }
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+/// A fast hasher for integer keys (trace-local ids are not adversarial).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MixHasher(u64);
+
+impl std::hash::Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = mix64(self.0 ^ u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = mix64(self.0 ^ n);
     }
 }
 
@@ -308,7 +337,7 @@ impl ConversationPlan {
         let system_blocks = sys_tokens.div_ceil(bs) as u32;
         let mut turns = Vec::with_capacity(requests.len());
         let mut store: Vec<u32> = Vec::new();
-        let mut prev_named: Vec<u32> = Vec::new();
+        let mut prev_named: &[u64] = &[];
         let mut history: Vec<Segment> = Vec::new();
         let mut prev_blocks = 0u32;
         let mut prev_out = 0u64;
@@ -320,10 +349,12 @@ impl ConversationPlan {
             let blocks = full as u32;
             let tail_tokens = (input - full * bs) as u32;
             let tail_named = tail_tokens > 0 && r.hash_ids.len() as u64 > full;
-            let cur: Vec<u32> = r.hash_ids[..(named as usize + usize::from(tail_named))].iter().map(|&h| ids.dense(h)).collect();
-            let lcp = if k == 0 { 0 } else { crate::trace::stats::lcp(&prev_named[..], &cur[..named as usize]) as u32 };
+            // Compare raw ids (cheap), then map only the new ones to dense ids.
+            let lcp = if k == 0 { 0 } else { crate::trace::stats::lcp(prev_named, &r.hash_ids[..named as usize]) as u32 };
             let start = store.len() as u32;
-            store.extend_from_slice(&cur[lcp as usize..]);
+            for &h in &r.hash_ids[lcp as usize..(named as usize + usize::from(tail_named))] {
+                store.push(ids.dense(h));
+            }
             let new_ids = start..store.len() as u32;
 
             let reset = segment_step(&mut history, k, system_blocks, blocks, tail_tokens, lcp, prev_blocks, prev_out, bs);
@@ -343,8 +374,7 @@ impl ConversationPlan {
                 total_blocks,
                 new_ids,
             });
-            prev_named = cur;
-            prev_named.truncate(named as usize);
+            prev_named = &r.hash_ids[..named as usize];
             prev_blocks = blocks;
             prev_out = r.output_tokens;
         }
@@ -354,22 +384,31 @@ impl ConversationPlan {
     /// Named block ids of a turn (dense per-trace ids), reconstructed from the deltas; includes the
     /// named partial tail block when there is one.
     pub fn block_ids(&self, turn: usize) -> Vec<u32> {
+        self.block_ids_from(turn, 0)
+    }
+
+    /// As [`ConversationPlan::block_ids`], positions `from..` only (walks back only as far as needed).
+    pub fn block_ids_from(&self, turn: usize, from: usize) -> Vec<u32> {
         let t = &self.turns[turn];
         let len = (t.named + u32::from(t.tail_named)) as usize;
-        let mut out = vec![0u32; len];
+        if from >= len {
+            return Vec::new();
+        }
+        let mut out = vec![0u32; len - from];
         // Walk back: positions ≥ lcp come from this turn; below, from the turn before, and so on.
         let mut limit = len;
         let mut k = turn;
         loop {
             let tk = &self.turns[k];
-            let lo = if k == turn { tk.lcp_prev as usize } else { (tk.lcp_prev as usize).min(limit) };
+            let base = tk.lcp_prev as usize;
             let src = &self.ids[tk.new_ids.start as usize..tk.new_ids.end as usize];
-            let hi = limit.min(tk.lcp_prev as usize + src.len());
+            let lo = base.max(from);
+            let hi = limit.min(base + src.len());
             if hi > lo {
-                out[lo..hi].copy_from_slice(&src[lo - tk.lcp_prev as usize..hi - tk.lcp_prev as usize]);
+                out[lo - from..hi - from].copy_from_slice(&src[lo - base..hi - base]);
             }
-            limit = limit.min(tk.lcp_prev as usize);
-            if limit == 0 || k == 0 {
+            limit = limit.min(base);
+            if limit <= from || k == 0 {
                 break;
             }
             k -= 1;
@@ -543,31 +582,54 @@ impl Prompt {
         combine(combine(self.conversation.conv_key, 0xF111_0000 | u64::from(self.turn)), u64::from(pos))
     }
 
-    /// The token stream as atoms, in order.
-    fn atoms(&self) -> Vec<Atom> {
+    /// First token of block `pos` in the token-id form (the marker shifts blocks from the first
+    /// user block on).
+    fn block_token(&self, pos: u32) -> u64 {
         let s = self.shape();
-        let bs = self.conversation.block_size;
-        let ids = self.conversation.block_ids(self.turn as usize);
-        let mut out = Vec::with_capacity(s.blocks as usize + 3);
-        for pos in 0..s.blocks {
-            if pos == s.first_user_block
+        let shift = if self.marker.is_some() && pos >= s.first_user_block { MARKER_TOKENS as u64 } else { 0 };
+        u64::from(pos) * u64::from(self.conversation.block_size) + shift
+    }
+
+    /// The token stream as atoms from the one holding token `start`; returns the atoms and the
+    /// offset of `start` within the first.
+    fn atoms_from(&self, start: u64) -> (Vec<Atom>, u32) {
+        let s = self.shape();
+        let bs = u64::from(self.conversation.block_size);
+        let fu = s.first_user_block;
+        let b0 = match self.marker {
+            Some(_) if start >= u64::from(fu) * bs + MARKER_TOKENS as u64 => {
+                u64::from(fu) + (start - u64::from(fu) * bs - MARKER_TOKENS as u64) / bs
+            }
+            Some(_) if start >= u64::from(fu) * bs => u64::from(fu),
+            _ => start / bs,
+        }
+        .min(u64::from(s.blocks)) as u32;
+        let ids = self.conversation.block_ids_from(self.turn as usize, b0 as usize);
+        let id_at = |pos: u32| ids[(pos - b0) as usize];
+        let mut out = Vec::with_capacity((s.blocks - b0) as usize + 3);
+        // The marker (emitted before block `fu`) comes first when `b0 ≤ fu`: blocks before it are unshifted.
+        let first_token = if self.marker.is_some() && b0 <= fu { u64::from(b0) * bs } else { self.block_token(b0) };
+        for pos in b0..s.blocks {
+            if pos == fu
                 && let Some(m) = self.marker
             {
                 out.push(Atom { key: m.salt(), len: MARKER_TOKENS as u32, marker: true });
             }
-            let key = if pos < s.named { self.block_key(ids[pos as usize]) } else { self.filler_key(pos) };
-            out.push(Atom { key, len: bs, marker: false });
+            let key = if pos < s.named { self.block_key(id_at(pos)) } else { self.filler_key(pos) };
+            out.push(Atom { key, len: self.conversation.block_size, marker: false });
         }
-        if s.first_user_block >= s.blocks
+        if fu >= s.blocks
             && let Some(m) = self.marker
         {
             out.push(Atom { key: m.salt(), len: MARKER_TOKENS as u32, marker: true });
         }
         if s.tail_tokens > 0 {
-            let key = if s.tail_named { self.block_key(ids[s.named as usize]) } else { self.filler_key(u32::MAX) };
+            let key = if s.tail_named { self.block_key(id_at(s.named)) } else { self.filler_key(u32::MAX) };
             out.push(Atom { key, len: s.tail_tokens, marker: false });
         }
-        out
+        // When b0 == blocks and the marker precedes the tail, `first_token` is the marker's start.
+        let first_token = if b0 == s.blocks && fu >= s.blocks { u64::from(s.blocks) * bs } else { first_token };
+        (out, start.saturating_sub(first_token) as u32)
     }
 
     /// Chained content hashes of each full page of `page` tokens of the token-id form (the marker
@@ -580,13 +642,56 @@ impl Prompt {
 
     /// As [`Prompt::page_hashes`], appending to `out` (reuse a buffer on hot paths).
     pub fn page_hashes_into(&self, page: usize, out: &mut Vec<u64>) {
-        let atoms = self.atoms();
+        self.hash_pages_from(page, 0, CHAIN_ROOT, out);
+    }
+
+    /// Tokens this prompt shares with the previous turn of its conversation sent with the same
+    /// marker (the same play): the common block prefix, plus the marker when both put it at the
+    /// same block inside that prefix. `None` for turn 0.
+    pub fn shared_tokens_with_previous(&self) -> Option<u64> {
+        if self.turn == 0 {
+            return None;
+        }
+        let s = self.shape();
+        let prev = &self.conversation.turns[self.turn as usize - 1];
+        let bs = u64::from(self.conversation.block_size);
+        let l = u64::from(s.lcp_prev);
+        Some(match self.marker {
+            None => l * bs,
+            Some(_) => {
+                let (fu, pfu) = (u64::from(s.first_user_block), u64::from(prev.first_user_block));
+                if fu == pfu && l >= fu { l * bs + MARKER_TOKENS as u64 } else { l.min(fu).min(pfu) * bs }
+            }
+        })
+    }
+
+    /// Page hashes reusing a previous prompt's: `prev` are the page hashes (same page size) of a
+    /// prompt whose first `shared_tokens` tokens equal this one's (see
+    /// [`Prompt::shared_tokens_with_previous`]). Only the pages after the shared prefix are hashed.
+    pub fn page_hashes_after(&self, page: usize, prev: &[u64], shared_tokens: u64, out: &mut Vec<u64>) {
+        let k = ((shared_tokens / page as u64) as usize).min(prev.len()).min(self.total_tokens() as usize / page);
+        out.extend_from_slice(&prev[..k]);
+        let chain = if k == 0 { CHAIN_ROOT } else { prev[k - 1] };
+        self.hash_pages_from(page, k, chain, out);
+    }
+
+    fn hash_pages_from(&self, page: usize, start_page: usize, mut chain: u64, out: &mut Vec<u64>) {
+        let start = (start_page * page) as u64;
+        if start >= self.total_tokens() {
+            return;
+        }
+        let (atoms, skip) = self.atoms_from(start);
         let page = page as u32;
-        let mut chain: u64 = 0x5357_4545_505f_4b56; // root of every chain
         let mut content: u64 = 0;
         let mut filled: u32 = 0;
+        let mut skip = skip;
         for a in &atoms {
-            let mut off = 0u32;
+            if skip >= a.len {
+                skip -= a.len;
+                continue;
+            }
+            let mut off = skip;
+            skip = 0;
             while off < a.len {
                 let take = (page - filled).min(a.len - off);
                 if filled == 0 && off == 0 && take == a.len && take == page {
@@ -610,7 +715,7 @@ impl Prompt {
     pub fn token_ids(&self, vocab: &dyn TokenText) -> Vec<u32> {
         let mut out = Vec::with_capacity(self.total_tokens() as usize);
         let hex = self.marker.map(|m| m.hex());
-        for a in self.atoms() {
+        for a in self.atoms_from(0).0 {
             push_atom(&mut out, &a, vocab, hex.as_deref());
         }
         out
@@ -652,6 +757,72 @@ impl Prompt {
             out.push((seg.role, toks));
         }
         out
+    }
+}
+
+/// Each conversation's latest page hashes, so the next turn of the same play hashes only its new
+/// pages (consecutive turns share ≈ 97 % of their pages on AgentX traces). Bounded: the least
+/// recently used conversation is dropped past `capacity`.
+#[derive(Debug)]
+pub struct PageHashCache {
+    page: usize,
+    capacity: usize,
+    clock: u64,
+    entries: HashMap<(usize, Option<Marker>), CacheEntry, std::hash::BuildHasherDefault<MixHasher>>,
+}
+
+#[derive(Debug)]
+struct CacheEntry {
+    /// Keeps the plan alive so its address stays a valid key.
+    _conversation: Arc<ConversationPlan>,
+    turn: u32,
+    hashes: Vec<u64>,
+    used: u64,
+}
+
+impl PageHashCache {
+    pub fn new(page: usize, capacity: usize) -> Self {
+        Self { page, capacity: capacity.max(1), clock: 0, entries: HashMap::default() }
+    }
+
+    /// The chained page hashes of `p` (same result as [`Prompt::page_hashes`]).
+    pub fn page_hashes(&mut self, p: &Prompt) -> &[u64] {
+        self.clock += 1;
+        let key = (Arc::as_ptr(&p.conversation) as usize, p.marker);
+        let mut hashes = Vec::with_capacity(p.total_tokens() as usize / self.page + 1);
+        match self.entries.get(&key) {
+            Some(e) if p.turn > 0 && e.turn + 1 == p.turn => {
+                let shared = p.shared_tokens_with_previous().unwrap_or(0);
+                p.page_hashes_after(self.page, &e.hashes, shared, &mut hashes);
+            }
+            Some(e) if e.turn == p.turn => hashes.extend_from_slice(&e.hashes),
+            _ => p.page_hashes_into(self.page, &mut hashes),
+        }
+        if !self.entries.contains_key(&key) && self.entries.len() >= self.capacity {
+            let oldest = self.entries.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| *k);
+            if let Some(k) = oldest {
+                self.entries.remove(&k);
+            }
+        }
+        let e = self.entries.entry(key).or_insert_with(|| CacheEntry {
+            _conversation: p.conversation.clone(),
+            turn: p.turn,
+            hashes: Vec::new(),
+            used: 0,
+        });
+        e.turn = p.turn;
+        e.hashes = hashes;
+        e.used = self.clock;
+        &e.hashes
+    }
+
+    /// Conversations held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 }
 

@@ -64,6 +64,9 @@ fn real_prompts_share_exactly_the_hashed_prefix_and_have_in_tokens() {
                     let same_pages = ppages.iter().zip(&pages).take_while(|(a, b)| a == b).count();
                     let same_tok_pages = ptoks.chunks_exact(64).zip(toks.chunks_exact(64)).take_while(|(a, b)| a == b).count();
                     assert_eq!(same_pages, same_tok_pages, "{} turn {k}: page hashes disagree with tokens", t.id);
+                    let mut inc = Vec::new();
+                    p.page_hashes_after(64, ppages, p.shared_tokens_with_previous().unwrap(), &mut inc);
+                    assert_eq!(inc, pages, "{} turn {k}: incremental page hashes differ", t.id);
                     pairs += 1;
                 }
                 prev = Some((toks, r.hash_ids.clone(), pages, first_user));

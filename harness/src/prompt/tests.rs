@@ -194,3 +194,40 @@ fn block_ids_reconstruct_every_turn() {
         assert_eq!(p.block_ids(k), want, "turn {k}");
     }
 }
+
+#[test]
+fn incremental_page_hashes_equal_full_ones() {
+    // Growth, a tail, filler, a compaction (reset below the marker) and a one-block edit.
+    let reqs = vec![
+        req(0.0, 12 * 64 + 7, 100, &seq(0, 12)),
+        req(1.0, 15 * 64, 130, &seq(0, 15)),
+        req(2.0, 18 * 64 + 30, 20, &seq(0, 10)),
+        req(3.0, 9 * 64, 64, &[seq(0, 3), seq(40, 46)].concat()),
+        req(4.0, 12 * 64 + 1, 64, &[seq(0, 3), seq(40, 45), seq(60, 64)].concat()),
+        req(5.0, 12 * 64 + 1, 64, &[seq(0, 3), seq(40, 45), seq(60, 64)].concat()),
+    ];
+    let p = plan(&reqs, Some(4 * 64));
+    let mut cache = PageHashCache::new(64, 8);
+    for marker in [None, Some(Marker::new("r", 0, 0, "t"))] {
+        let mut prev: Option<Vec<u64>> = None;
+        for k in 0..reqs.len() as u32 {
+            let pr = prompt(&p, k, marker);
+            let full = pr.page_hashes(64);
+            if let (Some(pv), Some(shared)) = (&prev, pr.shared_tokens_with_previous()) {
+                // Token-level truth: the shared count is exactly the common token prefix.
+                let v = WordVocab::default();
+                let (a, b) = (prompt(&p, k - 1, marker).token_ids(&v), pr.token_ids(&v));
+                let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count() as u64;
+                assert!(shared <= common && common < shared + 64, "turn {k}: shared {shared}, common {common}");
+                for s in [shared, shared / 2, 0] {
+                    let mut inc = Vec::new();
+                    pr.page_hashes_after(64, pv, s, &mut inc);
+                    assert_eq!(inc, full, "turn {k}, reuse {s}");
+                }
+            }
+            assert_eq!(cache.page_hashes(&pr), &full[..]);
+            prev = Some(full);
+        }
+    }
+    assert_eq!(cache.len(), 2);
+}

@@ -152,22 +152,24 @@ impl TracePlan {
         }
 
         // Theoretical prefix-cache hits: walk every request in global order over one seen-set.
-        // Dense ids are assigned in that same order, so "seen before" ⇔ id < ids assigned so far.
+        // Dense ids are assigned in that same order, so "seen" ⇔ id < ids assigned so far. Blocks
+        // in the common prefix with the stream's previous request were seen: only the rest is
+        // looked up.
         let mut ids = TraceIds::default();
         let mut hits: Vec<Vec<(u32, u32)>> = raws.iter().map(|r| vec![(0, 0); r.reqs.len()]).collect();
-        let mut assigned = 0u32;
+        let mut prev: Vec<&[u64]> = vec![&[]; raws.len()];
         for o in &order {
             let r = raws[o.2 as usize].reqs[o.3 as usize].0;
-            let before = assigned;
-            let mut hit = 0u32;
-            for &h in &r.hash_ids {
-                let d = ids.dense(h);
-                if d < before {
+            let l = crate::trace::stats::lcp(prev[o.2 as usize], &r.hash_ids);
+            let mut hit = l as u32;
+            for &h in &r.hash_ids[l..] {
+                let assigned = ids.len();
+                if ids.dense(h) < assigned {
                     hit += 1;
                 }
-                assigned = assigned.max(d + 1);
             }
             hits[o.2 as usize][o.3 as usize] = (hit, r.hash_ids.len() as u32);
+            prev[o.2 as usize] = &r.hash_ids;
         }
 
         // Ends and delays.
