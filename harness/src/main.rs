@@ -19,6 +19,9 @@ enum Command {
     /// Check or append to perf-changelog.yaml.
     #[command(subcommand)]
     Changelog(cmd::changelog::Command),
+    /// Generate synthetic AgentX traces, compare trace-set statistics, dry-run the replay workload.
+    #[command(subcommand)]
+    Trace(cmd::trace::TraceCommand),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -26,5 +29,6 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Validate(a) => cmd::validate::run(&a),
         Command::Plan(a) => cmd::plan::run(&a),
         Command::Changelog(c) => cmd::changelog::run(&c),
+        Command::Trace(t) => cmd::trace::run(&t),
     }
 }
