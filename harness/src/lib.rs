@@ -18,6 +18,7 @@ pub mod repo;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod target;
 pub mod trace;
 pub mod workload;
 pub mod yaml;

@@ -16,6 +16,8 @@ enum Command {
     Validate(cmd::validate::Args),
     /// Show the sweep a PR label would run (canary, matrices, fail-fast, resolved commands).
     Plan(cmd::plan::Args),
+    /// Run the sweep a label selects (default: reference engine on the virtual clock); report and gate.
+    Run(cmd::run::Args),
     /// Check or append to perf-changelog.yaml.
     #[command(subcommand)]
     Changelog(cmd::changelog::Command),
@@ -34,6 +36,7 @@ fn main() -> anyhow::Result<ExitCode> {
     match Cli::parse().command {
         Command::Validate(a) => cmd::validate::run(&a),
         Command::Plan(a) => cmd::plan::run(&a),
+        Command::Run(a) => cmd::run::run(&a),
         Command::Changelog(c) => cmd::changelog::run(&c),
         Command::Report(a) => cmd::results::report(&a),
         Command::Gate(a) => cmd::results::gate(&a),

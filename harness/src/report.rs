@@ -150,7 +150,7 @@ pub fn charts(run: &RunSummary, dir: &Path) -> Result<BTreeMap<View, String>, St
     Ok(svgs)
 }
 
-fn status_text(p: &PointResult) -> String {
+pub fn status_text(p: &PointResult) -> String {
     match &p.status {
         Status::Done => match &p.summary {
             Some(s) if s.valid => "ok".into(),
@@ -163,7 +163,7 @@ fn status_text(p: &PointResult) -> String {
     }
 }
 
-fn frontier_cell(run: &RunSummary, p: &PointResult) -> String {
+pub fn frontier_cell(run: &RunSummary, p: &PointResult) -> String {
     match &p.pareto {
         Some(pp) if on_frontier(run, View::E2eNormIntvtyP90, &p.id) => format!("yes (p = {:.2})", pp.p_frontier),
         Some(pp) => {

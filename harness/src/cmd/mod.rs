@@ -3,6 +3,7 @@
 pub mod changelog;
 pub mod plan;
 pub mod results;
+pub mod run;
 pub mod trace;
 pub mod validate;
 

@@ -1,0 +1,295 @@
+//! `sweep run <labels…>`: build the plan a label selects, run every point against a target
+//! (default: the reference engine on the virtual clock), write the report and the gate verdict.
+
+use super::RepoArgs;
+use crate::plan::{self, Inputs, Labels, Plan, PlanRequest};
+use crate::results::{RunSummary, Status};
+use crate::run::{self, PointRunner, RunOptions};
+use crate::target::sim::{ProfileChoice, SimRunner};
+use crate::trace::{ReadOptions, TraceSource};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// PR labels: one primary (e.g. full-sweep-fail-fast) plus modifiers (agentx-fast, …).
+    #[arg(required = true, num_args = 1..)]
+    pub labels: Vec<String>,
+    /// Base revision: the changelog entries appended since it select the configs (default: the latest entry).
+    #[arg(long)]
+    pub base: Option<String>,
+    /// Run only configs whose key matches this glob (`*`, `?`), e.g. `dsv41flash-*`.
+    #[arg(long)]
+    pub configs: Option<String>,
+    /// Where requests go: `sim` (reference engine, virtual clock), `local` (start each point's
+    /// server command), or `url:URL` (an existing OpenAI-compatible server).
+    #[arg(long, default_value = "sim")]
+    pub target: String,
+    /// Profiling duration per point, seconds (default: the plan's, 3600 or 1200 with agentx-fast).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Trace set: `synthetic[:N[:SEED]]` (the bundled generator) or Weka/mooncake files or directories.
+    #[arg(long, default_value = "synthetic")]
+    pub traces: String,
+    /// Output directory (default: reports/<UTC timestamp>-<label> under the repository root).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Keep finished points found in --out and run only the rest.
+    #[arg(long)]
+    pub resume: bool,
+    /// Run only these point ids (see `sweep plan`).
+    #[arg(long, num_args = 1..)]
+    pub only: Vec<String>,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Points run at once on the virtual clock (default: the number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Reference engine model profile (default: from the point's --model-path / the row's model).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Reference engine hardware profile (default: from the row's runner, e.g. cluster:gb300-nv → gb300).
+    #[arg(long)]
+    pub hardware: Option<String>,
+    #[command(flatten)]
+    pub repo: RepoArgs,
+}
+
+/// `YYYYMMDDTHHMMSSZ` for a Unix time (UTC; civil-from-days, no time-zone database needed).
+pub fn utc_stamp(unix: u64) -> String {
+    let days = (unix / 86_400) as i64;
+    let secs = unix % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z", secs / 3600, (secs / 60) % 60, secs % 60)
+}
+
+/// `*` and `?` glob match.
+pub fn glob_match(pat: &str, s: &str) -> bool {
+    let (p, s): (Vec<char>, Vec<char>) = (pat.chars().collect(), s.chars().collect());
+    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
+    while j < s.len() {
+        if i < p.len() && (p[i] == '?' || p[i] == s[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == '*' {
+            star = Some(i);
+            mark = j;
+            i += 1;
+        } else if let Some(st) = star {
+            i = st + 1;
+            mark += 1;
+            j = mark;
+        } else {
+            return false;
+        }
+    }
+    while i < p.len() && p[i] == '*' {
+        i += 1;
+    }
+    i == p.len()
+}
+
+fn filter_configs(plan: &mut Plan, glob: &str) {
+    if plan.canary.as_ref().is_some_and(|c| !glob_match(glob, &c.config_key)) {
+        plan.canary = None;
+    }
+    for m in &mut plan.matrices {
+        m.points.retain(|p| glob_match(glob, &p.config_key));
+    }
+    plan.matrices.retain(|m| !m.points.is_empty());
+}
+
+/// Ctrl-C sets `flag` (first press: finish cleanly; second: exit at once).
+fn install_interrupt(flag: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        rt.block_on(async {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!(
+                    "\ninterrupted: stopping running points; finished points are kept (re-run with --resume to continue). Press Ctrl-C again to exit now."
+                );
+                flag.store(true, Ordering::SeqCst);
+            }
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        });
+    });
+}
+
+/// Builds the trace pool for `--traces`.
+pub fn load_pool(spec: &str, seed: u64) -> anyhow::Result<(Vec<Arc<crate::workload::TracePlan>>, String)> {
+    let source: TraceSource = spec.parse().map_err(|e: String| anyhow::anyhow!("--traces {spec}: {e}"))?;
+    let mut warnings = Vec::new();
+    let pool = crate::workload::compile_pool(&source, &ReadOptions::default(), seed, &mut warnings)
+        .map_err(|e| anyhow::anyhow!("--traces {spec}: {e}"))?;
+    for w in warnings.iter().take(5) {
+        eprintln!("warning: {w}");
+    }
+    if pool.is_empty() {
+        anyhow::bail!("--traces {spec}: no replayable trace (each needs at least one main-agent request)");
+    }
+    Ok((pool, spec.to_string()))
+}
+
+/// The summary table printed at the end of a run.
+pub fn summary_table(run: &RunSummary) -> String {
+    let w = run.points.iter().map(|p| p.id.len()).max().unwrap_or(5).max(5);
+    let mut o = format!(
+        "{:<w$}  {:>10}  {:>9}  {:>15}  {:>8}  {:<28}  status\n",
+        "point", "tok/s/GPU", "P90 intvty", "TTFT p50/p90 s", "E2EL p90", "frontier"
+    );
+    for p in &run.points {
+        let (t, i, tt, e) = match &p.summary {
+            Some(s) => (
+                crate::gate::fmt_num(s.tput_per_gpu),
+                format!("{:.1}", s.intvty_p90),
+                format!("{:.2} / {:.2}", s.ttft.p50, s.ttft.p90),
+                format!("{:.2}", s.e2el.p90),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
+        };
+        let f = crate::report::frontier_cell(run, p);
+        o.push_str(&format!("{:<w$}  {t:>10}  {i:>9}  {tt:>15}  {e:>8}  {f:<28}  {}\n", p.id, crate::report::status_text(p)));
+    }
+    o
+}
+
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let labels = Labels::parse(&args.labels).map_err(anyhow::Error::msg)?;
+    let repo = match args.repo.repo() {
+        Ok(r) => r,
+        Err(p) => {
+            eprintln!("{p}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let inputs = match Inputs::load(&repo) {
+        Ok(i) => i,
+        Err(p) => {
+            eprintln!("{p}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let mut plan = match plan::build(&repo, &inputs, &PlanRequest { labels, base: args.base.clone() }) {
+        Ok(p) => p,
+        Err(p) => {
+            eprintln!("{p}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    if let Some(g) = &args.configs {
+        filter_configs(&mut plan, g);
+        if plan.points().next().is_none() {
+            anyhow::bail!("--configs {g}: no config key in the plan matches (see `sweep plan {}`)", args.labels.join(" "));
+        }
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let label = args.labels.first().map(|s| s.replace(',', "+")).unwrap_or_default();
+    let out = match &args.out {
+        Some(o) => o.clone(),
+        None => repo.root.join("reports").join(format!("{}-{label}", utc_stamp(now))),
+    };
+    let run_id = out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| label.clone());
+
+    let runner: Box<dyn PointRunner> = match args.target.as_str() {
+        "sim" => {
+            let (pool, trace_set) = load_pool(&args.traces, args.seed)?;
+            let mut r = SimRunner::new(pool, trace_set);
+            r.duration_s = args.duration;
+            r.profiles = ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() };
+            if let Some(j) = args.jobs {
+                r.jobs = j.max(1);
+            }
+            Box::new(r)
+        }
+        t if t == "local" || t.starts_with("url:") => {
+            anyhow::bail!("--target {t}: the HTTP targets are not available in this build yet; use --target sim")
+        }
+        t => anyhow::bail!("--target {t}: expected sim, local or url:URL"),
+    };
+
+    let opts = RunOptions {
+        run_id,
+        labels: args.labels.clone(),
+        target: args.target.clone(),
+        out: out.clone(),
+        resume: args.resume,
+        only: args.only.clone(),
+        seed: args.seed,
+        replicates: 200,
+        verbose: true,
+    };
+    let n = plan.points().filter(|p| opts.only.is_empty() || opts.only.contains(&p.id)).count();
+    eprintln!(
+        "sweep run: {} point(s) on target {} ({} at once), traces {}, seed {}; writing {}",
+        n,
+        args.target,
+        runner.max_parallel(),
+        args.traces,
+        args.seed,
+        out.display()
+    );
+    let interrupt = Arc::new(AtomicBool::new(false));
+    install_interrupt(interrupt.clone());
+    let t0 = std::time::Instant::now();
+    let summary = run::execute(&plan, &opts, runner.as_ref(), &interrupt).map_err(anyhow::Error::msg)?;
+    let wall = t0.elapsed().as_secs_f64();
+    finish(&summary, &out, wall, interrupt.load(Ordering::SeqCst))
+}
+
+/// Reports, gate, summary table; the exit code.
+fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool) -> anyhow::Result<ExitCode> {
+    let files = crate::report::write_all(summary, out).map_err(anyhow::Error::msg)?;
+    let verdict = super::results::gate_run(out, None, None)?;
+    println!();
+    print!("{}", summary_table(summary));
+    let done = summary.points.iter().filter(|p| p.status == Status::Done).count();
+    println!();
+    println!(
+        "{done}/{} point(s) finished in {wall_s:.1} s; gate {}",
+        summary.points.len(),
+        if verdict.passed { "PASSED" } else { "FAILED" }
+    );
+    for c in verdict.checks.iter().filter(|c| !c.passed) {
+        println!("  failed check: {}: {}", c.name, c.detail);
+    }
+    println!("report: {}", files.first().map(|f| f.display().to_string()).unwrap_or_default());
+    println!("gate:   {}", out.join("gate.json").display());
+    if interrupted {
+        println!("interrupted: re-run with --resume --out {} to finish the remaining points", out.display());
+        return Ok(ExitCode::from(130));
+    }
+    Ok(if verdict.passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_stamp_matches_known_instants() {
+        assert_eq!(utc_stamp(0), "19700101T000000Z");
+        assert_eq!(utc_stamp(951_782_400), "20000229T000000Z");
+        assert_eq!(utc_stamp(1_764_434_769), "20251129T164609Z");
+    }
+
+    #[test]
+    fn glob_matches_stars_and_marks() {
+        assert!(glob_match("dsv41flash-*", "dsv41flash-fp4-gb300-sglang-agentic-dspark"));
+        assert!(glob_match("*h200*", "dsv3-fp8-h200-sglang-agentic"));
+        assert!(!glob_match("dsv3-*", "dsv41flash-fp4"));
+        assert!(glob_match("dsv?-*", "dsv3-fp8"));
+        assert!(glob_match("*", ""));
+    }
+}

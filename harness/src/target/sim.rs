@@ -1,0 +1,496 @@
+//! The virtual-clock target: one discrete-event loop drives the AgentX [`Workload`] and the
+//! reference [`Engine`] together, in process, on virtual nanoseconds.
+//!
+//! Both sides are sans-IO state machines, so the loop only decides which happens next: an engine
+//! step ending (tokens, finished requests), a workload timer, or an immediate refusal (a submit
+//! error such as a context overflow). Prompts travel as chained 64-token page hashes
+//! ([`PageHashCache`] reuses a conversation's previous turn, so only new pages are hashed);
+//! no token vector is ever built. Engine outputs become [`Record`]s exactly the way an HTTP client
+//! would see them: first token, last chunk, end, and token counts from the finish event's usage.
+//!
+//! The same seed and inputs give byte-identical records.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use engine::{Engine, EngineConfig, FinishReason, GpuSpec, ModelSpec, Output, SubmitError, Time};
+use serde_json::{Map, Value, json};
+
+use crate::metrics::PointContext;
+use crate::prompt::{PAGE_TOKENS, PageHashCache};
+use crate::recipe::serving::Launch;
+use crate::records::{Phase as RecPhase, Record, RecordError};
+use crate::results::Status;
+use crate::run::{Job, Outcome as PointOutcome, PointRunner};
+use crate::workload::{
+    Action, Event, Failure, Outcome as WlOutcome, Phase, RequestId, SourceKind, TracePlan, Workload, WorkloadConfig,
+};
+
+const SEC: u64 = 1_000_000_000;
+
+/// Why a point could not be set up on the reference engine.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("point has no resolved server command (recipe missing for its config key?)")]
+    NoLaunch,
+    #[error("server command `{command}`: {message}")]
+    Args { command: String, message: String },
+    #[error("router command `{command}`: {message}")]
+    RouterArgs { command: String, message: String },
+    #[error("{0}")]
+    Profile(String),
+    #[error("engine configuration: {0}")]
+    Config(String),
+    #[error("workload: {0}")]
+    Workload(String),
+}
+
+/// Drops the program part of a command line (`python3 -m sglang.launch_server`,
+/// `sweep engine serve`, …): everything before the first `--flag`.
+fn flags_only(argv: &[String]) -> &[String] {
+    let i = argv.iter().position(|a| a.starts_with("--")).unwrap_or(argv.len());
+    &argv[i..]
+}
+
+/// The hardware profile for a master-config runner label: `cluster:gb300-nv` → `gb300`,
+/// `h200-dgxc` → `h200`, `b200` → `b200` (tries the whole label, then shorter `-` prefixes).
+pub fn hardware_for_runner(runner: &str) -> Result<GpuSpec, SimError> {
+    let label = runner.rsplit(':').next().unwrap_or(runner);
+    let parts: Vec<&str> = label.split(['-', '_']).collect();
+    for n in (1..=parts.len()).rev() {
+        if let Ok(g) = GpuSpec::lookup(&parts[..n].join("-")) {
+            return Ok(g);
+        }
+    }
+    let known: Vec<String> = GpuSpec::builtin().into_iter().map(|g| g.name).collect();
+    Err(SimError::Profile(format!(
+        "no hardware profile matches runner `{runner}` (known: {}); pass --hardware NAME or a profile .yaml",
+        known.join(", ")
+    )))
+}
+
+/// Profile choices for building an engine; `None` = derive from the point.
+#[derive(Clone, Debug, Default)]
+pub struct ProfileChoice {
+    /// Model profile name, alias, HF path or `.yaml` file (default: `--model-path`, else the row's `model`).
+    pub model: Option<String>,
+    /// Hardware profile name or `.yaml` file (default: from the row's `runner`).
+    pub hardware: Option<String>,
+}
+
+/// Builds the reference engine for a resolved launch (SGLang argv + env, optional router).
+/// `model_hint` / `runner` come from the master row when the choice leaves them open.
+pub fn build_engine(
+    launch: &Launch,
+    model_hint: Option<&str>,
+    runner: Option<&str>,
+    choice: &ProfileChoice,
+    seed: u64,
+) -> Result<Engine, SimError> {
+    let argv = flags_only(&launch.worker_argv);
+    let mut cfg = EngineConfig::from_args(argv, &launch.env)
+        .map_err(|e| SimError::Args { command: launch.worker_argv.join(" "), message: e.to_string() })?;
+    if let Some(r) = &launch.router_argv {
+        cfg = cfg
+            .with_router_args(flags_only(r))
+            .map_err(|e| SimError::RouterArgs { command: r.join(" "), message: e.to_string() })?;
+    }
+    let model_name = choice.model.clone().or_else(|| cfg.model_path.clone()).or_else(|| model_hint.map(str::to_string)).ok_or_else(|| {
+        SimError::Profile("no model: the command has no --model-path and the row no `model`; pass --model NAME".into())
+    })?;
+    let model = ModelSpec::lookup(&model_name).map_err(|e| SimError::Profile(e.to_string()))?;
+    let gpu = match (&choice.hardware, runner) {
+        (Some(h), _) => GpuSpec::lookup(h).map_err(|e| SimError::Profile(e.to_string()))?,
+        (None, Some(r)) => hardware_for_runner(r)?,
+        (None, None) => return Err(SimError::Profile("no hardware: the point has no `runner`; pass --hardware NAME".into())),
+    };
+    Engine::new(cfg, model, gpu, seed).map_err(|e| SimError::Config(e.to_string()))
+}
+
+/// The engine's identity for results: profiles and the modelled / not-modelled flag split.
+pub fn profiles_json(engine: &Engine) -> Value {
+    let i = engine.info();
+    json!({
+        "engine": "sweep reference engine",
+        "model_profile": i.model_profile,
+        "hardware_profile": i.hardware_profile,
+        "cost_calibrated": i.cost_calibrated,
+        "unconfirmed_model_facts": i.unconfirmed_model_facts,
+        "tp_size": i.tp_size,
+        "attn_dp_size": i.attn_dp_size,
+        "ep_size": i.ep_size,
+        "modelled_flags": i.modelled_flags,
+        "front_end_flags": i.front_end_flags,
+        "accepted_not_modelled_flags": i.accepted_not_modelled_flags,
+        "unknown_flags": i.unknown_flags,
+        "warnings": i.warnings,
+    })
+}
+
+/// Server-side metrics at the end of a point, named as SGLang's `/metrics` would name them.
+pub fn server_metrics_json(engine: &Engine, elapsed_ns: u64) -> Value {
+    let s = engine.stats();
+    let busy = if elapsed_ns > 0 { s.busy_time.0 as f64 / elapsed_ns as f64 } else { 0.0 };
+    json!({
+        "present": true,
+        "source": "reference engine (virtual clock)",
+        "cache_hit_rate": s.cache_hit_rate,
+        "prompt_tokens_total": s.prompt_tokens_total,
+        "cached_tokens_total": s.cached_tokens_total,
+        "generation_tokens_total": s.generation_tokens_total,
+        "num_requests_total": s.num_requests_total,
+        "num_aborted_requests_total": s.num_aborted_requests_total,
+        "num_retracted_requests_total": s.num_retracted_requests_total,
+        "evicted_tokens_total": s.evicted_tokens_total,
+        "token_usage": s.token_usage,
+        "avg_spec_accept_length": s.avg_spec_accept_length,
+        "spec_verify_calls_total": s.spec_verify_calls_total,
+        "prefill_batches": s.prefill_batches,
+        "decode_iterations": s.decode_iterations,
+        "busy_fraction": busy,
+        "sglang:cache_hit_rate": s.cache_hit_rate,
+        "sglang:token_usage": s.token_usage,
+        "sglang:spec_accept_length": s.avg_spec_accept_length,
+    })
+}
+
+/// Live view of a virtual-clock run (for progress bars).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    pub now_ns: u64,
+    pub profiling: bool,
+    pub sent: u64,
+    pub done: u64,
+    pub errors: u64,
+    pub output_tokens: u64,
+}
+
+/// What a virtual-clock run produced.
+#[derive(Debug)]
+pub struct SimRun {
+    pub records: Vec<Record>,
+    /// How the workload ended; `None` when interrupted.
+    pub outcome: Option<WlOutcome>,
+    /// (profiling start, deadline), virtual ns.
+    pub profiling: Option<(u64, u64)>,
+    pub end_ns: u64,
+    pub interrupted: bool,
+    /// Loop iterations (workload events delivered).
+    pub events: u64,
+}
+
+fn kind_str(k: SourceKind) -> &'static str {
+    match k {
+        SourceKind::Main => "main",
+        SourceKind::Subagent => "subagent",
+    }
+}
+
+struct Open {
+    idx: usize,
+    /// Cancelled by the workload: its finish event is not reported back.
+    cancelled: bool,
+}
+
+/// Runs `wl` against `engine` to the end (or until `cancel` is set), from virtual time 0.
+pub fn simulate(engine: &mut Engine, wl: &mut Workload, cancel: &AtomicBool, mut progress: impl FnMut(&Progress)) -> SimRun {
+    let mut records: Vec<Record> = Vec::new();
+    let mut open: HashMap<RequestId, Open> = HashMap::new();
+    let mut immediate: VecDeque<(RequestId, Failure)> = VecDeque::new();
+    let mut outq: VecDeque<Output> = VecDeque::new();
+    let mut outs: Vec<Output> = Vec::new();
+    let mut actions: Vec<Action> = Vec::new();
+    let cap = (wl.config().concurrency as usize) * 8 + 64;
+    let mut hashes = PageHashCache::new(PAGE_TOKENS, cap);
+    let mut wake: Option<u64> = None;
+    let mut now: u64 = 0;
+    let mut event = Event::Start;
+    let mut run = SimRun { records: Vec::new(), outcome: None, profiling: None, end_ns: 0, interrupted: false, events: 0 };
+    let mut prog = Progress::default();
+    let mut profiling = false;
+    loop {
+        actions.clear();
+        wl.handle(now, event, &mut actions);
+        run.events += 1;
+        for a in actions.drain(..) {
+            match a {
+                Action::Send(spec) => {
+                    let (hit, total) = spec.theoretical_hit();
+                    let idx = records.len();
+                    records.push(Record {
+                        phase: match spec.phase {
+                            Phase::Warmup => RecPhase::Warmup,
+                            Phase::Profiling => RecPhase::Profiling,
+                        },
+                        conversation_id: spec.conversation_id.to_string(),
+                        turn_index: spec.turn_index,
+                        x_correlation_id: spec.correlation_id.to_string(),
+                        root_correlation_id: spec.root_correlation_id.to_string(),
+                        worker_id: format!("lane-{}", spec.lane),
+                        source_trace_id: spec.source_trace_id.to_string(),
+                        source_outer_idx: spec.source_outer_idx,
+                        source_kind: kind_str(spec.source_kind).to_string(),
+                        start_ns: now,
+                        ack_ns: None,
+                        first_token_ns: None,
+                        last_chunk_ns: None,
+                        end_ns: now,
+                        input_tokens: None,
+                        output_tokens: None,
+                        cached_tokens: None,
+                        expected_output_tokens: Some(spec.max_tokens),
+                        theoretical_hit_blocks: hit as u64,
+                        theoretical_total_blocks: total as u64,
+                        chunks: 0,
+                        was_cancelled: false,
+                        error: None,
+                    });
+                    prog.sent += 1;
+                    let page_hashes: Arc<[u64]> = hashes.page_hashes(&spec.prompt).into();
+                    let prompt = engine::Prompt::from_chained(page_hashes, PAGE_TOKENS as u32, spec.prompt.total_tokens())
+                        .expect("page hashes cover every full page");
+                    let max_new = spec.max_tokens.clamp(1, u32::MAX as u64) as u32;
+                    let req = engine::Request::new(spec.id, prompt, max_new);
+                    match engine.submit(Time(now), req) {
+                        Ok(()) => {
+                            open.insert(spec.id, Open { idx, cancelled: false });
+                        }
+                        Err(e) => {
+                            let (kind, failure) = match e {
+                                SubmitError::PromptTooLong { .. }
+                                | SubmitError::ContextExceeded { .. }
+                                | SubmitError::ExceedsKvPool { .. } => ("context_overflow".to_string(), Failure::ContextOverflow),
+                                _ => (format!("http_{}", e.status_code()), Failure::Error),
+                            };
+                            records[idx].error = Some(RecordError { kind, message: e.to_string(), status: Some(e.status_code()) });
+                            prog.errors += 1;
+                            immediate.push_back((spec.id, failure));
+                        }
+                    }
+                }
+                Action::Cancel(id) => {
+                    if let Some(o) = open.get_mut(&id) {
+                        o.cancelled = true;
+                        let r = &mut records[o.idx];
+                        r.was_cancelled = true;
+                        r.end_ns = now;
+                        engine.abort(Time(now), id);
+                    }
+                }
+                Action::Wake(t) => wake = Some(t),
+                Action::ProfilingStarted { at, deadline } => {
+                    run.profiling = Some((at, deadline));
+                    profiling = true;
+                }
+                Action::ProfilingEnded { .. } => profiling = false,
+                Action::Finished(o) => run.outcome = Some(o),
+            }
+        }
+        if run.outcome.is_some() {
+            break;
+        }
+        if run.events.is_multiple_of(2048) {
+            prog.now_ns = now;
+            prog.profiling = profiling;
+            progress(&prog);
+            if cancel.load(Ordering::Relaxed) {
+                run.interrupted = true;
+                break;
+            }
+        }
+        // The next event: an immediate refusal, else the next engine output, else the earlier of
+        // the engine's next step boundary and the workload's wake (engine first on ties, so
+        // completions are seen before timers of the same instant).
+        let next = loop {
+            if let Some((id, f)) = immediate.pop_front() {
+                break Some(Event::Failed(id, f));
+            }
+            if let Some(o) = outq.pop_front() {
+                match o {
+                    Output::Tokens { id, time, count, first, .. } => {
+                        if let Some(op) = open.get(&id)
+                            && !op.cancelled
+                        {
+                            let r = &mut records[op.idx];
+                            if first {
+                                r.first_token_ns = Some(time.0);
+                            }
+                            r.last_chunk_ns = Some(time.0);
+                            r.chunks += 1;
+                            prog.output_tokens += count as u64;
+                        }
+                        continue;
+                    }
+                    Output::Finished { id, time, reason, usage, error } => {
+                        let Some(op) = open.remove(&id) else { continue };
+                        let r = &mut records[op.idx];
+                        if op.cancelled {
+                            continue;
+                        }
+                        now = now.max(time.0);
+                        r.end_ns = time.0;
+                        r.input_tokens = Some(usage.prompt_tokens);
+                        r.output_tokens = Some(usage.completion_tokens);
+                        r.cached_tokens = Some(usage.cached_tokens);
+                        let err = match (error, reason) {
+                            (Some(e), _) => Some(e.to_string()),
+                            (None, FinishReason::Abort) => Some("request aborted by the server".to_string()),
+                            _ => None,
+                        };
+                        prog.done += 1;
+                        break Some(match err {
+                            Some(m) => {
+                                r.error = Some(RecordError { kind: "server_error".into(), message: m, status: Some(500) });
+                                prog.errors += 1;
+                                Event::Failed(id, Failure::Error)
+                            }
+                            None => Event::Completed(id),
+                        });
+                    }
+                }
+            }
+            let te = engine.next_event_time().map(|t| t.0);
+            let engine_first = match (te, wake) {
+                (Some(t), Some(w)) => t <= w,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            match (te, wake) {
+                (Some(t), _) if engine_first => {
+                    engine.advance(Time(t), &mut outs);
+                    now = now.max(t);
+                    outq.extend(outs.drain(..));
+                }
+                (_, Some(w)) => {
+                    now = now.max(w);
+                    wake = None;
+                    break Some(Event::Wake);
+                }
+                _ => break None,
+            }
+        };
+        match next {
+            Some(e) => event = e,
+            None => break,
+        }
+    }
+    // Requests still open at an interruption are recorded as cancelled.
+    for op in open.values() {
+        let r = &mut records[op.idx];
+        if !r.was_cancelled && r.error.is_none() {
+            r.was_cancelled = true;
+            r.end_ns = now;
+        }
+    }
+    run.end_ns = now;
+    prog.now_ns = now;
+    progress(&prog);
+    run.records = records;
+    run
+}
+
+/// Workload settings for a point: its duration and warmup, overridable.
+pub fn workload_config(point: &crate::plan::PlanPoint, seed: u64, duration_s: Option<f64>) -> WorkloadConfig {
+    let d = duration_s.or(point.duration_s.map(|d| d as f64)).unwrap_or(3600.0);
+    let mut cfg = WorkloadConfig {
+        concurrency: point.conc.max(1),
+        seed,
+        run_id: point.id.clone(),
+        duration_ns: (d.max(0.0) * SEC as f64).round() as u64,
+        ..WorkloadConfig::default()
+    };
+    if let Some(w) = point.warmup_per_lane {
+        cfg.warmup_requests_per_lane = w;
+    }
+    cfg
+}
+
+/// Runs plan points on the reference engine on the virtual clock.
+pub struct SimRunner {
+    pub pool: Vec<Arc<TracePlan>>,
+    /// Trace set description recorded in each aggregate.
+    pub trace_set: String,
+    /// Overrides every point's profiling duration (seconds).
+    pub duration_s: Option<f64>,
+    pub profiles: ProfileChoice,
+    /// Points run at once.
+    pub jobs: usize,
+}
+
+impl SimRunner {
+    pub fn new(pool: Vec<Arc<TracePlan>>, trace_set: String) -> Self {
+        let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        SimRunner { pool, trace_set, duration_s: None, profiles: ProfileChoice::default(), jobs }
+    }
+
+    fn context(&self, job: &Job) -> PointContext {
+        let p = &job.point;
+        PointContext {
+            identity: crate::run::identity(p),
+            num_gpus: p.gpus.max(1),
+            result_kind: "predicted".into(),
+            profiles: Value::Null,
+            target: "sim".into(),
+            trace_set: self.trace_set.clone(),
+            seed: job.seed,
+            concurrency: p.conc,
+            profile_duration_s: 0.0,
+            client_cpu_max: None,
+            cancelled: false,
+            server_metrics: None,
+        }
+    }
+}
+
+fn row_str<'a>(row: &'a Map<String, Value>, k: &str) -> Option<&'a str> {
+    row.get(k).and_then(Value::as_str)
+}
+
+impl PointRunner for SimRunner {
+    fn max_parallel(&self) -> usize {
+        self.jobs.max(1)
+    }
+
+    fn run(&self, job: &Job) -> PointOutcome {
+        let mut ctx = self.context(job);
+        let fail = |ctx: PointContext, reason: String| PointOutcome { status: Status::Failed { reason }, records: Vec::new(), ctx };
+        let p = &job.point;
+        let Some(launch) = &p.launch else { return fail(ctx, SimError::NoLaunch.to_string()) };
+        let mut engine = match build_engine(launch, row_str(&p.row, "model"), row_str(&p.row, "runner"), &self.profiles, job.seed) {
+            Ok(e) => e,
+            Err(e) => return fail(ctx, e.to_string()),
+        };
+        ctx.profiles = profiles_json(&engine);
+        let cfg = workload_config(p, job.seed, self.duration_s);
+        let mut wl = match Workload::new(cfg, self.pool.clone()) {
+            Ok(w) => w,
+            Err(e) => return fail(ctx, SimError::Workload(e.to_string()).to_string()),
+        };
+        let run = simulate(&mut engine, &mut wl, &job.cancel, |_| {});
+        sim_outcome(run, &engine, ctx)
+    }
+}
+
+/// Turns a finished simulation into a point outcome (status, records, context).
+pub fn sim_outcome(run: SimRun, engine: &Engine, mut ctx: PointContext) -> PointOutcome {
+    ctx.profile_duration_s = run.profiling.map(|(a, d)| (d - a) as f64 / 1e9).unwrap_or(0.0);
+    ctx.server_metrics = Some(server_metrics_json(engine, run.end_ns));
+    let status = if run.interrupted {
+        ctx.cancelled = true;
+        Status::Failed { reason: "cancelled".into() }
+    } else {
+        match &run.outcome {
+            Some(WlOutcome::Completed) => Status::Done,
+            Some(WlOutcome::Aborted { failed, total }) => {
+                Status::Failed { reason: format!("live abort: {failed} of {total} profiling requests failed (> 10 %)") }
+            }
+            Some(WlOutcome::Cancelled { reason }) => {
+                ctx.cancelled = true;
+                Status::Failed { reason: format!("run cancelled: {reason}") }
+            }
+            None => Status::Failed { reason: "the workload stopped before finishing (nothing left to run)".into() },
+        }
+    };
+    PointOutcome { status, records: run.records, ctx }
+}
