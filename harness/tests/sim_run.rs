@@ -109,3 +109,15 @@ fn short_full_sweep_through_the_cli_passes_the_gate() {
     let agg: serde_json::Value = serde_json::from_slice(&std::fs::read(agg_path).unwrap()).unwrap();
     assert!(agg["tput_per_gpu"].as_f64().unwrap() > 0.0, "{agg}");
 }
+
+#[test]
+fn short_context_models_replay_only_traces_that_fit() {
+    let pool = harness::workload::default_pool(42);
+    let (kept, note) = harness::target::sim::fit_pool(&pool, 163_840).unwrap();
+    assert!(!kept.is_empty() && kept.len() < pool.len(), "{} of {}", kept.len(), pool.len());
+    assert!(kept.iter().all(|t| harness::target::sim::trace_max_tokens(t) <= 163_840));
+    assert!(note.unwrap().contains("163840"));
+    let (all, none) = harness::target::sim::fit_pool(&pool, 10_000_000).unwrap();
+    assert_eq!((all.len(), none), (pool.len(), None));
+    assert!(harness::target::sim::fit_pool(&pool, 10).is_err());
+}

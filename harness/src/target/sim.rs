@@ -462,14 +462,52 @@ impl PointRunner for SimRunner {
             Err(e) => return fail(ctx, e.to_string()),
         };
         ctx.profiles = profiles_json(&engine);
+        let context = engine.limits().context_length;
+        let pool = match fit_pool(&self.pool, context) {
+            Ok((pool, note)) => {
+                if let Some(n) = note {
+                    ctx.trace_set = format!("{} ({n})", self.trace_set);
+                }
+                pool
+            }
+            Err(e) => return fail(ctx, e.to_string()),
+        };
         let cfg = workload_config(p, job.seed, self.duration_s);
-        let mut wl = match Workload::new(cfg, self.pool.clone()) {
+        let mut wl = match Workload::new(cfg, pool) {
             Ok(w) => w,
             Err(e) => return fail(ctx, SimError::Workload(e.to_string()).to_string()),
         };
         let run = simulate(&mut engine, &mut wl, &job.cancel, |_| {});
         sim_outcome(run, &engine, ctx)
     }
+}
+
+/// The most tokens any request of a trace needs (input, marker and output).
+pub fn trace_max_tokens(t: &TracePlan) -> u64 {
+    t.streams
+        .iter()
+        .flat_map(|s| s.prompts.turns.iter())
+        .map(|turn| turn.input_tokens + turn.output_tokens + crate::prompt::MARKER_TOKENS as u64)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The whole-trace filter at the server's context length (AgentX `--max-context-length`): a
+/// trace with a request that cannot fit is left out, so that a short-context model is measured on
+/// the sessions it can serve instead of aborting on the first overflowing root turn. Returns the
+/// pool and a note when traces were dropped.
+pub fn fit_pool(pool: &[Arc<TracePlan>], context: u64) -> Result<(Vec<Arc<TracePlan>>, Option<String>), SimError> {
+    let kept: Vec<Arc<TracePlan>> = pool.iter().filter(|t| trace_max_tokens(t) <= context).cloned().collect();
+    if kept.len() == pool.len() {
+        return Ok((kept, None));
+    }
+    if kept.is_empty() {
+        return Err(SimError::Workload(format!(
+            "no trace fits the server's context length of {context} tokens; use a model with a longer context or shorter traces"
+        )));
+    }
+    let note = format!("whole-trace filter at the context length {context}: {} of {} traces", kept.len(), pool.len());
+    Ok((kept, Some(note)))
 }
 
 /// Turns a finished simulation into a point outcome (status, records, context).
