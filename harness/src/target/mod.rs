@@ -1,4 +1,46 @@
 //! Where requests go. [`sim`]: the reference engine in process on a virtual clock (one
-//! discrete-event loop drives the workload and the engine together).
+//! discrete-event loop drives the workload and the engine together). [`http`]: any
+//! OpenAI-compatible server over streaming HTTP, in real time.
 
+pub mod http;
 pub mod sim;
+
+use crate::records::{Phase as RecPhase, Record};
+use crate::workload::{Phase, RequestSpec, SourceKind};
+
+/// The record of a request sent at `now`, before anything came back.
+pub fn record_for(spec: &RequestSpec, now: u64) -> Record {
+    let (hit, total) = spec.theoretical_hit();
+    Record {
+        phase: match spec.phase {
+            Phase::Warmup => RecPhase::Warmup,
+            Phase::Profiling => RecPhase::Profiling,
+        },
+        conversation_id: spec.conversation_id.to_string(),
+        turn_index: spec.turn_index,
+        x_correlation_id: spec.correlation_id.to_string(),
+        root_correlation_id: spec.root_correlation_id.to_string(),
+        worker_id: format!("lane-{}", spec.lane),
+        source_trace_id: spec.source_trace_id.to_string(),
+        source_outer_idx: spec.source_outer_idx,
+        source_kind: match spec.source_kind {
+            SourceKind::Main => "main",
+            SourceKind::Subagent => "subagent",
+        }
+        .to_string(),
+        start_ns: now,
+        ack_ns: None,
+        first_token_ns: None,
+        last_chunk_ns: None,
+        end_ns: now,
+        input_tokens: None,
+        output_tokens: None,
+        cached_tokens: None,
+        expected_output_tokens: Some(spec.max_tokens),
+        theoretical_hit_blocks: hit as u64,
+        theoretical_total_blocks: total as u64,
+        chunks: 0,
+        was_cancelled: false,
+        error: None,
+    }
+}

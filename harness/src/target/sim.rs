@@ -20,11 +20,11 @@ use serde_json::{Map, Value, json};
 use crate::metrics::PointContext;
 use crate::prompt::{PAGE_TOKENS, PageHashCache};
 use crate::recipe::serving::Launch;
-use crate::records::{Phase as RecPhase, Record, RecordError};
+use crate::records::{Record, RecordError};
 use crate::results::Status;
 use crate::run::{Job, Outcome as PointOutcome, PointRunner};
 use crate::workload::{
-    Action, Event, Failure, Outcome as WlOutcome, Phase, RequestId, SourceKind, TracePlan, Workload, WorkloadConfig,
+    Action, Event, Failure, Outcome as WlOutcome, RequestId, TracePlan, Workload, WorkloadConfig,
 };
 
 const SEC: u64 = 1_000_000_000;
@@ -180,13 +180,6 @@ pub struct SimRun {
     pub events: u64,
 }
 
-fn kind_str(k: SourceKind) -> &'static str {
-    match k {
-        SourceKind::Main => "main",
-        SourceKind::Subagent => "subagent",
-    }
-}
-
 struct Open {
     idx: usize,
     /// Cancelled by the workload: its finish event is not reported back.
@@ -216,36 +209,8 @@ pub fn simulate(engine: &mut Engine, wl: &mut Workload, cancel: &AtomicBool, mut
         for a in actions.drain(..) {
             match a {
                 Action::Send(spec) => {
-                    let (hit, total) = spec.theoretical_hit();
                     let idx = records.len();
-                    records.push(Record {
-                        phase: match spec.phase {
-                            Phase::Warmup => RecPhase::Warmup,
-                            Phase::Profiling => RecPhase::Profiling,
-                        },
-                        conversation_id: spec.conversation_id.to_string(),
-                        turn_index: spec.turn_index,
-                        x_correlation_id: spec.correlation_id.to_string(),
-                        root_correlation_id: spec.root_correlation_id.to_string(),
-                        worker_id: format!("lane-{}", spec.lane),
-                        source_trace_id: spec.source_trace_id.to_string(),
-                        source_outer_idx: spec.source_outer_idx,
-                        source_kind: kind_str(spec.source_kind).to_string(),
-                        start_ns: now,
-                        ack_ns: None,
-                        first_token_ns: None,
-                        last_chunk_ns: None,
-                        end_ns: now,
-                        input_tokens: None,
-                        output_tokens: None,
-                        cached_tokens: None,
-                        expected_output_tokens: Some(spec.max_tokens),
-                        theoretical_hit_blocks: hit as u64,
-                        theoretical_total_blocks: total as u64,
-                        chunks: 0,
-                        was_cancelled: false,
-                        error: None,
-                    });
+                    records.push(super::record_for(&spec, now));
                     prog.sent += 1;
                     let page_hashes: Arc<[u64]> = hashes.page_hashes(&spec.prompt).into();
                     let prompt = engine::Prompt::from_chained(page_hashes, PAGE_TOKENS as u32, spec.prompt.total_tokens())
@@ -290,7 +255,7 @@ pub fn simulate(engine: &mut Engine, wl: &mut Workload, cancel: &AtomicBool, mut
         if run.outcome.is_some() {
             break;
         }
-        if run.events.is_multiple_of(2048) {
+        if run.events % 512 == 1 {
             prog.now_ns = now;
             prog.profiling = profiling;
             progress(&prog);

@@ -1,0 +1,412 @@
+//! The HTTP target: the same [`Workload`] driven in real time against an OpenAI-compatible
+//! `/v1/chat/completions` endpoint with a streaming reqwest client.
+//!
+//! Each request carries the full conversation, `stream: true`, `max_completion_tokens`,
+//! `ignore_eos`, `stream_options.include_usage` and `X-Correlation-ID` (built by
+//! [`RequestSpec::http_body`]). Timestamps are Unix nanoseconds: start, response headers (ack),
+//! first non-empty content or reasoning chunk, last output chunk, end of body. Token counts come
+//! from the final `usage` object only, never from chunks. HTTP errors, `error` events inside the
+//! stream, dropped connections and timeouts become record errors; an overflow message becomes
+//! `context_overflow` (terminal for the session, as AgentX defines it).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::metrics::PointContext;
+use crate::prompt::WordVocab;
+use crate::records::{Record, RecordError, is_overflow_message};
+use crate::results::Status;
+use crate::run::launcher::{Server, free_port};
+use crate::run::{Job, Outcome as PointOutcome, PointRunner};
+use crate::workload::{Action, Event, Failure, Outcome as WlOutcome, RequestId, RequestSpec, TracePlan, Workload};
+
+/// An OpenAI-compatible server.
+#[derive(Clone)]
+pub struct HttpTarget {
+    client: reqwest::Client,
+    /// `http://host:port` (no trailing slash).
+    pub base_url: String,
+    pub model: String,
+    vocab: Arc<WordVocab>,
+}
+
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+/// A monotonic clock reported as Unix nanoseconds (anchored once per run).
+#[derive(Clone, Copy)]
+struct Clock {
+    t0: Instant,
+    epoch: u64,
+}
+
+impl Clock {
+    fn new() -> Self {
+        Clock { t0: Instant::now(), epoch: unix_ns() }
+    }
+    fn now(&self) -> u64 {
+        self.epoch + self.t0.elapsed().as_nanos() as u64
+    }
+    fn instant(&self, ns: u64) -> Instant {
+        self.t0 + Duration::from_nanos(ns.saturating_sub(self.epoch))
+    }
+}
+
+impl HttpTarget {
+    /// A pooled keep-alive client with long timeouts (agentic turns can run for many minutes).
+    pub fn new(base_url: &str, model: &str) -> Result<Self, String> {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(4096)
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(60))
+            .timeout(Duration::from_secs(4 * 3600))
+            .build()
+            .map_err(|e| format!("HTTP client: {e}"))?;
+        Ok(HttpTarget {
+            client,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            model: model.to_string(),
+            vocab: Arc::new(WordVocab::default()),
+        })
+    }
+
+    /// The first model `/v1/models` lists.
+    pub async fn discover_model(&self) -> Result<String, String> {
+        let url = format!("{}/v1/models", self.base_url);
+        let v: Value = self.client.get(&url).send().await.map_err(|e| format!("{url}: {e}"))?.json().await.map_err(|e| format!("{url}: {e}"))?;
+        v["data"][0]["id"].as_str().map(str::to_string).ok_or_else(|| format!("{url}: no model listed"))
+    }
+
+    /// `/server_info` when the server has one (SGLang and the reference engine do).
+    pub async fn server_info(&self) -> Option<Value> {
+        let r = self.client.get(format!("{}/server_info", self.base_url)).send().await.ok()?;
+        if !r.status().is_success() {
+            return None;
+        }
+        r.json().await.ok()
+    }
+
+    /// Sends one request and streams its answer into `rec`; returns the failure, if any.
+    pub async fn send(&self, spec: &RequestSpec, mut rec: Record, clock_now: impl Fn() -> u64) -> (Record, Option<Failure>) {
+        let body = spec.http_body(&self.model, self.vocab.as_ref(), None);
+        rec.start_ns = clock_now();
+        let url = format!("{}/v1/chat/completions", self.base_url);
+        let resp = self.client.post(&url).header("X-Correlation-ID", spec.correlation_id.as_ref()).json(&body).send().await;
+        let fail = |mut rec: Record, kind: &str, message: String, status: Option<u16>, now: u64| {
+            let overflow = is_overflow_message(&message);
+            rec.error =
+                Some(RecordError { kind: if overflow { "context_overflow".into() } else { kind.to_string() }, message, status });
+            rec.end_ns = now;
+            (rec, Some(if overflow { Failure::ContextOverflow } else { Failure::Error }))
+        };
+        let resp = match resp {
+            Ok(r) => r,
+            Err(e) => {
+                let kind = if e.is_timeout() { "timeout" } else { "connection_error" };
+                return fail(rec, kind, format!("{url}: {e}"), None, clock_now());
+            }
+        };
+        rec.ack_ns = Some(clock_now());
+        let status = resp.status();
+        if !status.is_success() {
+            let text = resp.text().await.unwrap_or_default();
+            let msg = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().or(v["message"].as_str()).map(str::to_string))
+                .unwrap_or(text);
+            return fail(rec, &format!("http_{}", status.as_u16()), msg, Some(status.as_u16()), clock_now());
+        }
+        let mut resp = resp;
+        let mut buf: Vec<u8> = Vec::new();
+        let mut done = false;
+        loop {
+            let chunk = match resp.chunk().await {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(e) => {
+                    let kind = if e.is_timeout() { "timeout" } else { "connection_dropped" };
+                    return fail(rec, kind, format!("stream ended early: {e}"), None, clock_now());
+                }
+            };
+            let t = clock_now();
+            buf.extend_from_slice(&chunk);
+            // Complete lines only; a partial line waits for the next chunk.
+            while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=nl).collect();
+                let line = String::from_utf8_lossy(&line);
+                let Some(data) = line.trim().strip_prefix("data:") else { continue };
+                let data = data.trim();
+                if data == "[DONE]" {
+                    done = true;
+                    continue;
+                }
+                let Ok(v) = serde_json::from_str::<Value>(data) else { continue };
+                if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
+                    let msg = e["message"].as_str().map(str::to_string).unwrap_or_else(|| e.to_string());
+                    let code = e["code"].as_u64().map(|c| c as u16);
+                    return fail(rec, "stream_error", msg, code, t);
+                }
+                let delta = &v["choices"][0]["delta"];
+                let has_text = ["content", "reasoning_content", "reasoning"].iter().any(|k| delta[*k].as_str().is_some_and(|s| !s.is_empty()));
+                if has_text {
+                    rec.first_token_ns.get_or_insert(t);
+                    rec.last_chunk_ns = Some(t);
+                    rec.chunks += 1;
+                }
+                if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+                    rec.input_tokens = u["prompt_tokens"].as_u64();
+                    rec.output_tokens = u["completion_tokens"].as_u64();
+                    rec.cached_tokens = u["prompt_tokens_details"]["cached_tokens"].as_u64();
+                }
+            }
+        }
+        rec.end_ns = clock_now();
+        if !done && rec.output_tokens.is_none() {
+            return fail(rec, "connection_dropped", "the stream closed before [DONE] and usage".into(), None, clock_now());
+        }
+        (rec, None)
+    }
+}
+
+/// What a live run produced.
+pub struct LiveRun {
+    pub records: Vec<Record>,
+    pub outcome: Option<WlOutcome>,
+    pub profiling: Option<(u64, u64)>,
+    pub interrupted: bool,
+    /// Why the run stopped early (server death), if it did.
+    pub stopped: Option<String>,
+}
+
+/// Drives `wl` against `target` in real time until it finishes, `cancel` is set, or `alive`
+/// reports the server gone (checked every 200 ms).
+pub async fn replay(
+    target: &HttpTarget,
+    wl: &mut Workload,
+    cancel: &AtomicBool,
+    mut alive: impl FnMut() -> Result<(), String>,
+    mut progress: impl FnMut(&super::sim::Progress),
+) -> LiveRun {
+    let clock = Clock::new();
+    let (tx, mut rx) = mpsc::unbounded_channel::<(RequestId, Record, Option<Failure>)>();
+    let mut records: Vec<Record> = Vec::new();
+    let mut inflight: HashMap<RequestId, (usize, tokio::task::JoinHandle<()>)> = HashMap::new();
+    let mut wake: Option<u64> = None;
+    let mut actions = Vec::new();
+    let mut run = LiveRun { records: Vec::new(), outcome: None, profiling: None, interrupted: false, stopped: None };
+    let mut prog = super::sim::Progress::default();
+    let mut event = Some(Event::Start);
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        if let Some(ev) = event.take() {
+            let now = clock.now();
+            actions.clear();
+            wl.handle(now, ev, &mut actions);
+            for a in actions.drain(..) {
+                match a {
+                    Action::Send(spec) => {
+                        let idx = records.len();
+                        records.push(super::record_for(&spec, now));
+                        let rec = records[idx].clone();
+                        let (t, tx) = (target.clone(), tx.clone());
+                        let id = spec.id;
+                        let h = tokio::spawn(async move {
+                            let (rec, f) = t.send(&spec, rec, move || clock.now()).await;
+                            let _ = tx.send((id, rec, f));
+                        });
+                        inflight.insert(id, (idx, h));
+                        prog.sent += 1;
+                    }
+                    Action::Cancel(id) => {
+                        if let Some((idx, h)) = inflight.remove(&id) {
+                            h.abort();
+                            records[idx].was_cancelled = true;
+                            records[idx].end_ns = now;
+                        }
+                    }
+                    Action::Wake(t) => wake = Some(t),
+                    Action::ProfilingStarted { at, deadline } => {
+                        run.profiling = Some((at, deadline));
+                        prog.profiling = true;
+                    }
+                    Action::ProfilingEnded { .. } => prog.profiling = false,
+                    Action::Finished(o) => run.outcome = Some(o),
+                }
+            }
+            if run.outcome.is_some() {
+                break;
+            }
+        }
+        let sleep_to = wake.map(|w| clock.instant(w)).unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            Some((id, rec, f)) = rx.recv() => {
+                if let Some((idx, _)) = inflight.remove(&id) {
+                    prog.done += 1;
+                    prog.output_tokens += rec.output_tokens.unwrap_or(0);
+                    if rec.error.is_some() { prog.errors += 1; }
+                    records[idx] = rec;
+                    event = Some(match f { Some(f) => Event::Failed(id, f), None => Event::Completed(id) });
+                }
+            }
+            _ = tokio::time::sleep_until(sleep_to.into()), if wake.is_some() => {
+                wake = None;
+                event = Some(Event::Wake);
+            }
+            _ = tick.tick() => {
+                prog.now_ns = clock.now();
+                progress(&prog);
+                if cancel.load(Ordering::Relaxed) {
+                    run.interrupted = true;
+                    break;
+                }
+                if let Err(e) = alive() {
+                    run.stopped = Some(format!("server died mid-point ({e}); records so far are kept"));
+                    break;
+                }
+            }
+        }
+    }
+    let now = clock.now();
+    for (_, (idx, h)) in inflight.drain() {
+        h.abort();
+        let r = &mut records[idx];
+        if run.stopped.is_some() {
+            r.error = Some(RecordError { kind: "connection_dropped".into(), message: "server died".into(), status: None });
+        } else {
+            r.was_cancelled = true;
+        }
+        r.end_ns = now;
+    }
+    run.records = records;
+    run
+}
+
+/// Runs plan points against a server over HTTP: an existing one (`url`) or one started per
+/// point from its resolved command (`local`).
+pub struct HttpRunner {
+    /// `Some(url)`: an existing server; `None`: start each point's command.
+    pub url: Option<String>,
+    /// Replace the recipe's program with `sweep engine serve` (the reference engine's live twin).
+    pub engine_twin: bool,
+    pub pool: Vec<Arc<TracePlan>>,
+    pub trace_set: String,
+    pub duration_s: Option<f64>,
+    pub health_timeout: Duration,
+}
+
+impl HttpRunner {
+    fn live(&self, job: &Job, base_url: &str, mut alive: impl FnMut() -> Result<(), String>) -> PointOutcome {
+        let p = &job.point;
+        let mut ctx = PointContext {
+            identity: crate::run::identity(p),
+            num_gpus: p.gpus.max(1),
+            result_kind: "measured".into(),
+            profiles: Value::Null,
+            target: base_url.to_string(),
+            trace_set: self.trace_set.clone(),
+            seed: job.seed,
+            concurrency: p.conc,
+            profile_duration_s: 0.0,
+            client_cpu_max: None,
+            cancelled: false,
+            server_metrics: None,
+        };
+        let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+            Ok(r) => r,
+            Err(e) => return PointOutcome { status: Status::Failed { reason: format!("runtime: {e}") }, records: Vec::new(), ctx },
+        };
+        let cfg = super::sim::workload_config(p, job.seed, self.duration_s);
+        let mut wl = match Workload::new(cfg, self.pool.clone()) {
+            Ok(w) => w,
+            Err(e) => return PointOutcome { status: Status::Failed { reason: e.to_string() }, records: Vec::new(), ctx },
+        };
+        let res = rt.block_on(async {
+            let mut t = HttpTarget::new(base_url, "")?;
+            t.model = t.discover_model().await?;
+            if let Some(info) = t.server_info().await {
+                if let Some(k) = info["result_kind"].as_str() {
+                    ctx.result_kind = k.to_string();
+                }
+                ctx.profiles = info;
+            }
+            Ok::<_, String>(replay(&t, &mut wl, &job.cancel, &mut alive, |_| {}).await)
+        });
+        let run = match res {
+            Ok(r) => r,
+            Err(e) => return PointOutcome { status: Status::Failed { reason: e }, records: Vec::new(), ctx },
+        };
+        ctx.profile_duration_s = run.profiling.map(|(a, d)| (d - a) as f64 / 1e9).unwrap_or(0.0);
+        let status = if let Some(s) = &run.stopped {
+            Status::Failed { reason: s.clone() }
+        } else if run.interrupted {
+            ctx.cancelled = true;
+            Status::Failed { reason: "cancelled".into() }
+        } else {
+            match &run.outcome {
+                Some(WlOutcome::Completed) => Status::Done,
+                Some(WlOutcome::Aborted { failed, total }) => {
+                    Status::Failed { reason: format!("live abort: {failed} of {total} profiling requests failed (> 10 %)") }
+                }
+                Some(WlOutcome::Cancelled { reason }) => {
+                    ctx.cancelled = true;
+                    Status::Failed { reason: format!("run cancelled: {reason}") }
+                }
+                None => Status::Failed { reason: "the workload stopped before finishing".into() },
+            }
+        };
+        PointOutcome { status, records: run.records, ctx }
+    }
+}
+
+impl PointRunner for HttpRunner {
+    fn max_parallel(&self) -> usize {
+        1
+    }
+
+    fn run(&self, job: &Job) -> PointOutcome {
+        if let Some(url) = &self.url {
+            return self.live(job, url, || Ok(()));
+        }
+        let failed = |reason: String| PointOutcome {
+            status: Status::Failed { reason },
+            records: Vec::new(),
+            ctx: PointContext { identity: crate::run::identity(&job.point), num_gpus: job.point.gpus.max(1), ..Default::default() },
+        };
+        let Some(launch) = &job.point.launch else { return failed("point has no resolved server command".into()) };
+        let port = match free_port() {
+            Ok(p) => p,
+            Err(e) => return failed(format!("no free port: {e}")),
+        };
+        let mut argv = launch.worker_argv.clone();
+        if self.engine_twin {
+            let flags_at = argv.iter().position(|a| a.starts_with("--")).unwrap_or(argv.len());
+            let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "sweep".into());
+            argv.splice(..flags_at, [exe, "engine".into(), "serve".into()]);
+        }
+        argv.extend(["--host".into(), "127.0.0.1".into(), "--port".into(), port.to_string()]);
+        if let Err(e) = std::fs::create_dir_all(&job.dir) {
+            return failed(format!("{}: {e}", job.dir.display()));
+        }
+        let log = job.dir.join("server.log");
+        let env: Vec<(String, String)> = launch.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let base = format!("http://127.0.0.1:{port}");
+        let mut server = match Server::start(&argv, &env, &log, base.clone()) {
+            Ok(s) => s,
+            Err(e) => return failed(e.to_string()),
+        };
+        if let Err(e) = server.wait_healthy(self.health_timeout, &log, &job.cancel) {
+            server.stop(Duration::from_secs(5));
+            return failed(e.to_string());
+        }
+        let server = std::sync::Mutex::new(server);
+        let out = self.live(job, &base, || server.lock().expect("lock").alive());
+        server.into_inner().expect("lock").stop(Duration::from_secs(10));
+        out
+    }
+}
