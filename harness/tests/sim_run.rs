@@ -121,3 +121,28 @@ fn short_context_models_replay_only_traces_that_fit() {
     assert_eq!((all.len(), none), (pool.len(), None));
     assert!(harness::target::sim::fit_pool(&pool, 10).is_err());
 }
+
+#[test]
+fn local_target_canary_whose_server_exits_at_start_stops_the_sweep() {
+    let repo = repo_copy();
+    edit(&repo.path().join("recipes/dsv41flash-fp4-gb300-sglang-agentic-dspark.yaml"), "command: python3 -m sglang.launch_server", "command: \"false\"");
+    let dir = repo.path().join("out");
+    let o = sweep(
+        &["run", "full-sweep-fail-fast", "--target", "local", "--server-timeout", "30", "--out", dir.to_str().unwrap(), "--root", repo.path().to_str().unwrap()],
+        repo.path(),
+    );
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{so}\n{se}");
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let pts = summary["points"].as_array().unwrap();
+    assert_eq!(pts.len(), 13);
+    let canary = &pts[0];
+    assert_eq!(canary["id"], "dsv41flash-fp4-gb300-sglang-agentic-dspark/tp4-c1");
+    assert_eq!(canary["status"]["state"], "failed", "{canary}");
+    assert!(canary["status"]["reason"].as_str().unwrap().contains("exited during start-up"), "{canary}");
+    for p in &pts[1..] {
+        assert_eq!(p["status"]["state"], "cancelled", "{p}");
+        assert!(!harness::results::point_dir(&dir, p["id"].as_str().unwrap()).join("profile_export.jsonl").exists());
+    }
+    assert!(dir.join("gate.json").is_file() && dir.join("report.md").is_file());
+}

@@ -24,7 +24,8 @@ pub struct Args {
     #[arg(long)]
     pub configs: Option<String>,
     /// Where requests go: `sim` (reference engine, virtual clock), `local` (start each point's
-    /// server command), or `url:URL` (an existing OpenAI-compatible server).
+    /// resolved server command), `local:engine` (the same flags served by `sweep engine serve`),
+    /// or `url:URL` (an existing OpenAI-compatible server).
     #[arg(long, default_value = "sim")]
     pub target: String,
     /// Profiling duration per point, seconds (default: the plan's, 3600 or 1200 with agentx-fast).
@@ -47,6 +48,9 @@ pub struct Args {
     /// Points run at once on the virtual clock (default: the number of cores).
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// Seconds to wait for a started server to answer /health.
+    #[arg(long, default_value_t = 1800.0)]
+    pub server_timeout: f64,
     /// Reference engine model profile (default: from the point's --model-path / the row's model).
     #[arg(long)]
     pub model: Option<String>,
@@ -213,10 +217,18 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             }
             Box::new(r)
         }
-        t if t == "local" || t.starts_with("url:") => {
-            anyhow::bail!("--target {t}: the HTTP targets are not available in this build yet; use --target sim")
+        t if t == "local" || t == "local:engine" || t.starts_with("url:") => {
+            let (pool, trace_set) = load_pool(&args.traces, args.seed)?;
+            Box::new(crate::target::http::HttpRunner {
+                url: t.strip_prefix("url:").map(str::to_string),
+                engine_twin: t == "local:engine",
+                pool,
+                trace_set,
+                duration_s: args.duration,
+                health_timeout: std::time::Duration::from_secs_f64(args.server_timeout.max(1.0)),
+            })
         }
-        t => anyhow::bail!("--target {t}: expected sim, local or url:URL"),
+        t => anyhow::bail!("--target {t}: expected sim, local, local:engine or url:URL"),
     };
 
     let opts = RunOptions {
