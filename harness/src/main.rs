@@ -18,6 +18,8 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Run the sweep a label selects (default: reference engine on the virtual clock); report and gate.
     Run(cmd::run::Args),
+    /// Replay one point (C session trees for D seconds) against a server or the reference engine.
+    Replay(cmd::replay::Args),
     /// Check or append to perf-changelog.yaml.
     #[command(subcommand)]
     Changelog(cmd::changelog::Command),
@@ -37,6 +39,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Validate(a) => cmd::validate::run(&a),
         Command::Plan(a) => cmd::plan::run(&a),
         Command::Run(a) => cmd::run::run(&a),
+        Command::Replay(a) => cmd::replay::run(&a),
         Command::Changelog(c) => cmd::changelog::run(&c),
         Command::Report(a) => cmd::results::report(&a),
         Command::Gate(a) => cmd::results::gate(&a),

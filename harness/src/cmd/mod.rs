@@ -2,6 +2,7 @@
 
 pub mod changelog;
 pub mod plan;
+pub mod replay;
 pub mod results;
 pub mod run;
 pub mod trace;

@@ -1,0 +1,158 @@
+//! `sweep replay`: one point, outside any plan: C live AgentX session trees for D seconds against
+//! a server (`--url`) or the reference engine with SGLang flags on the virtual clock (`--engine`).
+
+use crate::metrics::{self, PointContext};
+use crate::recipe::serving::Launch;
+use crate::records;
+use crate::results::write_json;
+use crate::target::sim::{self, ProfileChoice, Progress};
+use crate::workload::{Workload, WorkloadConfig};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["url", "engine"])))]
+pub struct Args {
+    /// An OpenAI-compatible server, e.g. http://127.0.0.1:30000.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// SGLang server flags for the reference engine on the virtual clock, e.g.
+    /// "--model-path deepseek-ai/DeepSeek-V3 --tp 8" (SGLANG_* variables are read from the environment).
+    #[arg(long, allow_hyphen_values = true)]
+    pub engine: Option<String>,
+    /// Live session trees.
+    #[arg(long)]
+    pub concurrency: u32,
+    /// Profiling duration, seconds.
+    #[arg(long, default_value_t = 3600.0)]
+    pub duration: f64,
+    #[arg(long, default_value = "synthetic")]
+    pub traces: String,
+    /// GPUs behind the server (per-GPU throughput).
+    #[arg(long, default_value_t = 1)]
+    pub gpus: u32,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Output folder (default reports/<UTC timestamp>-replay-c<C>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Hardware profile for --engine (name or .yaml; default h200).
+    #[arg(long, default_value = "h200")]
+    pub hardware: String,
+    /// Model profile for --engine (default: from --model-path).
+    #[arg(long)]
+    pub model: Option<String>,
+}
+
+fn bar() -> indicatif::ProgressBar {
+    let b = indicatif::ProgressBar::new_spinner();
+    b.set_style(indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").expect("template"));
+    b
+}
+
+fn show(b: &indicatif::ProgressBar, p: &Progress, clock: &str, secs: f64) {
+    let tps = if secs > 0.0 { p.output_tokens as f64 / secs } else { 0.0 };
+    b.set_message(format!(
+        "{} | {clock} {secs:.0} s | {} sent, {} done, {} errors | {tps:.0} output tok/s",
+        if p.profiling { "profiling" } else { "warmup/drain" },
+        p.sent,
+        p.done,
+        p.errors
+    ));
+    b.tick();
+}
+
+pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
+    let (pool, trace_set) = super::run::load_pool(&a.traces, a.seed)?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-replay-c{}", super::run::utc_stamp(now), a.concurrency)));
+    std::fs::create_dir_all(&out).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
+    let cfg = WorkloadConfig {
+        concurrency: a.concurrency.max(1),
+        seed: a.seed,
+        run_id: format!("replay-c{}", a.concurrency),
+        duration_ns: (a.duration.max(0.0) * 1e9) as u64,
+        ..WorkloadConfig::default()
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut ctx = PointContext {
+        num_gpus: a.gpus.max(1),
+        trace_set,
+        seed: a.seed,
+        concurrency: a.concurrency,
+        ..Default::default()
+    };
+    ctx.identity.insert("conc".into(), a.concurrency.into());
+    let b = bar();
+    let (records, status_note) = if let Some(flags) = &a.engine {
+        let argv: Vec<String> = flags.split_whitespace().map(str::to_string).collect();
+        let env = std::env::vars().filter(|(k, _)| k.starts_with("SGLANG_")).collect();
+        let launch = Launch { arm: String::new(), conc: a.concurrency, worker_argv: argv, env, router_argv: None, router_env: Default::default(), golden_al: None };
+        let choice = ProfileChoice { model: a.model.clone(), hardware: Some(a.hardware.clone()) };
+        let mut engine = sim::build_engine(&launch, None, None, &choice, a.seed)?;
+        let (pool, note) = sim::fit_pool(&pool, engine.limits().context_length)?;
+        if let Some(n) = note {
+            ctx.trace_set = format!("{} ({n})", ctx.trace_set);
+        }
+        let mut wl = Workload::new(cfg, pool)?;
+        ctx.result_kind = "predicted".into();
+        ctx.target = "sim".into();
+        ctx.profiles = sim::profiles_json(&engine);
+        let run = sim::simulate(&mut engine, &mut wl, &cancel, |p| show(&b, p, "virtual", p.now_ns as f64 / 1e9));
+        let o = sim::sim_outcome(run, &engine, ctx.clone());
+        ctx = o.ctx;
+        (o.records, o.status)
+    } else {
+        let url = a.url.clone().expect("clap requires --url or --engine");
+        let mut wl = Workload::new(cfg, pool)?;
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        let t0 = std::time::Instant::now();
+        let run = rt.block_on(async {
+            let mut t = crate::target::http::HttpTarget::new(&url, "").map_err(anyhow::Error::msg)?;
+            t.model = t.discover_model().await.map_err(anyhow::Error::msg)?;
+            ctx.result_kind = "measured".into();
+            if let Some(info) = t.server_info().await {
+                if let Some(k) = info["result_kind"].as_str() {
+                    ctx.result_kind = k.to_string();
+                }
+                ctx.profiles = info;
+            }
+            ctx.target = url.clone();
+            Ok::<_, anyhow::Error>(
+                crate::target::http::replay(&t, &mut wl, &cancel, || Ok(()), |p| show(&b, p, "real", t0.elapsed().as_secs_f64())).await,
+            )
+        })?;
+        ctx.profile_duration_s = run.profiling.map(|(s, d)| (d - s) as f64 / 1e9).unwrap_or(0.0);
+        let st = match (&run.stopped, &run.outcome) {
+            (Some(s), _) => crate::results::Status::Failed { reason: s.clone() },
+            (None, Some(crate::workload::Outcome::Completed)) => crate::results::Status::Done,
+            (None, o) => crate::results::Status::Failed { reason: format!("{o:?}") },
+        };
+        (run.records, st)
+    };
+    b.finish_and_clear();
+    records::write_jsonl(&out.join("profile_export.jsonl"), &records)?;
+    if let Some(sm) = &ctx.server_metrics {
+        write_json(&out.join("server_metrics.json"), sm)?;
+    }
+    let (agg, s) = metrics::aggregate(&records, &ctx).map_err(|e| anyhow::anyhow!("aggregate: {e}"))?;
+    write_json(&out.join("agg.json"), &agg)?;
+    println!("status: {status_note:?} ({})", ctx.result_kind);
+    println!(
+        "requests ok {} / errors {}; {} tok/s/GPU; P90 interactivity {:.1} tok/s/user; TTFT p50 {:.2} s p90 {:.2} s; E2EL p90 {:.2} s",
+        s.requests_ok,
+        s.requests_error,
+        crate::gate::fmt_num(s.tput_per_gpu),
+        s.intvty_p90,
+        s.ttft.p50,
+        s.ttft.p90,
+        s.e2el.p90
+    );
+    if !s.valid {
+        println!("invalid: {}", s.invalid_reasons.join(", "));
+    }
+    println!("wrote {}", out.display());
+    Ok(if s.valid && status_note == crate::results::Status::Done { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
