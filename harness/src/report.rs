@@ -385,6 +385,8 @@ pub(crate) mod tests {
             labels: vec!["full-sweep-fail-fast".into()],
             target: "sim".into(),
             created_unix: 0,
+            seed: 42,
+            replicates: 50,
             points,
             curves: analyse(&pts),
         }

@@ -24,6 +24,16 @@ pub struct GateArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct CollectArgs {
+    /// Run directories or folders containing them (e.g. downloaded CI artifacts).
+    #[arg(required = true, num_args = 1..)]
+    pub inputs: Vec<PathBuf>,
+    /// The merged run directory.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
 pub struct CompareArgs {
     pub base: PathBuf,
     pub new: PathBuf,
@@ -72,6 +82,13 @@ pub fn gate(a: &GateArgs) -> anyhow::Result<ExitCode> {
     print!("{}", gate::human(&v));
     println!("wrote {}", a.run.join("gate.json").display());
     Ok(if v.passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+pub fn collect(a: &CollectArgs) -> anyhow::Result<ExitCode> {
+    let run = crate::run::collect::collect(&a.inputs, &a.out).map_err(anyhow::Error::msg)?;
+    crate::report::write_all(&run, &a.out).map_err(anyhow::Error::msg)?;
+    println!("collected {} point(s) into {}", run.points.len(), a.out.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn compare(a: &CompareArgs) -> anyhow::Result<ExitCode> {
