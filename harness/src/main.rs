@@ -27,6 +27,8 @@ enum Command {
     Report(cmd::results::ReportArgs),
     /// CI verdict for a run: gate.json, JUnit XML and the exit code.
     Gate(cmd::results::GateArgs),
+    /// Merge the points of several run directories (CI matrix jobs, Slurm jobs) into one run.
+    Collect(cmd::results::CollectArgs),
     /// Per-point deltas between two runs, with the noise estimated from bootstrap intervals.
     Compare(cmd::results::CompareArgs),
     /// Generate synthetic AgentX traces, compare trace-set statistics, dry-run the replay workload.
@@ -43,6 +45,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Changelog(c) => cmd::changelog::run(&c),
         Command::Report(a) => cmd::results::report(&a),
         Command::Gate(a) => cmd::results::gate(&a),
+        Command::Collect(a) => cmd::results::collect(&a),
         Command::Compare(a) => cmd::results::compare(&a),
         Command::Trace(t) => cmd::trace::run(&t),
     }

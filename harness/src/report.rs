@@ -385,6 +385,8 @@ pub(crate) mod tests {
             labels: vec!["full-sweep-fail-fast".into()],
             target: "sim".into(),
             created_unix: 0,
+            seed: 42,
+            replicates: 50,
             points,
             curves: analyse(&pts),
         }
@@ -395,8 +397,13 @@ pub(crate) mod tests {
         let run = fake_run(5);
         let d = tempfile::tempdir().unwrap();
         let files = write_all(&run, d.path()).unwrap();
-        if let Ok(keep) = std::env::var("SWEEP_KEEP_TEST_CHARTS") {
-            std::fs::copy(d.path().join("pareto_e2e_norm_intvty_p90.png"), keep).unwrap();
+        // Keep the output for a look (e.g. scripts/check-report.sh on it).
+        if let Ok(keep) = std::env::var("SWEEP_KEEP_TEST_REPORT") {
+            std::fs::create_dir_all(&keep).unwrap();
+            for e in std::fs::read_dir(d.path()).unwrap() {
+                let e = e.unwrap();
+                std::fs::copy(e.path(), std::path::Path::new(&keep).join(e.file_name())).unwrap();
+            }
         }
         assert_eq!(files.len(), 2);
         let png = std::fs::read(d.path().join("pareto_e2e_norm_intvty_p90.png")).unwrap();

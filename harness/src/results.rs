@@ -58,8 +58,21 @@ pub struct RunSummary {
     pub labels: Vec<String>,
     pub target: String,
     pub created_unix: u64,
+    /// Seed of the workload and of the bootstrap.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Bootstrap replicates behind the intervals and frontier probabilities.
+    #[serde(default = "default_replicates")]
+    pub replicates: usize,
     pub points: Vec<PointResult>,
     pub curves: Vec<CurveResult>,
+}
+
+fn default_seed() -> u64 {
+    42
+}
+fn default_replicates() -> usize {
+    200
 }
 
 impl RunSummary {

@@ -3,6 +3,7 @@
 //! atomically per point so an interrupted run stays consistent and `--resume` skips finished
 //! points; then Pareto analysis with bootstrap uncertainty over every finished point.
 
+pub mod collect;
 pub mod launcher;
 
 use crate::metrics::{self, PointContext};
@@ -169,6 +170,8 @@ fn save_summary(opts: &RunOptions, state: &State, order: &[String]) -> Result<Ru
         labels: opts.labels.clone(),
         target: opts.target.clone(),
         created_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        seed: opts.seed,
+        replicates: opts.replicates,
         points,
         curves: Vec::new(),
     };
@@ -336,33 +339,36 @@ pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interru
         }
     }
 
-    // Pareto over every finished point, with bootstrap intervals.
-    let results = state.results.lock().expect("lock").clone();
+    let summary = save_summary(opts, &state, &order)?;
     let samples = state.samples.lock().expect("lock").clone();
-    let inputs: Vec<(String, String, String, u32, bool, Samples)> = order
+    finalize(summary, &samples, &opts.out)
+}
+
+/// Pareto over every finished point (bootstrap intervals, frontier probabilities), then
+/// `summary.json` and `results.parquet`. Shared by `sweep run` and `sweep collect`.
+pub fn finalize(mut summary: RunSummary, samples: &BTreeMap<String, Samples>, out: &Path) -> Result<RunSummary, String> {
+    let inputs: Vec<(String, String, String, u32, bool, Samples)> = summary
+        .points
         .iter()
-        .filter_map(|id| {
-            let r = &results[id];
-            let s = samples.get(id)?;
-            (r.status == Status::Done || matches!(r.status, Status::Failed { .. }) && r.summary.is_some())
-                .then(|| (id.clone(), r.config_key.clone(), r.arm.clone(), r.conc, r.ok(), s.clone()))
-        })
+        .filter(|r| r.summary.is_some())
+        .filter_map(|r| samples.get(&r.id).map(|s| (r.id.clone(), r.config_key.clone(), r.arm.clone(), r.conc, r.ok(), s.clone())))
         .collect();
-    let pts = pareto::points_with_uncertainty(&inputs, opts.replicates, opts.seed);
-    let curves = pareto::analyse(&pts);
-    {
-        let mut r = state.results.lock().expect("lock");
-        for p in &pts {
-            if let Some(x) = r.get_mut(&p.id) {
-                x.pareto = Some(p.clone());
-            }
+    let pts = pareto::points_with_uncertainty(&inputs, summary.replicates, summary.seed);
+    summary.curves = pareto::analyse(&pts);
+    for p in &pts {
+        if let Some(x) = summary.points.iter_mut().find(|x| x.id == p.id) {
+            x.pareto = Some(p.clone());
         }
     }
-    let mut summary = save_summary(opts, &state, &order)?;
-    summary.curves = curves;
-    summary.save(&opts.out).map_err(|e| e.to_string())?;
-    write_parquet(&summary, &opts.out.join("results.parquet")).map_err(|e| format!("results.parquet: {e}"))?;
+    summary.save(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    write_parquet(&summary, &out.join("results.parquet")).map_err(|e| format!("results.parquet: {e}"))?;
     Ok(summary)
+}
+
+/// Reads a finished point's samples back from its `profile_export.jsonl`.
+pub fn load_samples(run: &Path, p: &PointResult) -> Option<Samples> {
+    let recs = records::read_jsonl(&point_dir(run, &p.id).join("profile_export.jsonl")).ok()?;
+    Some(Samples::from_records(&recs, p.gpus))
 }
 
 /// One row per point with the headline metrics (`results.parquet`).
