@@ -125,10 +125,25 @@ fn short_context_models_replay_only_traces_that_fit() {
 #[test]
 fn local_target_canary_whose_server_exits_at_start_stops_the_sweep() {
     let repo = repo_copy();
-    edit(&repo.path().join("recipes/dsv41flash-fp4-gb300-sglang-agentic-dspark.yaml"), "command: python3 -m sglang.launch_server", "command: \"false\"");
+    edit(
+        &repo.path().join("recipes/dsv41flash-fp4-gb300-sglang-agentic-dspark.yaml"),
+        "command: python3 -m sglang.launch_server",
+        "command: \"false\"",
+    );
     let dir = repo.path().join("out");
     let o = sweep(
-        &["run", "full-sweep-fail-fast", "--target", "local", "--server-timeout", "30", "--out", dir.to_str().unwrap(), "--root", repo.path().to_str().unwrap()],
+        &[
+            "run",
+            "full-sweep-fail-fast",
+            "--target",
+            "local",
+            "--server-timeout",
+            "30",
+            "--out",
+            dir.to_str().unwrap(),
+            "--root",
+            repo.path().to_str().unwrap(),
+        ],
         repo.path(),
     );
     let (so, se) = text(&o);

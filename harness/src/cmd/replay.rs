@@ -67,7 +67,8 @@ fn show(b: &indicatif::ProgressBar, p: &Progress, clock: &str, secs: f64) {
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let (pool, trace_set) = super::run::load_pool(&a.traces, a.seed)?;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-replay-c{}", super::run::utc_stamp(now), a.concurrency)));
+    let out =
+        a.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-replay-c{}", super::run::utc_stamp(now), a.concurrency)));
     std::fs::create_dir_all(&out).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
     let cfg = WorkloadConfig {
         concurrency: a.concurrency.max(1),
@@ -77,19 +78,21 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         ..WorkloadConfig::default()
     };
     let cancel = Arc::new(AtomicBool::new(false));
-    let mut ctx = PointContext {
-        num_gpus: a.gpus.max(1),
-        trace_set,
-        seed: a.seed,
-        concurrency: a.concurrency,
-        ..Default::default()
-    };
+    let mut ctx = PointContext { num_gpus: a.gpus.max(1), trace_set, seed: a.seed, concurrency: a.concurrency, ..Default::default() };
     ctx.identity.insert("conc".into(), a.concurrency.into());
     let b = bar();
     let (records, status_note) = if let Some(flags) = &a.engine {
         let argv: Vec<String> = flags.split_whitespace().map(str::to_string).collect();
         let env = std::env::vars().filter(|(k, _)| k.starts_with("SGLANG_")).collect();
-        let launch = Launch { arm: String::new(), conc: a.concurrency, worker_argv: argv, env, router_argv: None, router_env: Default::default(), golden_al: None };
+        let launch = Launch {
+            arm: String::new(),
+            conc: a.concurrency,
+            worker_argv: argv,
+            env,
+            router_argv: None,
+            router_env: Default::default(),
+            golden_al: None,
+        };
         let choice = ProfileChoice { model: a.model.clone(), hardware: Some(a.hardware.clone()) };
         let mut engine = sim::build_engine(&launch, None, None, &choice, a.seed)?;
         let (pool, note) = sim::fit_pool(&pool, engine.limits().context_length)?;

@@ -79,7 +79,8 @@ impl HttpTarget {
     /// The first model `/v1/models` lists.
     pub async fn discover_model(&self) -> Result<String, String> {
         let url = format!("{}/v1/models", self.base_url);
-        let v: Value = self.client.get(&url).send().await.map_err(|e| format!("{url}: {e}"))?.json().await.map_err(|e| format!("{url}: {e}"))?;
+        let v: Value =
+            self.client.get(&url).send().await.map_err(|e| format!("{url}: {e}"))?.json().await.map_err(|e| format!("{url}: {e}"))?;
         v["data"][0]["id"].as_str().map(str::to_string).ok_or_else(|| format!("{url}: no model listed"))
     }
 
@@ -100,8 +101,7 @@ impl HttpTarget {
         let resp = self.client.post(&url).header("X-Correlation-ID", spec.correlation_id.as_ref()).json(&body).send().await;
         let fail = |mut rec: Record, kind: &str, message: String, status: Option<u16>, now: u64| {
             let overflow = is_overflow_message(&message);
-            rec.error =
-                Some(RecordError { kind: if overflow { "context_overflow".into() } else { kind.to_string() }, message, status });
+            rec.error = Some(RecordError { kind: if overflow { "context_overflow".into() } else { kind.to_string() }, message, status });
             rec.end_ns = now;
             (rec, Some(if overflow { Failure::ContextOverflow } else { Failure::Error }))
         };
@@ -153,7 +153,8 @@ impl HttpTarget {
                     return fail(rec, "stream_error", msg, code, t);
                 }
                 let delta = &v["choices"][0]["delta"];
-                let has_text = ["content", "reasoning_content", "reasoning"].iter().any(|k| delta[*k].as_str().is_some_and(|s| !s.is_empty()));
+                let has_text =
+                    ["content", "reasoning_content", "reasoning"].iter().any(|k| delta[*k].as_str().is_some_and(|s| !s.is_empty()));
                 if has_text {
                     rec.first_token_ns.get_or_insert(t);
                     rec.last_chunk_ns = Some(t);

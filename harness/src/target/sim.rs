@@ -23,9 +23,7 @@ use crate::recipe::serving::Launch;
 use crate::records::{Record, RecordError};
 use crate::results::Status;
 use crate::run::{Job, Outcome as PointOutcome, PointRunner};
-use crate::workload::{
-    Action, Event, Failure, Outcome as WlOutcome, RequestId, TracePlan, Workload, WorkloadConfig,
-};
+use crate::workload::{Action, Event, Failure, Outcome as WlOutcome, RequestId, TracePlan, Workload, WorkloadConfig};
 
 const SEC: u64 = 1_000_000_000;
 
@@ -92,13 +90,12 @@ pub fn build_engine(
     let mut cfg = EngineConfig::from_args(argv, &launch.env)
         .map_err(|e| SimError::Args { command: launch.worker_argv.join(" "), message: e.to_string() })?;
     if let Some(r) = &launch.router_argv {
-        cfg = cfg
-            .with_router_args(flags_only(r))
-            .map_err(|e| SimError::RouterArgs { command: r.join(" "), message: e.to_string() })?;
+        cfg = cfg.with_router_args(flags_only(r)).map_err(|e| SimError::RouterArgs { command: r.join(" "), message: e.to_string() })?;
     }
-    let model_name = choice.model.clone().or_else(|| cfg.model_path.clone()).or_else(|| model_hint.map(str::to_string)).ok_or_else(|| {
-        SimError::Profile("no model: the command has no --model-path and the row no `model`; pass --model NAME".into())
-    })?;
+    let model_name =
+        choice.model.clone().or_else(|| cfg.model_path.clone()).or_else(|| model_hint.map(str::to_string)).ok_or_else(|| {
+            SimError::Profile("no model: the command has no --model-path and the row no `model`; pass --model NAME".into())
+        })?;
     let model = ModelSpec::lookup(&model_name).map_err(|e| SimError::Profile(e.to_string()))?;
     let gpu = match (&choice.hardware, runner) {
         (Some(h), _) => GpuSpec::lookup(h).map_err(|e| SimError::Profile(e.to_string()))?,
