@@ -4,3 +4,4 @@
 //! loop in the harness) own time and I/O.
 
 pub mod tokenize;
+pub mod server;

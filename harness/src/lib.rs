@@ -1,1 +1,3 @@
 //! `sweep`: plan, run and report AgentX recipe sweeps against the reference engine or real servers.
+
+pub mod engine_cmd;

@@ -1,4 +1,5 @@
 use clap::{Parser, Subcommand};
+use harness::engine_cmd;
 
 /// Plan, run and report LLM-serving recipe sweeps (AgentX, InferenceX-compatible).
 #[derive(Parser)]
@@ -9,9 +10,14 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// The reference engine: `sweep engine serve <SGLang flags>`.
+    Engine(engine_cmd::EngineArgs),
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Engine(args) => engine_cmd::run(args),
+    }
 }

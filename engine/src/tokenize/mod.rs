@@ -11,6 +11,7 @@
 
 pub mod builtin;
 mod incremental;
+pub mod sample;
 pub mod template;
 
 use std::fmt;
