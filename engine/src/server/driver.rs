@@ -213,7 +213,16 @@ fn run<C: Core>(
         // Drain everything queued so a burst of arrivals is seen at once.
         let mut cmds: Vec<Cmd> = first.into_iter().collect();
         cmds.extend(rx.try_iter());
+        // Bring the core up to `t` first, so commands land at or after its clock.
+        let t = now();
         let mut changed = false;
+        // Outputs are routed after the stats are refreshed, so a client that reacts
+        // to a token sees gauges that already include it.
+        let mut out = Vec::new();
+        if core.next_event_time().is_some_and(|due| due <= t) {
+            out.extend(core.advance(t));
+            changed = true;
+        }
         for cmd in cmds {
             match cmd {
                 Cmd::Submit {
@@ -222,7 +231,7 @@ fn run<C: Core>(
                     accepted,
                 } => {
                     let id = req.id;
-                    let r = core.submit(now(), req);
+                    let r = core.submit(t, req);
                     if r.is_ok() {
                         routes.insert(id, events);
                     }
@@ -231,7 +240,7 @@ fn run<C: Core>(
                 }
                 Cmd::Abort(id) => {
                     if routes.remove(&id).is_some() {
-                        core.abort(now(), id);
+                        core.abort(t, id);
                         changed = true;
                     }
                 }
@@ -245,40 +254,45 @@ fn run<C: Core>(
                 Cmd::Stop => return,
             }
         }
-        let t = now();
+        // Work the commands made due at once (e.g. a prefill starting now).
         if core.next_event_time().is_some_and(|due| due <= t) {
-            for ev in core.advance(t) {
-                match ev {
-                    CoreEvent::Tokens { id, n } => {
-                        if let Some(tx) = routes.get(&id) {
-                            let _ = tx.send(ReqEvent::Tokens(n));
-                        }
-                    }
-                    CoreEvent::Finished {
-                        id,
-                        reason,
-                        cached_tokens,
-                        queue_time,
-                    } => {
-                        if let Some(tx) = routes.remove(&id) {
-                            let _ = tx.send(ReqEvent::Finished {
-                                reason,
-                                cached_tokens,
-                                queue_time,
-                            });
-                        }
-                    }
-                    CoreEvent::Failed { id, error } => {
-                        if let Some(tx) = routes.remove(&id) {
-                            let _ = tx.send(ReqEvent::Failed(error));
-                        }
-                    }
-                }
-            }
+            out.extend(core.advance(t));
             changed = true;
         }
         if changed {
             *stats.lock().unwrap_or_else(|e| e.into_inner()) = core.stats();
+        }
+        for ev in out {
+            dispatch(&mut routes, ev);
+        }
+    }
+}
+
+fn dispatch(routes: &mut HashMap<ReqId, mpsc::UnboundedSender<ReqEvent>>, ev: CoreEvent) {
+    match ev {
+        CoreEvent::Tokens { id, n } => {
+            if let Some(tx) = routes.get(&id) {
+                let _ = tx.send(ReqEvent::Tokens(n));
+            }
+        }
+        CoreEvent::Finished {
+            id,
+            reason,
+            cached_tokens,
+            queue_time,
+        } => {
+            if let Some(tx) = routes.remove(&id) {
+                let _ = tx.send(ReqEvent::Finished {
+                    reason,
+                    cached_tokens,
+                    queue_time,
+                });
+            }
+        }
+        CoreEvent::Failed { id, error } => {
+            if let Some(tx) = routes.remove(&id) {
+                let _ = tx.send(ReqEvent::Failed(error));
+            }
         }
     }
 }

@@ -87,22 +87,22 @@ pub struct Metrics {
 }
 
 const GAUGES: &[(&str, &str)] = &[
-    ("num_running_reqs", "The number of running requests."),
-    ("num_queue_reqs", "The number of requests in the waiting queue."),
-    ("num_used_tokens", "The number of used tokens."),
-    ("token_usage", "The token usage."),
-    ("gen_throughput", "The generation throughput (token/s)."),
-    ("cache_hit_rate", "The prefix cache hit rate."),
-    ("spec_accept_length", "The average acceptance length of speculative decoding."),
-    ("spec_accept_rate", "The acceptance rate of speculative decoding."),
-    ("num_retracted_reqs", "The number of retracted requests."),
-    ("num_paused_reqs", "The number of paused requests by async weight sync."),
-    ("num_grammar_queue_reqs", "The number of requests in the grammar waiting queue."),
-    ("utilization", "The utilization."),
-    ("max_running_requests_under_SLO", "The maximum number of running requests under SLO."),
-    ("is_cuda_graph", "Whether the batch is using CUDA graph."),
-    ("max_total_num_tokens", "Maximum total number of tokens in the KV pool."),
-    ("context_len", "The context length."),
+    ("num_running_reqs", "The number of running requests"),
+    ("num_queue_reqs", "The number of requests in the waiting queue"),
+    ("num_used_tokens", "The number of used tokens"),
+    ("token_usage", "The token usage"),
+    ("gen_throughput", "The generation throughput (token/s)"),
+    ("cache_hit_rate", "The prefix cache hit rate"),
+    ("spec_accept_length", "The average acceptance length of speculative decoding"),
+    ("spec_accept_rate", "The acceptance rate of speculative decoding"),
+    ("num_retracted_reqs", "The number of retracted requests"),
+    ("num_paused_reqs", "The number of paused requests by async weight sync"),
+    ("num_grammar_queue_reqs", "The number of requests in the grammar waiting queue"),
+    ("utilization", "The utilization"),
+    ("max_running_requests_under_SLO", "The maximum number of running requests under SLO"),
+    ("is_cuda_graph", "Whether the batch is using CUDA graph"),
+    ("max_total_num_tokens", "Maximum total number of tokens in the KV pool"),
+    ("context_len", "The context length"),
 ];
 
 impl Metrics {
@@ -147,12 +147,12 @@ impl Metrics {
         };
         let ttft = hist(
             "time_to_first_token_seconds",
-            "Histogram of time to first token in seconds.",
+            "Histogram of time to first token in seconds",
             ttft,
         );
         let itl = hist(
             "inter_token_latency_seconds",
-            "Histogram of inter-token latency in seconds.",
+            "Histogram of inter-token latency in seconds",
             itl,
         );
         let e2e = hist(
@@ -162,17 +162,17 @@ impl Metrics {
         );
         let queue = hist(
             "queue_time_seconds",
-            "Histogram of queueing time in seconds.",
+            "Histogram of queueing time in seconds",
             queue,
         );
         let prompt_hist = hist(
             "prompt_tokens_histogram",
-            "Histogram of prompt token length.",
+            "Histogram of prompt token length",
             tokens,
         );
         let gen_hist = hist(
             "generation_tokens_histogram",
-            "Histogram of generation token length.",
+            "Histogram of generation token length",
             tokens,
         );
         Metrics {

@@ -227,7 +227,7 @@ impl Core for SimpleCore {
                         id,
                         reason: CoreFinish::Length,
                         cached_tokens: 0,
-                        queue_time: (t - r.arrived) as f64 * 1e-9,
+                        queue_time: t.saturating_sub(r.arrived) as f64 * 1e-9,
                     });
                     self.reqs.remove(&id);
                     self.running.retain(|&x| x != id);
@@ -274,5 +274,64 @@ impl Core for SimpleCore {
             "decode_step_ms": self.cfg.decode_step_ns as f64 * 1e-6,
             "prefill_us_per_token": self.cfg.prefill_ns_per_token as f64 * 1e-3,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_requests_all_finish_once_with_their_lengths() {
+        let mut c = SimpleCore::new(SimpleConfig {
+            max_running_requests: 64,
+            ..SimpleConfig::default()
+        });
+        let mut produced = HashMap::new();
+        let mut finished = HashMap::new();
+        let mut now = 0;
+        for id in 0..300u64 {
+            c.submit(
+                now,
+                CoreRequest {
+                    id,
+                    input_ids: vec![1; 10 + id as usize],
+                    max_new_tokens: 1 + id % 17,
+                    ignore_eos: true,
+                },
+            )
+            .unwrap();
+            if id % 50 == 7 {
+                c.abort(now, id);
+            }
+            now += 1_000_000;
+            for ev in c.advance(now) {
+                match ev {
+                    CoreEvent::Tokens { id, n } => *produced.entry(id).or_insert(0) += n as u64,
+                    CoreEvent::Finished { id, .. } => {
+                        assert!(finished.insert(id, ()).is_none(), "{id} finished twice")
+                    }
+                    CoreEvent::Failed { .. } => panic!(),
+                }
+            }
+        }
+        while let Some(t) = c.next_event_time() {
+            for ev in c.advance(t) {
+                match ev {
+                    CoreEvent::Tokens { id, n } => *produced.entry(id).or_insert(0) += n as u64,
+                    CoreEvent::Finished { id, .. } => {
+                        assert!(finished.insert(id, ()).is_none(), "{id} finished twice")
+                    }
+                    CoreEvent::Failed { .. } => panic!(),
+                }
+            }
+        }
+        for id in 0..300u64 {
+            if id % 50 != 7 {
+                assert_eq!(produced[&id], 1 + id % 17, "request {id}");
+                assert!(finished.contains_key(&id));
+            }
+        }
+        assert!(c.flush_cache());
     }
 }
