@@ -26,6 +26,24 @@ impl SplitMix {
     fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
         xs[(self.next() % xs.len() as u64) as usize]
     }
+    /// A made-up identifier (so the text is not a handful of repeated words, which
+    /// would flatter tokenizers' word caches).
+    fn ident(&mut self) -> String {
+        const SYL: &[&str] = &[
+            "ka", "ro", "mi", "te", "su", "lo", "vin", "dar", "pre", "qua", "zet", "ul", "ex",
+            "bri", "no", "sha", "gor", "fi", "wen", "ty", "op", "ix", "cal", "dem",
+        ];
+        let n = 1 + self.next() % 3;
+        let mut s = String::new();
+        for _ in 0..n {
+            s.push_str(self.pick(SYL));
+        }
+        if self.next() % 3 == 0 {
+            s.push('_');
+            s.push_str(self.pick(IDENTS));
+        }
+        s
+    }
 }
 
 /// Text of about `bytes` bytes: Rust-like code lines, log lines and prose.
@@ -33,9 +51,19 @@ pub fn text(seed: u64, bytes: usize) -> String {
     let mut r = SplitMix(seed);
     let mut s = String::with_capacity(bytes + 128);
     while s.len() < bytes {
-        match r.next() % 4 {
+        match r.next() % 5 {
+            4 => {
+                let (a, b) = (r.ident(), r.ident());
+                s.push_str(&format!(
+                    "src/{a}/{b}.rs:{}:{}: warning: unused variable `{}` (hash {:016x})\n",
+                    r.next() % 900,
+                    r.next() % 80,
+                    r.ident(),
+                    r.next()
+                ));
+            }
             0 => {
-                let (a, b, c) = (r.pick(IDENTS), r.pick(IDENTS), r.pick(IDENTS));
+                let (a, b, c) = (r.ident(), r.pick(IDENTS), r.ident());
                 let n = r.next() % 4096;
                 s.push_str(&format!(
                     "    let {a}_{n} = self.{b}.get({c}_{}).map(|x| x + {n})?;\n",
@@ -43,7 +71,7 @@ pub fn text(seed: u64, bytes: usize) -> String {
                 ));
             }
             1 => {
-                let (a, b) = (r.pick(IDENTS), r.pick(IDENTS));
+                let (a, b) = (r.ident(), r.pick(IDENTS));
                 s.push_str(&format!(
                     "fn {a}_{b}(&mut self, {b}: &[u8]) -> Result<usize, Error> {{\n"
                 ));
