@@ -68,8 +68,7 @@ fn main() {
         return;
     };
     let reference = Tokenizer::from_path(&path, Backend::Fastokens).unwrap();
-    let per_msg = reference.encode(&sample::text(7, 8000)).unwrap().len();
-    let convo = sample::conversation(7, 510_000usize.div_ceil(per_msg), 8000);
+    let convo = sample::conversation_of(7, 501_000, 8000, |t| reference.encode(t).unwrap().len());
     let prompt = reference
         .encode(&TemplateFamily::DeepSeekV4.render(&convo, &Default::default()))
         .unwrap()

@@ -16,8 +16,8 @@ use engine::tokenize::{
 };
 
 const TARGET_TOKENS: usize = 500_000;
-/// Messages vary in length; aim a little over so the conversation is >= 500K.
-const AIM_TOKENS: usize = 510_000;
+/// Template markers add a few tokens; aim a little over 500K.
+const AIM_TOKENS: usize = 501_000;
 const MESSAGE_BYTES: usize = 8_000;
 
 fn tokenizers() -> Vec<(&'static str, Arc<Tokenizer>)> {
@@ -44,9 +44,9 @@ fn tokenizers() -> Vec<(&'static str, Arc<Tokenizer>)> {
 /// A conversation of at least 500K tokens under the reference tokenizer (the
 /// DeepSeek-V4 one when present), plus a fresh ~2K-token message generator.
 fn conversation(reference: &Tokenizer) -> Vec<ChatMessage> {
-    let per_msg = reference.encode(&sample::text(7, MESSAGE_BYTES)).unwrap().len();
-    let n = AIM_TOKENS.div_ceil(per_msg);
-    sample::conversation(7, n, MESSAGE_BYTES)
+    sample::conversation_of(7, AIM_TOKENS, MESSAGE_BYTES, |t| {
+        reference.encode(t).unwrap().len()
+    })
 }
 
 fn new_message(i: u64, reference: &Tokenizer) -> ChatMessage {

@@ -116,3 +116,29 @@ pub fn conversation(seed: u64, n: usize, bytes_per_message: usize) -> Vec<ChatMe
         })
         .collect()
 }
+
+/// Like [`conversation`], with as many messages as it takes for `count(text)` over
+/// the messages to reach `target_tokens`.
+pub fn conversation_of(
+    seed: u64,
+    target_tokens: usize,
+    bytes_per_message: usize,
+    count: impl Fn(&str) -> usize,
+) -> Vec<ChatMessage> {
+    let mut out = Vec::new();
+    let mut total = 0;
+    while total < target_tokens {
+        let i = out.len();
+        let m = conversation(seed.wrapping_add(i as u64), 1, bytes_per_message)
+            .pop()
+            .expect("one message");
+        let role = if i == 0 {
+            Role::System
+        } else {
+            [Role::User, Role::Assistant, Role::Tool][(i - 1) % 3]
+        };
+        total += count(&m.content) + 2;
+        out.push(ChatMessage::new(role, m.content));
+    }
+    out
+}
