@@ -8,11 +8,14 @@
 
 use std::time::Instant;
 
-use engine::server::simple_core::{SimpleConfig, SimpleCore};
+use engine::server::driver::{Core, CoreEvent, CoreRequest};
+use engine::server::engine_core::EngineCore;
 use engine::server::{ServeConfig, Server};
+use std::sync::Arc;
+
 use engine::tokenize::{
-    Backend, ChatMessage, Role, TemplateFamily, Tokenizer, deepseek_v4_tokenizer_path, sample,
-    shared_data_dir,
+    Backend, ChatEncoder, ChatMessage, Role, TemplateFamily, Tokenizer,
+    deepseek_v4_tokenizer_path, sample, shared_data_dir,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -59,6 +62,29 @@ async fn ttft(addr: std::net::SocketAddr, body: &[u8]) -> f64 {
     }
 }
 
+/// DeepSeek-V4.1-Flash, Agg TP4 arm of the GB300 recipe (conc-4 point), on GB300.
+const RECIPE: &[&str] = &[
+    "--model-path",
+    "deepseek-ai/DeepSeek-V4.1-Flash",
+    "--tensor-parallel-size",
+    "4",
+    "--expert-parallel-size",
+    "1",
+    "--chunked-prefill-size",
+    "16384",
+    "--mem-fraction-static",
+    "0.8",
+    "--max-running-requests",
+    "128",
+    "--cuda-graph-max-bs-decode",
+    "128",
+];
+
+fn engine_core() -> EngineCore {
+    let argv: Vec<String> = RECIPE.iter().map(|s| s.to_string()).collect();
+    EngineCore::from_args(&argv, &Default::default(), None, "gb300", 42).unwrap()
+}
+
 fn main() {
     let Some(path) = deepseek_v4_tokenizer_path() else {
         eprintln!(
@@ -69,55 +95,89 @@ fn main() {
     };
     let reference = Tokenizer::from_path(&path, Backend::Fastokens).unwrap();
     let convo = sample::conversation_of(7, 501_000, 8000, |t| reference.encode(t).unwrap().len());
-    let prompt = reference
-        .encode(&TemplateFamily::DeepSeekV4.render(&convo, &Default::default()))
-        .unwrap()
-        .len();
     let mut warm = convo.clone();
     warm.push(ChatMessage::new(Role::User, sample::text(99, 6000)));
-    let warm_prompt = reference
-        .encode(&TemplateFamily::DeepSeekV4.render(&warm, &Default::default()))
-        .unwrap()
-        .len();
     let (cold_body, warm_body) = (body(&convo), body(&warm));
-    let core = SimpleConfig::default();
-    let prefill = |tokens: usize| {
-        (core.prefill_ns_fixed + tokens as u64 * core.prefill_ns_per_token) as f64 * 1e-9
+    // The engine's own first-token time for the last prompt after the earlier ones
+    // ran to completion (so a warm prompt hits the prefix cache as on the server),
+    // from the same engine on a virtual clock: TTFT minus this is the front end's cost.
+    let enc = ChatEncoder::new(Arc::new(reference), TemplateFamily::DeepSeekV4, 1 << 30).unwrap();
+    let ids = |m: &[ChatMessage]| enc.encode(m, &Default::default()).unwrap().ids;
+    let (cold_ids, warm_ids) = (ids(&convo), ids(&warm));
+    let (prompt, warm_prompt) = (cold_ids.len(), warm_ids.len());
+    let engine_ttft = |prompts: &[&Vec<u32>]| -> f64 {
+        let mut core = engine_core();
+        let mut now = 0;
+        let mut last = 0.0;
+        for (i, p) in prompts.iter().enumerate() {
+            let start = now;
+            core.submit(
+                now,
+                CoreRequest {
+                    id: i as u64 + 1,
+                    input_ids: (*p).clone(),
+                    max_new_tokens: Some(1),
+                    ignore_eos: true,
+                    eos_after: None,
+                    dp_rank: None,
+                },
+            )
+            .unwrap();
+            let mut first = None;
+            while let Some(t) = core.next_event_time() {
+                now = t;
+                for e in core.advance(t) {
+                    if matches!(e, CoreEvent::Tokens { .. }) && first.is_none() {
+                        first = Some(t);
+                    }
+                }
+            }
+            last = (first.expect("first token") - start) as f64 * 1e-9;
+        }
+        last
     };
+    let (cold_engine, warm_engine) = (
+        engine_ttft(&[&cold_ids]),
+        engine_ttft(&[&cold_ids, &warm_ids]),
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
+    assert!(prompt >= 500_000, "prompt has only {prompt} tokens");
     println!(
-        "prompt: {prompt} tokens ({} bytes of JSON); simulated prefill {:.3} s (cold) at time scale 1",
+        "prompt: {prompt} tokens ({} bytes of JSON); engine first-token time {:.3} s (DSV4.1-Flash TP4 on GB300, predicted) at time scale 1",
         cold_body.len(),
-        prefill(prompt)
+        cold_engine
     );
-    println!("| backend | cold TTFT (s) | cold TTFT − prefill (s) | warm TTFT (s) | warm TTFT − prefill (s) |");
+    println!(
+        "warm prompt: {warm_prompt} tokens; engine first-token time {warm_engine:.3} s (prefix cached)"
+    );
+    println!("| backend | cold TTFT (s) | cold TTFT − engine (s) | warm TTFT (s) | warm TTFT − engine (s) |");
     println!("|---|---|---|---|---|");
     for backend in [Backend::Fastokens, Backend::HuggingFace] {
         rt.block_on(async {
-            let argv: Vec<String> = [
+            let argv: Vec<String> = RECIPE
+                .iter()
+                .copied()
+                .chain([
                 "--port",
                 "0",
                 "--tokenizer-path",
                 path.to_str().unwrap(),
                 "--tokenizer-backend",
                 &backend.to_string(),
-            ]
-            .iter()
+            ])
             .map(|s| s.to_string())
             .collect();
             let (cfg, _) = ServeConfig::from_argv(&argv, |_| None).unwrap();
-            let server = Server::start(cfg, SimpleCore::new(core.clone()))
-                .await
-                .unwrap();
+            let server = Server::start(cfg, engine_core()).await.unwrap();
             let cold = ttft(server.addr, &cold_body).await;
             let warm_t = ttft(server.addr, &warm_body).await;
             println!(
                 "| {backend} | {cold:.3} | {:.3} | {warm_t:.3} | {:.3} |",
-                cold - prefill(prompt),
-                warm_t - prefill(warm_prompt)
+                cold - cold_engine,
+                warm_t - warm_engine
             );
             server.shutdown().await;
         });

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use engine::server::simple_core::{SimpleConfig, SimpleCore};
+use engine::server::engine_core::{EngineCore, engine_env};
 use engine::server::{ServeConfig, Server};
 
 /// Arguments of `sweep engine`.
@@ -19,8 +19,11 @@ pub struct EngineArgs {
 pub enum EngineCommand {
     /// Serve the reference engine over HTTP with SGLang's API, flags and metrics.
     ///
-    /// Takes `python -m sglang.launch_server` flags (both 0.5.5 and 0.5.23 spellings),
-    /// plus: --time-scale K (engine time runs K times faster than wall time),
+    /// Takes `python -m sglang.launch_server` flags (both 0.5.5 and 0.5.23 spellings)
+    /// and `SGLANG_*` variables, plus: --hardware NAME|YAML (GPU profile of the cost
+    /// model, default h200), --engine-model NAME|YAML (model profile, default the one
+    /// matching --model-path), --chat-template deepseek-v4|deepseek-v3|chatml,
+    /// --time-scale K (engine time runs K times faster than wall time),
     /// --tokenizer-cache-mb N (memo of the incremental chat encoder, default 512),
     /// --max-request-body-mb N (default 64), --mean-output-tokens N (mean length of
     /// replies that end on their own, default 256). Binds 127.0.0.1:30000 by default.
@@ -40,7 +43,15 @@ pub fn run(args: EngineArgs) -> anyhow::Result<()> {
 fn serve(flags: Vec<String>) -> anyhow::Result<()> {
     let (cfg, rest) = ServeConfig::from_argv(&flags, |k| std::env::var(k).ok())
         .context("invalid `sweep engine serve` flags")?;
-    let core = SimpleCore::new(SimpleConfig::from_argv(&rest, cfg.context_length)?);
+    let env = engine_env(std::env::vars());
+    let core = EngineCore::from_args(
+        &rest,
+        &env,
+        cfg.engine_model.as_deref(),
+        &cfg.hardware,
+        cfg.seed,
+    )
+    .context("cannot build the engine from these flags")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -48,6 +48,10 @@ pub struct ServeConfig {
     /// Mean length of a reply that ends on its own (no `ignore_eos`): lengths are
     /// drawn from a geometric distribution with this mean, per request, seeded.
     pub mean_output_tokens: u64,
+    /// Engine model profile (name or YAML); default: the one matching `--model-path`.
+    pub engine_model: Option<String>,
+    /// Hardware profile (name or YAML) the engine's cost model uses.
+    pub hardware: String,
     pub launch_command: Vec<String>,
 }
 
@@ -74,6 +78,8 @@ impl Default for ServeConfig {
             seed: 42,
             default_thinking: false,
             mean_output_tokens: 256,
+            engine_model: None,
+            hardware: "h200".into(),
             launch_command: Vec::new(),
         }
     }
@@ -82,6 +88,9 @@ impl Default for ServeConfig {
 /// Flags that belong to this server only; removed before the engine parses argv.
 const SERVER_ONLY: &[&str] = &[
     "--time-scale",
+    "--chat-template",
+    "--engine-model",
+    "--hardware",
     "--tokenizer-cache-mb",
     "--max-request-body-mb",
     "--mean-output-tokens",
@@ -139,6 +148,8 @@ impl ServeConfig {
                     | "--tokenizer-cache-mb"
                     | "--max-request-body-mb"
                     | "--mean-output-tokens"
+                    | "--engine-model"
+                    | "--hardware"
             );
             let value = if takes_value {
                 match inline {
@@ -190,6 +201,8 @@ impl ServeConfig {
                     template = Some(v.parse().map_err(|e: String| invalid(flag, v, e))?)
                 }
                 "--reasoning-parser" => c.reasoning_parser = Some(v.into()),
+                "--engine-model" => c.engine_model = Some(v.into()),
+                "--hardware" => c.hardware = v.into(),
                 "--context-length" => {
                     c.context_length = Some(
                         v.parse()

@@ -21,8 +21,14 @@ pub type Nanos = u64;
 pub struct CoreRequest {
     pub id: ReqId,
     pub input_ids: Vec<u32>,
-    pub max_new_tokens: u64,
+    /// The request's cap (`None`: bounded by the context).
+    pub max_new_tokens: Option<u64>,
     pub ignore_eos: bool,
+    /// The simulated model ends its reply (EOS) after this many tokens, unless
+    /// `ignore_eos`; `None` = never.
+    pub eos_after: Option<u64>,
+    /// Pin to an attention-DP rank (`data_parallel_rank`).
+    pub dp_rank: Option<u32>,
 }
 
 /// Why a request finished inside the core.
@@ -30,6 +36,8 @@ pub struct CoreRequest {
 pub enum CoreFinish {
     /// Produced `max_new_tokens`.
     Length,
+    /// The reply ended on its own (EOS after `eos_after` tokens).
+    Stop,
     /// Aborted (by the shell or by the core, e.g. out of memory).
     Abort,
 }
@@ -74,6 +82,8 @@ pub struct CoreStats {
     pub max_total_num_tokens: u64,
     pub context_length: u64,
     pub max_req_input_len: u64,
+    /// Requests queued, running or finishing inside the core.
+    pub live_requests: u64,
 }
 
 /// The engine core as the shell drives it (sans-IO: no clocks, no threads).

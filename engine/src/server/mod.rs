@@ -9,9 +9,9 @@
 pub mod api;
 pub mod args;
 pub mod driver;
+pub mod engine_core;
 pub mod metrics;
 mod pool;
-pub mod simple_core;
 mod stream;
 
 use std::net::SocketAddr;
@@ -328,8 +328,10 @@ async fn health(State(st): State<Arc<AppState>>) -> StatusCode {
     let req = CoreRequest {
         id,
         input_ids: vec![0],
-        max_new_tokens: 1,
+        max_new_tokens: Some(1),
         ignore_eos: true,
+        eos_after: None,
+        dp_rank: None,
     };
     let Ok(mut rx) = st.driver.submit(req).await else {
         return StatusCode::SERVICE_UNAVAILABLE;

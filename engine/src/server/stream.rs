@@ -276,7 +276,7 @@ impl Gen {
     fn finished(&mut self, reason: CoreFinish) {
         if self.finish.is_none() {
             self.finish = Some(match reason {
-                CoreFinish::Length if self.natural_stop => (
+                CoreFinish::Stop | CoreFinish::Length if self.natural_stop => (
                     "stop".into(),
                     self.enc
                         .tokenizer()
@@ -285,6 +285,14 @@ impl Gen {
                         .unwrap_or(Value::Null),
                 ),
                 CoreFinish::Length => ("length".into(), Value::Null),
+                CoreFinish::Stop => (
+                    "stop".into(),
+                    self.enc
+                        .tokenizer()
+                        .eos_id()
+                        .map(Value::from)
+                        .unwrap_or(Value::Null),
+                ),
                 CoreFinish::Abort => ("abort".into(), Value::Null),
             });
         }
@@ -457,20 +465,17 @@ pub(crate) async fn run(
     // Room left in the context bounds the reply (SGLang clamps max_new_tokens).
     let room = st.context_length().saturating_sub(prompt_tokens + 1).max(1);
     let cap = params.max_tokens.unwrap_or(room).min(room);
-    let (max_new, natural_stop) = if req.ignore_eos {
-        (cap, false)
-    } else {
-        // A reply that stops on its own: geometric length with the configured mean,
-        // never below min_tokens.
+    // A reply that ends on its own (no ignore_eos): geometric length with the
+    // configured mean, never below min_tokens; the core emits EOS there.
+    let eos_after = (!req.ignore_eos).then(|| {
         let p = 1.0 / st.cfg.mean_output_tokens.max(1) as f64;
         let u = (splitmix(&mut rng) >> 11) as f64 / (1u64 << 53) as f64;
         let natural = ((1.0 - u).ln() / (1.0 - p).ln()).ceil().max(1.0) as u64;
-        let natural = natural.max(params.min_tokens).max(1);
-        if natural < cap {
-            (natural, true)
-        } else {
-            (cap, false)
-        }
+        natural.max(params.min_tokens).max(1)
+    });
+    let (max_new, natural_stop) = match eos_after {
+        Some(n) if n < cap => (n, true),
+        _ => (cap, false),
     };
     let reasoning_budget = if thinking && st.cfg.reasoning_parser.is_some() {
         max_new / 2
@@ -499,8 +504,12 @@ pub(crate) async fn run(
     let core_req = CoreRequest {
         id,
         input_ids,
-        max_new_tokens: max_new,
+        max_new_tokens: params.max_tokens,
         ignore_eos: req.ignore_eos,
+        eos_after: if natural_stop { eos_after } else { None },
+        dp_rank: req
+            .data_parallel_rank
+            .and_then(|r| u32::try_from(r).ok()),
     };
     let events = st
         .driver
