@@ -14,17 +14,14 @@ use engine::server::{ServeConfig, Server};
 use std::sync::Arc;
 
 use engine::tokenize::{
-    Backend, ChatEncoder, ChatMessage, Role, TemplateFamily, Tokenizer,
-    deepseek_v4_tokenizer_path, sample, shared_data_dir,
+    Backend, ChatEncoder, ChatMessage, Role, TemplateFamily, Tokenizer, deepseek_v4_tokenizer_path, sample, shared_data_dir,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 fn body(messages: &[ChatMessage]) -> Vec<u8> {
-    let msgs: Vec<serde_json::Value> = messages
-        .iter()
-        .map(|m| serde_json::json!({"role": m.role.as_str(), "content": m.content}))
-        .collect();
+    let msgs: Vec<serde_json::Value> =
+        messages.iter().map(|m| serde_json::json!({"role": m.role.as_str(), "content": m.content})).collect();
     serde_json::json!({"model": "m", "messages": msgs, "stream": true, "ignore_eos": true,
                        "max_completion_tokens": 1})
     .to_string()
@@ -50,11 +47,7 @@ async fn ttft(addr: std::net::SocketAddr, body: &[u8]) -> f64 {
         seen.extend_from_slice(&buf[..n]);
         if seen.windows(6).any(|w| w == b"data: ") {
             let t = t0.elapsed().as_secs_f64();
-            assert!(
-                seen.starts_with(b"HTTP/1.1 200"),
-                "{}",
-                String::from_utf8_lossy(&seen)
-            );
+            assert!(seen.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&seen));
             // Drain so the request finishes normally.
             let _ = s.read_to_end(&mut seen).await;
             return t;
@@ -87,10 +80,7 @@ fn engine_core() -> EngineCore {
 
 fn main() {
     let Some(path) = deepseek_v4_tokenizer_path() else {
-        eprintln!(
-            "shared data absent: no DeepSeek-V4 tokenizer under {}; nothing to measure",
-            shared_data_dir().display()
-        );
+        eprintln!("shared data absent: no DeepSeek-V4 tokenizer under {}; nothing to measure", shared_data_dir().display());
         return;
     };
     let reference = Tokenizer::from_path(&path, Backend::Fastokens).unwrap();
@@ -136,23 +126,15 @@ fn main() {
         }
         last
     };
-    let (cold_engine, warm_engine) = (
-        engine_ttft(&[&cold_ids]),
-        engine_ttft(&[&cold_ids, &warm_ids]),
-    );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let (cold_engine, warm_engine) = (engine_ttft(&[&cold_ids]), engine_ttft(&[&cold_ids, &warm_ids]));
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     assert!(prompt >= 500_000, "prompt has only {prompt} tokens");
     println!(
         "prompt: {prompt} tokens ({} bytes of JSON); engine first-token time {:.3} s (DSV4.1-Flash TP4 on GB300, predicted) at time scale 1",
         cold_body.len(),
         cold_engine
     );
-    println!(
-        "warm prompt: {warm_prompt} tokens; engine first-token time {warm_engine:.3} s (prefix cached)"
-    );
+    println!("warm prompt: {warm_prompt} tokens; engine first-token time {warm_engine:.3} s (prefix cached)");
     println!("| backend | cold TTFT (s) | cold TTFT − engine (s) | warm TTFT (s) | warm TTFT − engine (s) |");
     println!("|---|---|---|---|---|");
     for backend in [Backend::Fastokens, Backend::HuggingFace] {
@@ -160,25 +142,14 @@ fn main() {
             let argv: Vec<String> = RECIPE
                 .iter()
                 .copied()
-                .chain([
-                "--port",
-                "0",
-                "--tokenizer-path",
-                path.to_str().unwrap(),
-                "--tokenizer-backend",
-                &backend.to_string(),
-            ])
-            .map(|s| s.to_string())
-            .collect();
+                .chain(["--port", "0", "--tokenizer-path", path.to_str().unwrap(), "--tokenizer-backend", &backend.to_string()])
+                .map(|s| s.to_string())
+                .collect();
             let (cfg, _) = ServeConfig::from_argv(&argv, |_| None).unwrap();
             let server = Server::start(cfg, engine_core()).await.unwrap();
             let cold = ttft(server.addr, &cold_body).await;
             let warm_t = ttft(server.addr, &warm_body).await;
-            println!(
-                "| {backend} | {cold:.3} | {:.3} | {warm_t:.3} | {:.3} |",
-                cold - cold_engine,
-                warm_t - warm_engine
-            );
+            println!("| {backend} | {cold:.3} | {:.3} | {warm_t:.3} | {:.3} |", cold - cold_engine, warm_t - warm_engine);
             server.shutdown().await;
         });
     }

@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use engine::tokenize::{
-    Backend, ChatEncoder, ChatMessage, ChatOptions, Role, TemplateFamily, Tokenizer,
-    deepseek_v4_tokenizer_path, sample, shared_data_dir,
+    Backend, ChatEncoder, ChatMessage, ChatOptions, Role, TemplateFamily, Tokenizer, deepseek_v4_tokenizer_path, sample, shared_data_dir,
 };
 
 const TARGET_TOKENS: usize = 500_000;
@@ -24,14 +23,8 @@ fn tokenizers() -> Vec<(&'static str, Arc<Tokenizer>)> {
     let mut out = vec![("builtin", Arc::new(Tokenizer::builtin()))];
     match deepseek_v4_tokenizer_path() {
         Some(p) => {
-            out.push((
-                "fastokens",
-                Arc::new(Tokenizer::from_path(&p, Backend::Fastokens).unwrap()),
-            ));
-            out.push((
-                "huggingface",
-                Arc::new(Tokenizer::from_path(&p, Backend::HuggingFace).unwrap()),
-            ));
+            out.push(("fastokens", Arc::new(Tokenizer::from_path(&p, Backend::Fastokens).unwrap())));
+            out.push(("huggingface", Arc::new(Tokenizer::from_path(&p, Backend::HuggingFace).unwrap())));
         }
         None => eprintln!(
             "shared data absent: no DeepSeek-V4 tokenizer under {}; benchmarking the built-in vocabulary only",
@@ -44,15 +37,12 @@ fn tokenizers() -> Vec<(&'static str, Arc<Tokenizer>)> {
 /// A conversation of at least 500K tokens under the reference tokenizer (the
 /// DeepSeek-V4 one when present), plus a fresh ~2K-token message generator.
 fn conversation(reference: &Tokenizer) -> Vec<ChatMessage> {
-    sample::conversation_of(7, AIM_TOKENS, MESSAGE_BYTES, |t| {
-        reference.encode(t).unwrap().len()
-    })
+    sample::conversation_of(7, AIM_TOKENS, MESSAGE_BYTES, |t| reference.encode(t).unwrap().len())
 }
 
 fn new_message(i: u64, reference: &Tokenizer) -> ChatMessage {
     // ~2K tokens under the reference tokenizer.
-    let per_byte = reference.encode(&sample::text(1, MESSAGE_BYTES)).unwrap().len() as f64
-        / MESSAGE_BYTES as f64;
+    let per_byte = reference.encode(&sample::text(1, MESSAGE_BYTES)).unwrap().len() as f64 / MESSAGE_BYTES as f64;
     let bytes = (2048.0 / per_byte) as usize;
     ChatMessage::new(Role::User, format!("turn {i}\n{}", sample::text(1_000 + i, bytes)))
 }
@@ -66,12 +56,7 @@ fn benches(c: &mut Criterion) {
     let n_ref = reference.encode(&text).unwrap().len();
     assert!(n_ref >= TARGET_TOKENS, "conversation has only {n_ref} tokens");
     for (name, t) in &toks {
-        eprintln!(
-            "{name}: conversation of {} messages, {} bytes = {} tokens",
-            convo.len(),
-            text.len(),
-            t.encode(&text).unwrap().len()
-        );
+        eprintln!("{name}: conversation of {} messages, {} bytes = {} tokens", convo.len(), text.len(), t.encode(&text).unwrap().len());
     }
 
     let mut g = c.benchmark_group("encode_500k_full");

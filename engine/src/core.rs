@@ -41,15 +41,7 @@ impl Request {
     /// A request generating exactly `max_new_tokens` (`ignore_eos`), the way
     /// benchmark clients send them.
     pub fn new(id: RequestId, prompt: Prompt, max_new_tokens: u32) -> Request {
-        Request {
-            id,
-            prompt,
-            max_new_tokens: Some(max_new_tokens),
-            ignore_eos: true,
-            eos_after: None,
-            continuation: None,
-            dp_rank: None,
-        }
+        Request { id, prompt, max_new_tokens: Some(max_new_tokens), ignore_eos: true, eos_after: None, continuation: None, dp_rank: None }
     }
 }
 
@@ -57,19 +49,12 @@ impl Request {
 /// status codes and messages with [`SubmitError::status_code`] and `Display`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SubmitError {
-    #[error(
-        "The input ({input} tokens) is longer than the model's context length ({context} tokens)."
-    )]
+    #[error("The input ({input} tokens) is longer than the model's context length ({context} tokens).")]
     PromptTooLong { input: u64, context: u64 },
     #[error(
         "Requested token count exceeds the model's maximum context length of {context} tokens. You requested a total of {total} tokens: {input} tokens from the input messages and {max_new} tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit."
     )]
-    ContextExceeded {
-        input: u64,
-        max_new: u64,
-        total: u64,
-        context: u64,
-    },
+    ContextExceeded { input: u64, max_new: u64, total: u64, context: u64 },
     #[error(
         "Input length ({input} tokens) exceeds the maximum allowed length ({max} tokens). Use a shorter input or enable --allow-auto-truncate."
     )]
@@ -86,9 +71,7 @@ pub enum SubmitError {
     BlockSize { got: u32, page: u32, expected: u32 },
     #[error("data_parallel_rank {rank} out of range (attention-DP size {size})")]
     BadDpRank { rank: u32, size: u32 },
-    #[error(
-        "submit at {now} but the engine has unprocessed events at {pending}; call advance({now}) first"
-    )]
+    #[error("submit at {now} but the engine has unprocessed events at {pending}; call advance({now}) first")]
     NotAdvanced { now: Time, pending: Time },
 }
 
@@ -140,21 +123,9 @@ pub enum Output {
     /// Tokens became visible at `time` (end of the step that produced them).
     /// `count` tokens in one chunk: a speculative step or `--stream-interval`
     /// may deliver several at once. `generated` is the running total.
-    Tokens {
-        id: RequestId,
-        time: Time,
-        count: u32,
-        first: bool,
-        generated: u32,
-    },
+    Tokens { id: RequestId, time: Time, count: u32, first: bool, generated: u32 },
     /// The request ended (exactly once per admitted request).
-    Finished {
-        id: RequestId,
-        time: Time,
-        reason: FinishReason,
-        usage: Usage,
-        error: Option<RequestError>,
-    },
+    Finished { id: RequestId, time: Time, reason: FinishReason, usage: Usage, error: Option<RequestError> },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -336,16 +307,10 @@ fn round_up(x: u64, page: u64) -> u64 {
 
 impl Engine {
     /// Resolves limits (KV pool, caps, graphs, speculation) and builds an idle engine.
-    pub fn new(
-        config: EngineConfig,
-        model: ModelSpec,
-        gpu: GpuSpec,
-        seed: u64,
-    ) -> Result<Engine, ConfigError> {
+    pub fn new(config: EngineConfig, model: ModelSpec, gpu: GpuSpec, seed: u64) -> Result<Engine, ConfigError> {
         let (limits, cost) = Limits::resolve(&config, &model, &gpu)?;
         let n = limits.attn_dp_size as usize;
-        let init_ratio =
-            (config.env.init_new_token_ratio * config.schedule_conservativeness).min(1.0);
+        let init_ratio = (config.env.init_new_token_ratio * config.schedule_conservativeness).min(1.0);
         let ranks = (0..n)
             .map(|_| Rank {
                 waiting: Vec::new(),
@@ -441,26 +406,15 @@ impl Engine {
         }
         let l = &self.limits;
         if input >= l.context_length {
-            return Err(SubmitError::PromptTooLong {
-                input,
-                context: l.context_length,
-            });
+            return Err(SubmitError::PromptTooLong { input, context: l.context_length });
         }
         if let Some(m) = r.max_new_tokens
             && input + m as u64 > l.context_length
         {
-            return Err(SubmitError::ContextExceeded {
-                input,
-                max_new: m as u64,
-                total: input + m as u64,
-                context: l.context_length,
-            });
+            return Err(SubmitError::ContextExceeded { input, max_new: m as u64, total: input + m as u64, context: l.context_length });
         }
         if input >= l.max_req_input_len {
-            return Err(SubmitError::ExceedsKvPool {
-                input,
-                max: l.max_req_input_len,
-            });
+            return Err(SubmitError::ExceedsKvPool { input, max: l.max_req_input_len });
         }
         if self.by_id.contains_key(&r.id) {
             return Err(SubmitError::DuplicateId(r.id));
@@ -469,20 +423,12 @@ impl Engine {
         let page = l.page_size;
         match self.block_tokens {
             Some(b) if b != bt => {
-                return Err(SubmitError::BlockSize {
-                    got: bt,
-                    page,
-                    expected: b,
-                });
+                return Err(SubmitError::BlockSize { got: bt, page, expected: b });
             }
             _ => {}
         }
         if !(page % bt == 0 || bt % page == 0) {
-            return Err(SubmitError::BlockSize {
-                got: bt,
-                page,
-                expected: bt,
-            });
+            return Err(SubmitError::BlockSize { got: bt, page, expected: bt });
         }
         if let Some(q) = self.cfg.max_queued_requests {
             let queued: usize = self.ranks.iter().map(|r| r.waiting.len()).sum();
@@ -493,10 +439,7 @@ impl Engine {
         if let Some(d) = r.dp_rank
             && d >= self.ranks.len() as u32
         {
-            return Err(SubmitError::BadDpRank {
-                rank: d,
-                size: self.ranks.len() as u32,
-            });
+            return Err(SubmitError::BadDpRank { rank: d, size: self.ranks.len() as u32 });
         }
         let mut max_new = (l.max_req_len - input - 1).min(u32::MAX as u64) as u32;
         if let Some(m) = r.max_new_tokens {
@@ -534,10 +477,7 @@ impl Engine {
             None => {
                 let total = (req.prompt.len() + max_new as u64) / bt as u64;
                 let extra = total.saturating_sub(req.prompt.full_blocks() as u64) as usize;
-                let mut h = chain_hash(
-                    req.prompt.blocks().last().copied().unwrap_or(0),
-                    req.id ^ 0x0u64.wrapping_sub(seq + 1),
-                );
+                let mut h = chain_hash(req.prompt.blocks().last().copied().unwrap_or(0), req.id ^ 0x0u64.wrapping_sub(seq + 1));
                 (0..extra)
                     .map(|i| {
                         h = chain_hash(h, i as u64 ^ 0xD00D);
@@ -616,9 +556,7 @@ impl Engine {
                 self.rr_next = self.rr_next.wrapping_add(1);
                 r
             }
-            LoadBalanceMethod::TotalRequests => (0..n)
-                .min_by_key(|&i| (self.ranks[i as usize].assigned_reqs, i))
-                .unwrap_or(0),
+            LoadBalanceMethod::TotalRequests => (0..n).min_by_key(|&i| (self.ranks[i as usize].assigned_reqs, i)).unwrap_or(0),
             LoadBalanceMethod::TotalTokens => (0..n)
                 .min_by_key(|&i| {
                     let r = &self.ranks[i as usize];
@@ -642,19 +580,13 @@ impl Engine {
             RouterPolicy::PowerOfTwo => {
                 let a = self.rng.below(n as u64) as u32;
                 let b = self.rng.below(n as u64) as u32;
-                if self.ranks[b as usize].assigned_reqs < self.ranks[a as usize].assigned_reqs {
-                    b
-                } else {
-                    a
-                }
+                if self.ranks[b as usize].assigned_reqs < self.ranks[a as usize].assigned_reqs { b } else { a }
             }
             RouterPolicy::CacheAware => {
                 let bt = req.prompt.block_tokens() as u64;
                 let key = UnitKey::new(req.prompt.blocks().clone(), None, 1);
                 // Periodic LRU eviction down to max_tree_size (tokens here).
-                if now.saturating_sub(self.router_last_evict)
-                    >= Time::from_secs(router.eviction_interval_secs)
-                {
+                if now.saturating_sub(self.router_last_evict) >= Time::from_secs(router.eviction_interval_secs) {
                     self.router_last_evict = now;
                     for r in &mut self.ranks {
                         let size = r.router_tree.total_units() * bt;
@@ -664,10 +596,7 @@ impl Engine {
                     }
                 }
                 let loads: Vec<u64> = self.ranks.iter().map(|r| r.assigned_reqs).collect();
-                let (max_l, min_l) = (
-                    *loads.iter().max().unwrap_or(&0),
-                    *loads.iter().min().unwrap_or(&0),
-                );
+                let (max_l, min_l) = (*loads.iter().max().unwrap_or(&0), *loads.iter().min().unwrap_or(&0));
                 let imbalanced = max_l.saturating_sub(min_l) > router.balance_abs_threshold
                     && max_l as f64 > router.balance_rel_threshold * min_l as f64;
                 let chosen = if imbalanced {
@@ -675,10 +604,7 @@ impl Engine {
                 } else {
                     let mut best = (0u32, 0u32);
                     for i in 0..n {
-                        let m = self.ranks[i as usize]
-                            .router_tree
-                            .match_prefix(&key, u32::MAX, false)
-                            .units;
+                        let m = self.ranks[i as usize].router_tree.match_prefix(&key, u32::MAX, false).units;
                         if m > best.1 {
                             best = (i, m);
                         }
@@ -687,14 +613,10 @@ impl Engine {
                     if rate > router.cache_threshold {
                         best.0
                     } else {
-                        (0..n)
-                            .min_by_key(|&i| (self.ranks[i as usize].router_tree.total_units(), i))
-                            .unwrap_or(0)
+                        (0..n).min_by_key(|&i| (self.ranks[i as usize].router_tree.total_units(), i)).unwrap_or(0)
                     }
                 };
-                self.ranks[chosen as usize]
-                    .router_tree
-                    .insert(&key, key.units());
+                self.ranks[chosen as usize].router_tree.insert(&key, key.units());
                 chosen
             }
         }
@@ -716,13 +638,7 @@ impl Engine {
         match r.phase {
             Phase::Waiting => {
                 self.ranks[rank].waiting.retain(|&s| s != slot);
-                self.finish(
-                    slot,
-                    now,
-                    FinishReason::Abort,
-                    Some(RequestError::Aborted),
-                    true,
-                );
+                self.finish(slot, now, FinishReason::Abort, Some(RequestError::Aborted), true);
             }
             // In the current batch: removed at the step boundary, reported now.
             Phase::Prefill | Phase::Running => {
@@ -737,8 +653,7 @@ impl Engine {
                 self.stats.num_aborted_requests_total += 1;
                 let rk = &mut self.ranks[rank];
                 let in_batch = self.in_flight.is_some()
-                    && (rk.batch.prefill.iter().any(|x| x.0 == slot)
-                        || (rk.batch.decode && rk.running.contains(&slot)));
+                    && (rk.batch.prefill.iter().any(|x| x.0 == slot) || (rk.batch.decode && rk.running.contains(&slot)));
                 if !in_batch {
                     rk.running.retain(|&s| s != slot);
                     self.release(slot);
@@ -746,10 +661,7 @@ impl Engine {
             }
             Phase::Done => return false,
         }
-        if self.in_flight.is_none()
-            && self.wake_at.is_none()
-            && self.ranks.iter().any(|r| !r.waiting.is_empty())
-        {
+        if self.in_flight.is_none() && self.wake_at.is_none() && self.ranks.iter().any(|r| !r.waiting.is_empty()) {
             self.wake_at = Some(now);
         }
         true
@@ -882,12 +794,7 @@ impl Engine {
             SchedulePolicy::Fcfs | SchedulePolicy::RoutingKey => {}
             SchedulePolicy::Lof => {
                 let reqs = &self.reqs;
-                self.ranks[rank].waiting.sort_by_key(|&s| {
-                    (
-                        std::cmp::Reverse(reqs[s as usize].max_new),
-                        reqs[s as usize].seq,
-                    )
-                });
+                self.ranks[rank].waiting.sort_by_key(|&s| (std::cmp::Reverse(reqs[s as usize].max_new), reqs[s as usize].seq));
             }
             SchedulePolicy::Random => {
                 let mut w = std::mem::take(&mut self.ranks[rank].waiting);
@@ -895,10 +802,7 @@ impl Engine {
                 self.ranks[rank].waiting = w;
             }
             SchedulePolicy::Lpm | SchedulePolicy::DfsWeight | SchedulePolicy::Hrrn if n > 128 => {}
-            SchedulePolicy::Lpm
-            | SchedulePolicy::DfsWeight
-            | SchedulePolicy::Hrrn
-            | SchedulePolicy::ShortestPrefillFirst => {
+            SchedulePolicy::Lpm | SchedulePolicy::DfsWeight | SchedulePolicy::Hrrn | SchedulePolicy::ShortestPrefillFirst => {
                 let w = std::mem::take(&mut self.ranks[rank].waiting);
                 for &s in &w {
                     self.refresh_match(s);
@@ -991,11 +895,7 @@ impl Engine {
             let r = &self.reqs[c as usize];
             let left = r.target - r.kv;
             let future = r.remaining_new().min(clip);
-            let take = if left > rem_chunk {
-                rem_chunk / page * page
-            } else {
-                left
-            };
+            let take = if left > rem_chunk { rem_chunk / page * page } else { left };
             let take = take.max(page.min(left));
             batch.push((c, take));
             rem_chunk = rem_chunk.saturating_sub(round_up(take, page));
@@ -1031,21 +931,15 @@ impl Engine {
             self.refresh_match(slot);
             let (target, prefix, need) = {
                 let r = &self.reqs[slot as usize];
-                let prefix = r.match_tokens.min(r.target.saturating_sub(1)) / self.unit_tokens
-                    * self.unit_tokens;
+                let prefix = r.match_tokens.min(r.target.saturating_sub(1)) / self.unit_tokens * self.unit_tokens;
                 let extend = r.target - prefix;
                 (r.target, prefix, extend + r.remaining_new().min(clip))
             };
             let extend = target - prefix;
-            let remaining =
-                (self.free_tokens(rank) + self.evictable_tokens(rank)).saturating_sub(reserved);
+            let remaining = (self.free_tokens(rank) + self.evictable_tokens(rank)).saturating_sub(reserved);
             // With nothing else in flight on this rank, only the prompt must fit
             // (otherwise a prompt near the pool size could never start).
-            let need = if running_now == 0 && batch.is_empty() {
-                extend.min(need)
-            } else {
-                need
-            };
+            let need = if running_now == 0 && batch.is_empty() { extend.min(need) } else { need };
             if need + page > remaining {
                 stop_at = idx;
                 break;
@@ -1068,11 +962,7 @@ impl Engine {
             // Admit: lock the matched prefix.
             let key = self.reqs[slot as usize].key.clone();
             if prefix > 0 {
-                let m = self.ranks[rank].tree.match_prefix(
-                    &key,
-                    (prefix / self.unit_tokens) as u32,
-                    true,
-                );
+                let m = self.ranks[rank].tree.match_prefix(&key, (prefix / self.unit_tokens) as u32, true);
                 self.ranks[rank].tree.lock(m.node);
                 let r = &mut self.reqs[slot as usize];
                 r.lock = Some(m.node);
@@ -1170,33 +1060,19 @@ impl Engine {
             return false;
         }
         let page = self.limits.page_size as u64;
-        let window = self
-            .limits
-            .speculative
-            .as_ref()
-            .map_or(1, |s| s.kv_window as u64);
+        let window = self.limits.speculative.as_ref().map_or(1, |s| s.kv_window as u64);
         let need_of = |e: &Engine, s: u32| {
             let r = &e.reqs[s as usize];
             round_up((r.kv + window).saturating_sub(r.prefix_tokens), page).saturating_sub(r.own)
         };
-        let mut need: u64 = self.ranks[rank]
-            .running
-            .iter()
-            .map(|&s| need_of(self, s))
-            .sum();
+        let mut need: u64 = self.ranks[rank].running.iter().map(|&s| need_of(self, s)).sum();
         let mut retracted = 0u32;
         while need > self.free_tokens(rank) + self.evictable_tokens(rank) {
             if self.ranks[rank].running.len() <= 1 {
                 // Even one request cannot continue: abort it.
                 let s = self.ranks[rank].running.pop().expect("non-empty");
                 let now = self.now;
-                self.finish(
-                    s,
-                    now,
-                    FinishReason::Abort,
-                    Some(RequestError::OutOfMemory),
-                    true,
-                );
+                self.finish(s, now, FinishReason::Abort, Some(RequestError::OutOfMemory), true);
                 self.stats.num_aborted_requests_total += 1;
                 need = 0;
                 break;
@@ -1209,11 +1085,7 @@ impl Engine {
                 .enumerate()
                 .min_by_key(|&(_, &s)| {
                     let r = &reqs[s as usize];
-                    (
-                        r.generated,
-                        std::cmp::Reverse(r.prompt_len),
-                        std::cmp::Reverse(r.seq),
-                    )
+                    (r.generated, std::cmp::Reverse(r.prompt_len), std::cmp::Reverse(r.seq))
                 })
                 .expect("non-empty");
             let s = self.ranks[rank].running.swap_remove(vi);
@@ -1229,11 +1101,9 @@ impl Engine {
                 maxn += self.reqs[s as usize].max_new as u64;
             }
             let steps = self.cfg.env.retract_decode_steps as u64;
-            self.ranks[rank].new_token_ratio =
-                ((gen_sum + steps * n) as f64 / (maxn + 1) as f64).min(1.0);
+            self.ranks[rank].new_token_ratio = ((gen_sum + steps * n) as f64 / (maxn + 1) as f64).min(1.0);
         } else {
-            let init =
-                (self.cfg.env.init_new_token_ratio * self.cfg.schedule_conservativeness).min(1.0);
+            let init = (self.cfg.env.init_new_token_ratio * self.cfg.schedule_conservativeness).min(1.0);
             let min = init * self.cfg.env.min_new_token_ratio_factor;
             let decay = (init - min) / self.cfg.env.new_token_ratio_decay_steps as f64;
             let r = &mut self.ranks[rank];
@@ -1290,8 +1160,7 @@ impl Engine {
         // Prefill-decode interval: decode-only rounds after a prefill while the
         // running batches are large enough.
         let min_bs = self.cfg.prefill_decode_interval_min_bs.max(1) as usize;
-        let hold_prefill =
-            self.decode_interval_left > 0 && self.ranks.iter().any(|r| r.running.len() >= min_bs);
+        let hold_prefill = self.decode_interval_left > 0 && self.ranks.iter().any(|r| r.running.len() >= min_bs);
         if !hold_prefill {
             self.decode_interval_left = 0;
         }
@@ -1319,8 +1188,7 @@ impl Engine {
         }
         if !any_prefill && !any_decode {
             // Idle: reset the new-token ratio (SGLang's idle housekeeping).
-            let init =
-                (self.cfg.env.init_new_token_ratio * self.cfg.schedule_conservativeness).min(1.0);
+            let init = (self.cfg.env.init_new_token_ratio * self.cfg.schedule_conservativeness).min(1.0);
             for r in &mut self.ranks {
                 if r.running.is_empty() {
                     r.new_token_ratio = init;
@@ -1340,10 +1208,7 @@ impl Engine {
         let mut loads = std::mem::take(&mut self.loads);
         let mut graph_all = true;
         for (i, load) in loads.iter_mut().enumerate() {
-            *load = RankLoad {
-                graph: true,
-                ..RankLoad::default()
-            };
+            *load = RankLoad { graph: true, ..RankLoad::default() };
             let rk = &self.ranks[i];
             if !rk.batch.prefill.is_empty() {
                 let mut l = RankLoad::default();
@@ -1373,14 +1238,8 @@ impl Engine {
                     attn += self.cost.attn_flops(width, c + width, false);
                 }
                 let draft = spec.as_ref().map(|s| match s.dspark_block_size {
-                    Some(g) => DraftLoad {
-                        passes: 1,
-                        tokens: bs as u64 * g as u64,
-                    },
-                    None => DraftLoad {
-                        passes: s.num_steps + 1,
-                        tokens: bs as u64 * s.eagle_topk as u64,
-                    },
+                    Some(g) => DraftLoad { passes: 1, tokens: bs as u64 * g as u64 },
+                    None => DraftLoad { passes: s.num_steps + 1, tokens: bs as u64 * s.eagle_topk as u64 },
                 });
                 graph_all &= graph;
                 *load = RankLoad {
@@ -1413,11 +1272,7 @@ impl Engine {
                 }
             }
         }
-        self.in_flight = Some(InFlight {
-            start: t,
-            end: t + dur,
-            prefill: any_prefill,
-        });
+        self.in_flight = Some(InFlight { start: t, end: t + dur, prefill: any_prefill });
     }
 
     fn complete(&mut self, t: Time, prefill: bool, start: Time, out: &mut Vec<Output>) {
@@ -1457,8 +1312,7 @@ impl Engine {
                 }
             } else if batch.decode {
                 let a = if self.limits.speculative.is_some() {
-                    self.accept_window
-                        .push((batch.accept, self.ranks[i].running.len() as u32));
+                    self.accept_window.push((batch.accept, self.ranks[i].running.len() as u32));
                     self.stats.spec_verify_calls_total += 1;
                     self.accept_total += batch.accept as u64;
                     batch.accept
@@ -1490,11 +1344,7 @@ impl Engine {
         }
         if prefill {
             self.stats.prefill_batches += 1;
-            self.stats.last_cache_hit_rate = if hit + computed > 0 {
-                hit as f64 / (hit + computed) as f64
-            } else {
-                0.0
-            };
+            self.stats.last_cache_hit_rate = if hit + computed > 0 { hit as f64 / (hit + computed) as f64 } else { 0.0 };
         } else {
             self.stats.decode_iterations += 1;
         }
@@ -1541,13 +1391,7 @@ impl Engine {
                 r.kv = r.prompt_len + r.generated as u64 - 1;
             }
             if r.unsent > 0 && (!r.sent_first || r.unsent >= interval || finished) {
-                out.push(Output::Tokens {
-                    id: r.id,
-                    time: t,
-                    count: r.unsent,
-                    first: !r.sent_first,
-                    generated: r.generated,
-                });
+                out.push(Output::Tokens { id: r.id, time: t, count: r.unsent, first: !r.sent_first, generated: r.generated });
                 r.sent_first = true;
                 r.unsent = 0;
             }
@@ -1576,14 +1420,7 @@ impl Engine {
 
     /// Ends a request: caches its KV (unless aborted), frees it, reports it
     /// (through `pending`; the caller moves it to the output).
-    fn finish(
-        &mut self,
-        slot: u32,
-        t: Time,
-        reason: FinishReason,
-        error: Option<RequestError>,
-        to_pending: bool,
-    ) {
+    fn finish(&mut self, slot: u32, t: Time, reason: FinishReason, error: Option<RequestError>, to_pending: bool) {
         let usage = self.usage(slot);
         let id = self.reqs[slot as usize].id;
         if reason != FinishReason::Abort {
@@ -1597,13 +1434,7 @@ impl Engine {
             self.stats.num_aborted_requests_total += 1;
         }
         self.release(slot);
-        let o = Output::Finished {
-            id,
-            time: t,
-            reason,
-            usage,
-            error,
-        };
+        let o = Output::Finished { id, time: t, reason, usage, error };
         let _ = to_pending;
         self.pending.push(o);
     }
@@ -1642,41 +1473,19 @@ impl Engine {
 
     fn sample_gauges(&mut self) {
         let s = self.stats_snapshot_inner();
-        let (acc_sum, acc_n) = self
-            .accept_window
-            .iter()
-            .fold((0u64, 0u64), |(a, n), &(x, _)| (a + x as u64, n + 1));
-        let accept = if acc_n > 0 {
-            acc_sum as f64 / acc_n as f64
-        } else {
-            0.0
-        };
-        let drafts = self
-            .limits
-            .speculative
-            .as_ref()
-            .map_or(0, |sp| sp.accept.max_accept - 1);
-        let (gen_sum, dur) = self
-            .gen_window
-            .iter()
-            .fold((0u64, Time::ZERO), |(g, d), &(x, t)| (g + x, d + t));
+        let (acc_sum, acc_n) = self.accept_window.iter().fold((0u64, 0u64), |(a, n), &(x, _)| (a + x as u64, n + 1));
+        let accept = if acc_n > 0 { acc_sum as f64 / acc_n as f64 } else { 0.0 };
+        let drafts = self.limits.speculative.as_ref().map_or(0, |sp| sp.accept.max_accept - 1);
+        let (gen_sum, dur) = self.gen_window.iter().fold((0u64, Time::ZERO), |(g, d), &(x, t)| (g + x, d + t));
         self.stats.sampled = SampledGauges {
             num_running_reqs: s.num_running,
             num_queue_reqs: s.num_queued,
             num_used_tokens: s.ranks.iter().map(|r| r.used_tokens).sum(),
             token_usage: (s.token_usage * 100.0).round() / 100.0,
-            gen_throughput: if dur > Time::ZERO {
-                gen_sum as f64 / dur.as_secs_f64()
-            } else {
-                0.0
-            },
+            gen_throughput: if dur > Time::ZERO { gen_sum as f64 / dur.as_secs_f64() } else { 0.0 },
             cache_hit_rate: self.stats.last_cache_hit_rate,
             spec_accept_length: accept,
-            spec_accept_rate: if drafts > 0 && acc_n > 0 {
-                (accept - 1.0) / drafts as f64
-            } else {
-                0.0
-            },
+            spec_accept_rate: if drafts > 0 && acc_n > 0 { (accept - 1.0) / drafts as f64 } else { 0.0 },
             num_retracted_reqs: self.ranks.iter().map(|r| r.retracted_last).sum(),
             is_cuda_graph: self.last_graph,
             new_token_ratio: self.ranks.first().map_or(0.0, |r| r.new_token_ratio),
@@ -1708,15 +1517,8 @@ impl Engine {
         s.num_running = s.ranks.iter().map(|r| r.running).sum();
         s.num_queued = s.ranks.iter().map(|r| r.queued).sum();
         s.token_usage = s.ranks.iter().map(|r| r.token_usage).fold(0.0, f64::max);
-        s.cache_hit_rate = if s.prompt_tokens_total > 0 {
-            s.cached_tokens_total as f64 / s.prompt_tokens_total as f64
-        } else {
-            0.0
-        };
-        let (a, n) = self
-            .accept_window
-            .iter()
-            .fold((0u64, 0u64), |(a, n), &(x, _)| (a + x as u64, n + 1));
+        s.cache_hit_rate = if s.prompt_tokens_total > 0 { s.cached_tokens_total as f64 / s.prompt_tokens_total as f64 } else { 0.0 };
+        let (a, n) = self.accept_window.iter().fold((0u64, 0u64), |(a, n), &(x, _)| (a + x as u64, n + 1));
         s.spec_accept_length = if n > 0 { a as f64 / n as f64 } else { 0.0 };
         s.avg_spec_accept_length = if s.spec_verify_calls_total > 0 {
             let tot: u64 = self.total_accepted();
@@ -1741,23 +1543,14 @@ impl Engine {
         for (i, r) in self.ranks.iter().enumerate() {
             r.tree.check_invariants();
             let used = r.tree.total_units() * self.unit_tokens + r.own_used;
-            assert!(
-                used <= self.limits.max_total_num_tokens,
-                "rank {i}: KV {used} > capacity {}",
-                self.limits.max_total_num_tokens
-            );
+            assert!(used <= self.limits.max_total_num_tokens, "rank {i}: KV {used} > capacity {}", self.limits.max_total_num_tokens);
             assert!(
                 r.running.len() <= self.limits.max_running_requests_per_dp as usize,
                 "rank {i}: {} running > cap {}",
                 r.running.len(),
                 self.limits.max_running_requests_per_dp
             );
-            let own: u64 = self
-                .reqs
-                .iter()
-                .filter(|q| q.phase != Phase::Done && q.rank as usize == i)
-                .map(|q| q.own)
-                .sum();
+            let own: u64 = self.reqs.iter().filter(|q| q.phase != Phase::Done && q.rank as usize == i).map(|q| q.own).sum();
             assert_eq!(own, r.own_used, "rank {i}: own allocation drift");
         }
     }

@@ -17,10 +17,7 @@ pub mod time;
 pub mod tokenize;
 
 pub use args::EngineConfig;
-pub use core::{
-    Engine, EngineStats, FinishReason, Output, RankStats, Request, RequestError, RequestId,
-    SampledGauges, SubmitError, Usage,
-};
+pub use core::{Engine, EngineStats, FinishReason, Output, RankStats, Request, RequestError, RequestId, SampledGauges, SubmitError, Usage};
 pub use limits::{ConfigError, Limits, SpecLimits};
 pub use profiles::{GpuSpec, ModelSpec};
 pub use prompt::Prompt;

@@ -13,10 +13,7 @@ use std::sync::Arc;
 /// collisions are astronomically unlikely at the sizes a run produces).
 #[inline]
 pub fn chain_hash(parent: u64, block: u64) -> u64 {
-    let mut z = parent
-        .rotate_left(29)
-        .wrapping_add(block.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-        .wrapping_add(0x632B_E59B_D9B4_E019);
+    let mut z = parent.rotate_left(29).wrapping_add(block.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_add(0x632B_E59B_D9B4_E019);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -43,12 +40,7 @@ pub enum PromptError {
     #[error(
         "prompt of {len} tokens needs {needed} full blocks of {block_tokens} tokens but {given} block hashes were given; pass one hash per full block (a trailing partial block's hash may be included and is ignored)"
     )]
-    BlockCountMismatch {
-        len: u64,
-        block_tokens: u32,
-        needed: usize,
-        given: usize,
-    },
+    BlockCountMismatch { len: u64, block_tokens: u32, needed: usize, given: usize },
 }
 
 impl Prompt {
@@ -70,32 +62,19 @@ impl Prompt {
             h = chain_hash(h, c);
             blocks.push(h);
         }
-        Ok(Prompt {
-            blocks: blocks.into(),
-            block_tokens,
-            len: tokens.len() as u64,
-        })
+        Ok(Prompt { blocks: blocks.into(), block_tokens, len: tokens.len() as u64 })
     }
 
     /// Builds a prompt from per-block content ids (e.g. AgentX `hash_ids`, one per
     /// 64-token block) and the exact token count. The ids are chained here, so ids
     /// that are only unique per position still give prefix-unique hashes.
-    pub fn from_block_ids(
-        block_ids: &[u64],
-        block_tokens: u32,
-        len: u64,
-    ) -> Result<Prompt, PromptError> {
+    pub fn from_block_ids(block_ids: &[u64], block_tokens: u32, len: u64) -> Result<Prompt, PromptError> {
         if block_tokens == 0 {
             return Err(PromptError::ZeroBlockTokens);
         }
         let needed = (len / block_tokens as u64) as usize;
         if block_ids.len() < needed || block_ids.len() > needed + 1 {
-            return Err(PromptError::BlockCountMismatch {
-                len,
-                block_tokens,
-                needed,
-                given: block_ids.len(),
-            });
+            return Err(PromptError::BlockCountMismatch { len, block_tokens, needed, given: block_ids.len() });
         }
         let mut h = CHAIN_ROOT;
         let blocks: Vec<u64> = block_ids[..needed]
@@ -105,46 +84,27 @@ impl Prompt {
                 h
             })
             .collect();
-        Ok(Prompt {
-            blocks: blocks.into(),
-            block_tokens,
-            len,
-        })
+        Ok(Prompt { blocks: blocks.into(), block_tokens, len })
     }
 
     /// Wraps hashes that are already chained (e.g. kept by a caller that extends a
     /// conversation turn by turn with [`chain_hash`]). No copy is made.
-    pub fn from_chained(
-        blocks: Arc<[u64]>,
-        block_tokens: u32,
-        len: u64,
-    ) -> Result<Prompt, PromptError> {
+    pub fn from_chained(blocks: Arc<[u64]>, block_tokens: u32, len: u64) -> Result<Prompt, PromptError> {
         if block_tokens == 0 {
             return Err(PromptError::ZeroBlockTokens);
         }
         let needed = (len / block_tokens as u64) as usize;
         if blocks.len() != needed {
-            return Err(PromptError::BlockCountMismatch {
-                len,
-                block_tokens,
-                needed,
-                given: blocks.len(),
-            });
+            return Err(PromptError::BlockCountMismatch { len, block_tokens, needed, given: blocks.len() });
         }
-        Ok(Prompt {
-            blocks,
-            block_tokens,
-            len,
-        })
+        Ok(Prompt { blocks, block_tokens, len })
     }
 
     /// A prompt of `len` tokens that shares no prefix with anything else built
     /// from a different `salt` (for synthetic loads and tests).
     pub fn unique(salt: u64, block_tokens: u32, len: u64) -> Prompt {
         let n = (len / block_tokens.max(1) as u64) as usize;
-        let ids: Vec<u64> = (0..n as u64)
-            .map(|i| chain_hash(salt, i ^ 0xA5A5_0000_0000_0000))
-            .collect();
+        let ids: Vec<u64> = (0..n as u64).map(|i| chain_hash(salt, i ^ 0xA5A5_0000_0000_0000)).collect();
         Prompt::from_block_ids(&ids, block_tokens.max(1), len).expect("consistent by construction")
     }
 
@@ -193,16 +153,9 @@ mod tests {
         let p = Prompt::from_block_ids(&[1, 2, 3], 64, 150).unwrap();
         assert_eq!(p.full_blocks(), 2);
         let q = Prompt::from_block_ids(&[9, 2], 64, 128).unwrap();
-        assert_ne!(
-            p.blocks()[1],
-            q.blocks()[1],
-            "same id after different parent"
-        );
+        assert_ne!(p.blocks()[1], q.blocks()[1], "same id after different parent");
         let err = Prompt::from_block_ids(&[1], 64, 200).unwrap_err();
-        assert!(matches!(
-            err,
-            PromptError::BlockCountMismatch { needed: 3, .. }
-        ));
+        assert!(matches!(err, PromptError::BlockCountMismatch { needed: 3, .. }));
         assert!(err.to_string().contains("one hash per full block"));
     }
 }

@@ -22,14 +22,10 @@ impl Resp {
         String::from_utf8_lossy(&self.body).into_owned()
     }
     fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
     }
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
     /// SSE `data:` payloads in order.
     fn events(&self) -> Vec<String> {
@@ -37,11 +33,7 @@ impl Resp {
         assert!(t.ends_with("\n\n"), "events end with a blank line: {t:?}");
         t.split("\n\n")
             .filter(|e| !e.is_empty())
-            .map(|e| {
-                e.strip_prefix("data: ")
-                    .unwrap_or_else(|| panic!("bad event {e:?}"))
-                    .to_string()
-            })
+            .map(|e| e.strip_prefix("data: ").unwrap_or_else(|| panic!("bad event {e:?}")).to_string())
             .collect()
     }
 }
@@ -73,73 +65,38 @@ fn request_bytes(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]
     bytes
 }
 
-async fn http(
-    addr: std::net::SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> Resp {
+async fn http(addr: std::net::SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
     let mut s = TcpStream::connect(addr).await.unwrap();
     let req = request_bytes(method, path, headers, body);
     // A server may answer (413) before reading a huge body; ignore the write error then.
     let _ = s.write_all(&req).await;
     let mut raw = Vec::new();
     let _ = s.read_to_end(&mut raw).await;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(&raw)));
+    let split =
+        raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(&raw)));
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut lines = head.split("\r\n");
     let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(": "))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let headers: Vec<(String, String)> = lines.filter_map(|l| l.split_once(": ")).map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let mut body = raw[split + 4..].to_vec();
-    if headers
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"))
-    {
+    if headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked")) {
         body = dechunk(&body);
     }
-    Resp {
-        status,
-        headers,
-        body,
-    }
+    Resp { status, headers, body }
 }
 
 const JSON: (&str, &str) = ("Content-Type", "application/json");
 
 async fn post(addr: std::net::SocketAddr, body: &Value) -> Resp {
-    http(
-        addr,
-        "POST",
-        "/v1/chat/completions",
-        &[JSON],
-        body.to_string().as_bytes(),
-    )
-    .await
+    http(addr, "POST", "/v1/chat/completions", &[JSON], body.to_string().as_bytes()).await
 }
 
 /// The engine as `sweep engine serve` builds it: DeepSeek-V4-Flash, TP8, H200.
 async fn start_at(flags: &str) -> Server {
     let argv: Vec<String> =
-        format!("--port 0 --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 {flags}")
-            .split_whitespace()
-            .map(String::from)
-            .collect();
+        format!("--port 0 --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 {flags}").split_whitespace().map(String::from).collect();
     let (cfg, rest) = ServeConfig::from_argv(&argv, |_| None).unwrap();
-    let core = EngineCore::from_args(
-        &rest,
-        &Default::default(),
-        cfg.engine_model.as_deref(),
-        &cfg.hardware,
-        cfg.seed,
-    )
-    .unwrap();
+    let core = EngineCore::from_args(&rest, &Default::default(), cfg.engine_model.as_deref(), &cfg.hardware, cfg.seed).unwrap();
     Server::start(cfg, core).await.unwrap()
 }
 
@@ -159,11 +116,7 @@ fn chat(content: &str, extra: Value) -> Value {
 }
 
 async fn assert_serving(addr: std::net::SocketAddr) {
-    let r = post(
-        addr,
-        &chat("still there?", serde_json::json!({"max_tokens": 3, "ignore_eos": true})),
-    )
-    .await;
+    let r = post(addr, &chat("still there?", serde_json::json!({"max_tokens": 3, "ignore_eos": true}))).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["usage"]["completion_tokens"], 3);
 }
@@ -184,10 +137,7 @@ async fn stream_has_sglang_shape_and_exact_usage() {
     assert_eq!(r.header("content-type"), Some("text/event-stream"));
     let ev = r.events();
     assert_eq!(ev.last().unwrap(), "[DONE]");
-    let chunks: Vec<Value> = ev[..ev.len() - 1]
-        .iter()
-        .map(|e| serde_json::from_str(e).unwrap())
-        .collect();
+    let chunks: Vec<Value> = ev[..ev.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
     let id = chunks[0]["id"].as_str().unwrap();
     assert_eq!(id.len(), 32);
     assert!(id.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
@@ -208,10 +158,7 @@ async fn stream_has_sglang_shape_and_exact_usage() {
     let finish = &chunks[n - 2];
     assert_eq!(finish["choices"][0]["finish_reason"], "length");
     assert_eq!(finish["choices"][0]["matched_stop"], Value::Null);
-    assert_eq!(
-        finish["choices"][0]["delta"],
-        serde_json::json!({"reasoning_content": null})
-    );
+    assert_eq!(finish["choices"][0]["delta"], serde_json::json!({"reasoning_content": null}));
     let usage = &chunks[n - 1];
     assert_eq!(usage["choices"], serde_json::json!([]));
     assert_eq!(usage["usage"]["completion_tokens"], 28);
@@ -251,11 +198,7 @@ async fn non_streaming_natural_stop_min_tokens_and_stop_strings() {
     let r = post(s.addr, &chat("hi", serde_json::json!({"max_tokens": 500, "min_tokens": 60}))).await;
     assert!(r.json()["usage"]["completion_tokens"].as_u64().unwrap() >= 60);
     // A stop string: generated words are " xyz" pieces; stop on a space.
-    let r = post(
-        s.addr,
-        &chat("hi", serde_json::json!({"max_tokens": 50, "ignore_eos": true, "stop": [" "]})),
-    )
-    .await;
+    let r = post(s.addr, &chat("hi", serde_json::json!({"max_tokens": 50, "ignore_eos": true, "stop": [" "]}))).await;
     let v = r.json();
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
     assert_eq!(v["choices"][0]["matched_stop"], " ");
@@ -266,8 +209,7 @@ async fn non_streaming_natural_stop_min_tokens_and_stop_strings() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_sglang_errors_and_the_server_keeps_serving() {
-    let s = start("--context-length 4096 --max-request-body-mb 8")
-    .await;
+    let s = start("--context-length 4096 --max-request-body-mb 8").await;
     let a = s.addr;
     let cases: Vec<(&str, Resp, u16, &str, &str)> = vec![
         (
@@ -284,27 +226,9 @@ async fn bad_requests_get_sglang_errors_and_the_server_keeps_serving() {
             "Bad Request",
             "invalid type",
         ),
-        (
-            "messages not a list",
-            post(a, &serde_json::json!({"messages": "hello"})).await,
-            400,
-            "Bad Request",
-            "invalid type",
-        ),
-        (
-            "missing messages",
-            post(a, &serde_json::json!({"model": "m"})).await,
-            400,
-            "Bad Request",
-            "missing field `messages`",
-        ),
-        (
-            "empty messages",
-            post(a, &serde_json::json!({"messages": []})).await,
-            400,
-            "BadRequestError",
-            "Messages cannot be empty.",
-        ),
+        ("messages not a list", post(a, &serde_json::json!({"messages": "hello"})).await, 400, "Bad Request", "invalid type"),
+        ("missing messages", post(a, &serde_json::json!({"model": "m"})).await, 400, "Bad Request", "missing field `messages`"),
+        ("empty messages", post(a, &serde_json::json!({"messages": []})).await, 400, "BadRequestError", "Messages cannot be empty."),
         (
             "negative max_tokens",
             post(a, &chat("x", serde_json::json!({"max_tokens": -1}))).await,
@@ -347,13 +271,7 @@ async fn bad_requests_get_sglang_errors_and_the_server_keeps_serving() {
             "413",
             "Request body too large",
         ),
-        (
-            "unsupported n",
-            post(a, &chat("x", serde_json::json!({"n": 3}))).await,
-            400,
-            "BadRequestError",
-            "n must be 1",
-        ),
+        ("unsupported n", post(a, &chat("x", serde_json::json!({"n": 3}))).await, 400, "BadRequestError", "n must be 1"),
     ];
     for (what, r, status, kind, msg) in cases {
         assert_eq!(r.status, status, "{what}: {}", r.text());
@@ -384,23 +302,9 @@ async fn api_key_is_required_when_set() {
     let r = http(s.addr, "POST", "/v1/chat/completions", &[JSON], body.as_bytes()).await;
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["error"], "Unauthorized");
-    let r = http(
-        s.addr,
-        "POST",
-        "/v1/chat/completions",
-        &[JSON, ("Authorization", "Bearer wrong")],
-        body.as_bytes(),
-    )
-    .await;
+    let r = http(s.addr, "POST", "/v1/chat/completions", &[JSON, ("Authorization", "Bearer wrong")], body.as_bytes()).await;
     assert_eq!(r.status, 401);
-    let r = http(
-        s.addr,
-        "POST",
-        "/v1/chat/completions",
-        &[JSON, ("Authorization", "Bearer sekret")],
-        body.as_bytes(),
-    )
-    .await;
+    let r = http(s.addr, "POST", "/v1/chat/completions", &[JSON, ("Authorization", "Bearer sekret")], body.as_bytes()).await;
     assert_eq!(r.status, 200, "{}", r.text());
     // Probes stay open.
     assert_eq!(http(s.addr, "GET", "/health", &[], b"").await.status, 200);
@@ -412,15 +316,9 @@ async fn api_key_is_required_when_set() {
 async fn dropped_stream_aborts_the_request() {
     // Real time: a 100K-token reply streams for minutes unless aborted.
     let s = start_at("--enable-metrics").await;
-    let body = chat(
-        "long one",
-        serde_json::json!({"stream": true, "ignore_eos": true, "max_tokens": 100000}),
-    )
-    .to_string();
+    let body = chat("long one", serde_json::json!({"stream": true, "ignore_eos": true, "max_tokens": 100000})).to_string();
     let mut sock = TcpStream::connect(s.addr).await.unwrap();
-    sock.write_all(&request_bytes("POST", "/v1/chat/completions", &[JSON], body.as_bytes()))
-        .await
-        .unwrap();
+    sock.write_all(&request_bytes("POST", "/v1/chat/completions", &[JSON], body.as_bytes())).await.unwrap();
     let mut buf = vec![0u8; 4096];
     let mut seen = Vec::new();
     while !String::from_utf8_lossy(&seen).contains("\"role\":\"assistant\"") {
@@ -472,15 +370,10 @@ async fn queue_full_is_503() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endpoints_and_metrics() {
-    let s = start("--enable-metrics --served-model-name my-model --time-scale 20")
-    .await;
+    let s = start("--enable-metrics --served-model-name my-model --time-scale 20").await;
     let a = s.addr;
     let r = http(a, "GET", "/v1/models", &[], b"").await;
-    assert!(
-        r.text().starts_with(r#"{"object":"list","data":[{"id":"my-model","object":"model","created":"#),
-        "{}",
-        r.text()
-    );
+    assert!(r.text().starts_with(r#"{"object":"list","data":[{"id":"my-model","object":"model","created":"#), "{}", r.text());
     assert_eq!(r.json()["data"][0]["owned_by"], "sglang");
     assert_eq!(r.json()["data"][0]["max_model_len"], 1048576);
     assert_eq!(http(a, "GET", "/v1/models/my-model", &[], b"").await.status, 200);
@@ -495,11 +388,7 @@ async fn endpoints_and_metrics() {
     let alias = http(a, "GET", "/get_server_info", &[], b"").await.json();
     assert_eq!(alias["launch_command"], info["launch_command"]);
     assert_eq!(http(a, "POST", "/flush_cache", &[], b"").await.status, 200);
-    let r = post(
-        a,
-        &chat("count me", serde_json::json!({"ignore_eos": true, "max_tokens": 7, "stream": true})),
-    )
-    .await;
+    let r = post(a, &chat("count me", serde_json::json!({"ignore_eos": true, "max_tokens": 7, "stream": true}))).await;
     assert_eq!(r.status, 200);
     let m = http(a, "GET", "/metrics", &[], b"").await.text();
     for name in [
@@ -529,9 +418,7 @@ async fn endpoints_and_metrics() {
     assert!(m.contains("# TYPE sglang:time_to_first_token_seconds histogram"));
     assert!(m.contains("# TYPE sglang:num_running_reqs gauge"));
     assert!(m.contains("# TYPE sglang:prompt_tokens counter"));
-    assert!(m.contains(
-        "sglang:generation_tokens_total{model_name=\"my-model\",engine_type=\"unified\",is_streaming=\"true\"} 7"
-    ));
+    assert!(m.contains("sglang:generation_tokens_total{model_name=\"my-model\",engine_type=\"unified\",is_streaming=\"true\"} 7"));
     let ttft_bounds: Vec<&str> = m
         .lines()
         .filter(|l| l.starts_with("sglang:time_to_first_token_seconds_bucket"))

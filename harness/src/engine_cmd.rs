@@ -41,25 +41,13 @@ pub fn run(args: EngineArgs) -> anyhow::Result<()> {
 }
 
 fn serve(flags: Vec<String>) -> anyhow::Result<()> {
-    let (cfg, rest) = ServeConfig::from_argv(&flags, |k| std::env::var(k).ok())
-        .context("invalid `sweep engine serve` flags")?;
+    let (cfg, rest) = ServeConfig::from_argv(&flags, |k| std::env::var(k).ok()).context("invalid `sweep engine serve` flags")?;
     let env = engine_env(std::env::vars());
-    let core = EngineCore::from_args(
-        &rest,
-        &env,
-        cfg.engine_model.as_deref(),
-        &cfg.hardware,
-        cfg.seed,
-    )
-    .context("cannot build the engine from these flags")?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let core = EngineCore::from_args(&rest, &env, cfg.engine_model.as_deref(), &cfg.hardware, cfg.seed)
+        .context("cannot build the engine from these flags")?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     rt.block_on(async move {
-        let server = Server::start(cfg.clone(), core)
-            .await
-            .context("cannot start the engine server")?;
+        let server = Server::start(cfg.clone(), core).await.context("cannot start the engine server")?;
         eprintln!(
             "sweep engine: serving {} on http://{} (tokenizer: {}, time scale {}x); Ctrl-C to stop",
             cfg.served_model_name, server.addr, cfg.tokenizer_backend, cfg.time_scale

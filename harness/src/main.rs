@@ -1,5 +1,6 @@
 use clap::{Parser, Subcommand};
-use harness::engine_cmd;
+use harness::{cmd, engine_cmd};
+use std::process::ExitCode;
 
 /// Plan, run and report LLM-serving recipe sweeps (AgentX, InferenceX-compatible).
 #[derive(Parser)]
@@ -11,13 +12,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Check the master config, serving recipes, golden AL curves and changelog; list every problem.
+    Validate(cmd::validate::Args),
+    /// Show the sweep a PR label would run (canary, matrices, fail-fast, resolved commands).
+    Plan(cmd::plan::Args),
+    /// Check or append to perf-changelog.yaml.
+    #[command(subcommand)]
+    Changelog(cmd::changelog::Command),
     /// The reference engine: `sweep engine serve <SGLang flags>`.
     Engine(engine_cmd::EngineArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Engine(args) => engine_cmd::run(args),
+fn main() -> anyhow::Result<ExitCode> {
+    match Cli::parse().command {
+        Command::Validate(a) => cmd::validate::run(&a),
+        Command::Plan(a) => cmd::plan::run(&a),
+        Command::Changelog(c) => cmd::changelog::run(&c),
+        Command::Engine(a) => engine_cmd::run(a).map(|()| ExitCode::SUCCESS),
     }
 }

@@ -49,12 +49,7 @@ impl UnitKey {
     pub fn new(a: Arc<[u64]>, b: Option<Arc<[u64]>>, stride: u32) -> UnitKey {
         let stride = stride.max(1);
         let blocks = a.len() + b.as_ref().map_or(0, |b| b.len());
-        UnitKey {
-            a,
-            b,
-            stride,
-            units: (blocks / stride as usize) as u32,
-        }
+        UnitKey { a, b, stride, units: (blocks / stride as usize) as u32 }
     }
     /// Units available in this key.
     pub fn units(&self) -> u32 {
@@ -63,11 +58,7 @@ impl UnitKey {
     #[inline]
     pub fn get(&self, unit: u32) -> u64 {
         let j = (unit as usize + 1) * self.stride as usize - 1;
-        if j < self.a.len() {
-            self.a[j]
-        } else {
-            self.b.as_ref().expect("unit within key")[j - self.a.len()]
-        }
+        if j < self.a.len() { self.a[j] } else { self.b.as_ref().expect("unit within key")[j - self.a.len()] }
     }
 }
 
@@ -157,11 +148,7 @@ impl RadixTree {
         if node == ROOT {
             self.root_children.get(&h).copied()
         } else {
-            self.nodes[node as usize]
-                .children
-                .iter()
-                .find(|(k, _)| *k == h)
-                .map(|&(_, c)| c)
+            self.nodes[node as usize].children.iter().find(|(k, _)| *k == h).map(|&(_, c)| c)
         }
     }
     fn set_child(&mut self, node: NodeId, h: u64, c: NodeId) {
@@ -187,11 +174,7 @@ impl RadixTree {
         }
     }
     fn has_children(&self, node: NodeId) -> bool {
-        if node == ROOT {
-            !self.root_children.is_empty()
-        } else {
-            !self.nodes[node as usize].children.is_empty()
-        }
+        if node == ROOT { !self.root_children.is_empty() } else { !self.nodes[node as usize].children.is_empty() }
     }
     fn is_evictable_leaf(&self, id: NodeId) -> bool {
         let n = &self.nodes[id as usize];
@@ -227,26 +210,11 @@ impl RadixTree {
     fn split(&mut self, id: NodeId, j: u32) -> NodeId {
         let (parent, key, start, last_access, lock) = {
             let n = &self.nodes[id as usize];
-            (
-                n.parent,
-                n.key.clone().expect("non-root"),
-                n.start,
-                n.last_access,
-                n.lock,
-            )
+            (n.parent, n.key.clone().expect("non-root"), n.start, n.last_access, n.lock)
         };
         let first = key.get(start);
         let rest = key.get(start + j);
-        let new = self.alloc(Node {
-            parent,
-            children: vec![(rest, id)],
-            key: Some(key),
-            start,
-            len: j,
-            last_access,
-            lock,
-            alive: true,
-        });
+        let new = self.alloc(Node { parent, children: vec![(rest, id)], key: Some(key), start, len: j, last_access, lock, alive: true });
         self.set_child(parent, first, new);
         let n = &mut self.nodes[id as usize];
         n.parent = new;
@@ -333,10 +301,7 @@ impl RadixTree {
         self.leaves.insert((self.clock, id));
         self.total += len as u64;
         self.evictable += len as u64;
-        Match {
-            units: m.units,
-            node: id,
-        }
+        Match { units: m.units, node: id }
     }
 
     /// Locks the path from `node` to the root (in use by a request).
@@ -397,8 +362,7 @@ impl RadixTree {
             self.total -= len as u64;
             self.evictable -= len as u64;
             freed += len as u64;
-            if parent != ROOT && !self.has_children(parent) && self.nodes[parent as usize].lock == 0
-            {
+            if parent != ROOT && !self.has_children(parent) && self.nodes[parent as usize].lock == 0 {
                 let la = self.nodes[parent as usize].last_access;
                 self.leaves.insert((la, parent));
             }
@@ -437,10 +401,7 @@ impl RadixTree {
             }
             let p = &self.nodes[n.parent as usize];
             assert!(p.alive);
-            assert!(
-                n.lock <= p.lock || n.parent == ROOT,
-                "child locked more than parent"
-            );
+            assert!(n.lock <= p.lock || n.parent == ROOT, "child locked more than parent");
         }
         assert_eq!(total, self.total);
         assert_eq!(evictable, self.evictable);

@@ -29,29 +29,17 @@ pub(crate) struct ErrorBody<'a> {
 impl ApiError {
     /// 400 with `type: "BadRequestError"` (semantic validation).
     pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError {
-            status: StatusCode::BAD_REQUEST,
-            kind: "BadRequestError".into(),
-            message: message.into(),
-        }
+        ApiError { status: StatusCode::BAD_REQUEST, kind: "BadRequestError".into(), message: message.into() }
     }
 
     /// 400 with `type: "Bad Request"` (schema validation: FastAPI's 422 remapped).
     pub fn schema(message: impl Into<String>) -> ApiError {
-        ApiError {
-            status: StatusCode::BAD_REQUEST,
-            kind: "Bad Request".into(),
-            message: message.into(),
-        }
+        ApiError { status: StatusCode::BAD_REQUEST, kind: "Bad Request".into(), message: message.into() }
     }
 
     /// An error whose `type` is the status number as a string (queue full, OOM).
     pub fn status(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            kind: status.as_u16().to_string(),
-            message: message.into(),
-        }
+        ApiError { status, kind: status.as_u16().to_string(), message: message.into() }
     }
 
     pub fn internal(message: impl std::fmt::Display) -> ApiError {
@@ -76,17 +64,8 @@ impl ApiError {
     /// The in-stream form after a 200 was sent: `{"error": {...}}`, with the
     /// status name as `type` (e.g. `SERVICE_UNAVAILABLE`) as SGLang does for aborts.
     pub fn stream_body(&self) -> String {
-        let kind = self
-            .status
-            .canonical_reason()
-            .unwrap_or("ERROR")
-            .to_ascii_uppercase()
-            .replace(' ', "_");
-        let kind = if self.kind == "BadRequestError" {
-            self.kind.clone()
-        } else {
-            kind
-        };
+        let kind = self.status.canonical_reason().unwrap_or("ERROR").to_ascii_uppercase().replace(' ', "_");
+        let kind = if self.kind == "BadRequestError" { self.kind.clone() } else { kind };
         format!(
             "{{\"error\":{}}}",
             serde_json::to_string(&ErrorBody {
@@ -103,12 +82,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (
-            self.status,
-            [(axum::http::header::CONTENT_TYPE, "application/json")],
-            self.body(),
-        )
-            .into_response()
+        (self.status, [(axum::http::header::CONTENT_TYPE, "application/json")], self.body()).into_response()
     }
 }
 
@@ -250,11 +224,7 @@ fn default_model() -> String {
 /// Parses a body, mapping JSON and type errors to SGLang's 400 `Bad Request`.
 pub fn parse_chat(body: &[u8]) -> Result<ChatRequest, ApiError> {
     serde_json::from_slice::<ChatRequest>(body).map_err(|e| {
-        let what = if e.is_syntax() || e.is_eof() {
-            "JSON decode error"
-        } else {
-            "Request validation error"
-        };
+        let what = if e.is_syntax() || e.is_eof() { "JSON decode error" } else { "Request validation error" };
         ApiError::schema(format!("{what}: {e}"))
     })
 }
@@ -283,9 +253,7 @@ pub fn convert_messages(req: &ChatRequest) -> Result<Vec<ChatMessage>, ApiError>
                         match (p.kind.as_str(), &p.text) {
                             ("text", Some(t)) => s.push_str(t),
                             ("text", None) => {
-                                return Err(ApiError::schema(format!(
-                                    "messages[{i}].content[{j}].text: field required"
-                                )));
+                                return Err(ApiError::schema(format!("messages[{i}].content[{j}].text: field required")));
                             }
                             (other, _) => {
                                 return Err(ApiError::bad_request(format!(
@@ -310,12 +278,7 @@ pub fn convert_messages(req: &ChatRequest) -> Result<Vec<ChatMessage>, ApiError>
                     },
                 })
                 .collect();
-            Ok(ChatMessage {
-                role,
-                content,
-                reasoning_content: m.reasoning_content.clone(),
-                tool_calls,
-            })
+            Ok(ChatMessage { role, content, reasoning_content: m.reasoning_content.clone(), tool_calls })
         })
         .collect()
 }
@@ -346,9 +309,7 @@ pub fn validate_params(req: &ChatRequest, limits: Limits) -> Result<GenParams, A
     if let Some(m) = max
         && m < 1
     {
-        return Err(ApiError::bad_request(format!(
-            "{field} must be at least 1, got {m}."
-        )));
+        return Err(ApiError::bad_request(format!("{field} must be at least 1, got {m}.")));
     }
     if let Some(m) = max
         && limits.context_length_set
@@ -361,9 +322,7 @@ pub fn validate_params(req: &ChatRequest, limits: Limits) -> Result<GenParams, A
     }
     let min_tokens = match req.min_tokens {
         Some(m) if m < 0 => {
-            return Err(ApiError::bad_request(format!(
-                "min_tokens must be non-negative, got {m}."
-            )));
+            return Err(ApiError::bad_request(format!("min_tokens must be non-negative, got {m}.")));
         }
         Some(m) => m as u64,
         None => 0,
@@ -371,43 +330,28 @@ pub fn validate_params(req: &ChatRequest, limits: Limits) -> Result<GenParams, A
     if let Some(m) = max
         && min_tokens > m as u64
     {
-        return Err(ApiError::bad_request(format!(
-            "min_tokens ({min_tokens}) must be less than or equal to {field} ({m})."
-        )));
+        return Err(ApiError::bad_request(format!("min_tokens ({min_tokens}) must be less than or equal to {field} ({m}).")));
     }
     if let Some(n) = req.n
         && n != 1
     {
-        return Err(ApiError::bad_request(format!(
-            "n must be 1 on this engine (got {n}); send {n} separate requests instead."
-        )));
+        return Err(ApiError::bad_request(format!("n must be 1 on this engine (got {n}); send {n} separate requests instead.")));
     }
     if let Some(t) = req.temperature
         && !(0.0..=2.0).contains(&t)
     {
-        return Err(ApiError::bad_request(format!(
-            "temperature must be in [0, 2], got {t}."
-        )));
+        return Err(ApiError::bad_request(format!("temperature must be in [0, 2], got {t}.")));
     }
     if let Some(p) = req.top_p
         && !(p > 0.0 && p <= 1.0)
     {
-        return Err(ApiError::bad_request(format!(
-            "top_p must be in (0, 1], got {p}."
-        )));
+        return Err(ApiError::bad_request(format!("top_p must be in (0, 1], got {p}.")));
     }
-    Ok(GenParams {
-        max_tokens: max.map(|m| m as u64),
-        min_tokens,
-    })
+    Ok(GenParams { max_tokens: max.map(|m| m as u64), min_tokens })
 }
 
 /// Checks the tokenised prompt against the context length (SGLang's messages).
-pub fn validate_length(
-    prompt_tokens: u64,
-    params: &GenParams,
-    limits: Limits,
-) -> Result<(), ApiError> {
+pub fn validate_length(prompt_tokens: u64, params: &GenParams, limits: Limits) -> Result<(), ApiError> {
     let c = limits.context_length;
     if prompt_tokens >= c {
         return Err(ApiError::bad_request(format!(
@@ -432,10 +376,7 @@ pub fn validate_length(
 mod tests {
     use super::*;
 
-    const LIMITS: Limits = Limits {
-        context_length: 1000,
-        context_length_set: false,
-    };
+    const LIMITS: Limits = Limits { context_length: 1000, context_length_set: false };
 
     #[test]
     fn error_body_shape() {
@@ -454,8 +395,7 @@ mod tests {
     fn wrong_types_and_bad_json_are_schema_errors() {
         let e = parse_chat(br#"{"messages": "hi"}"#).unwrap_err();
         assert_eq!(e.kind, "Bad Request");
-        let e = parse_chat(br#"{"messages": [{"role":"user","content":"x"}], "max_tokens": "ten"}"#)
-            .unwrap_err();
+        let e = parse_chat(br#"{"messages": [{"role":"user","content":"x"}], "max_tokens": "ten"}"#).unwrap_err();
         assert!(e.message.contains("invalid type"), "{}", e.message);
         let e = parse_chat(b"{not json").unwrap_err();
         assert!(e.message.starts_with("JSON decode error"), "{}", e.message);
@@ -484,16 +424,12 @@ mod tests {
     fn numeric_validation() {
         let r = parse_chat(br#"{"messages":[{"role":"user","content":"x"}],"max_tokens":-3}"#).unwrap();
         assert!(validate_params(&r, LIMITS).unwrap_err().message.contains("at least 1"));
-        let r = parse_chat(br#"{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":28,"max_tokens":5}"#)
-            .unwrap();
+        let r = parse_chat(br#"{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":28,"max_tokens":5}"#).unwrap();
         assert_eq!(validate_params(&r, LIMITS).unwrap().max_tokens, Some(28));
         let p = GenParams { max_tokens: Some(10), min_tokens: 0 };
         assert!(validate_length(989, &p, LIMITS).is_ok());
         let e = validate_length(1000, &p, LIMITS).unwrap_err();
-        assert_eq!(
-            e.message,
-            "The input (1000 tokens) is longer than the model's context length (1000 tokens)."
-        );
+        assert_eq!(e.message, "The input (1000 tokens) is longer than the model's context length (1000 tokens).");
         let e = validate_length(995, &p, LIMITS).unwrap_err();
         assert!(e.message.starts_with("Requested token count exceeds"), "{}", e.message);
         let r = parse_chat(br#"{"messages":[{"role":"user","content":"x"}],"max_tokens":5000}"#).unwrap();

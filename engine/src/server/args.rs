@@ -12,11 +12,7 @@ pub enum ArgsError {
     #[error("flag {flag} needs a value")]
     MissingValue { flag: String },
     #[error("flag {flag}: invalid value {value:?}: {reason}")]
-    Invalid {
-        flag: String,
-        value: String,
-        reason: String,
-    },
+    Invalid { flag: String, value: String, reason: String },
 }
 
 /// Settings of the HTTP shell.
@@ -104,24 +100,14 @@ fn split(arg: &str) -> (&str, Option<&str>) {
 }
 
 fn invalid(flag: &str, value: &str, reason: impl Into<String>) -> ArgsError {
-    ArgsError::Invalid {
-        flag: flag.into(),
-        value: value.into(),
-        reason: reason.into(),
-    }
+    ArgsError::Invalid { flag: flag.into(), value: value.into(), reason: reason.into() }
 }
 
 impl ServeConfig {
     /// Reads the front-end flags from SGLang-style argv and `SGLANG_*` variables;
     /// returns the config and argv without the server-only flags.
-    pub fn from_argv(
-        argv: &[String],
-        env: impl Fn(&str) -> Option<String>,
-    ) -> Result<(ServeConfig, Vec<String>), ArgsError> {
-        let mut c = ServeConfig {
-            launch_command: argv.to_vec(),
-            ..ServeConfig::default()
-        };
+    pub fn from_argv(argv: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(ServeConfig, Vec<String>), ArgsError> {
+        let mut c = ServeConfig { launch_command: argv.to_vec(), ..ServeConfig::default() };
         let mut rest = Vec::new();
         let mut served = None;
         let mut template = None;
@@ -168,54 +154,31 @@ impl ServeConfig {
             let consumed = if takes_value && inline.is_none() { 2 } else { 1 };
             let v = value.as_deref().unwrap_or("");
             let num = |v: &str| -> Result<f64, ArgsError> {
-                v.parse::<f64>()
-                    .ok()
-                    .filter(|x| x.is_finite())
-                    .ok_or_else(|| invalid(flag, v, "expected a number"))
+                v.parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| invalid(flag, v, "expected a number"))
             };
             match flag {
                 "--host" => c.host = v.into(),
-                "--port" => {
-                    c.port = v
-                        .parse()
-                        .map_err(|_| invalid(flag, v, "expected a port number 0-65535"))?
-                }
+                "--port" => c.port = v.parse().map_err(|_| invalid(flag, v, "expected a port number 0-65535"))?,
                 "--model-path" | "--model" => c.model_path = v.into(),
                 "--served-model-name" => served = Some(v.to_string()),
                 "--api-key" => c.api_key = Some(v.into()),
                 "--tokenizer-path" => c.tokenizer_path = Some(PathBuf::from(v)),
                 "--tokenizer-backend" => {
                     backend_given = true;
-                    c.tokenizer_backend = v.parse().map_err(|e: crate::tokenize::TokenizeError| {
-                        invalid(flag, v, e.to_string())
-                    })?
+                    c.tokenizer_backend = v.parse().map_err(|e: crate::tokenize::TokenizeError| invalid(flag, v, e.to_string()))?
                 }
                 "--tokenizer-worker-num" => {
-                    c.tokenizer_worker_num = v
-                        .parse()
-                        .ok()
-                        .filter(|n| *n >= 1)
-                        .ok_or_else(|| invalid(flag, v, "expected an integer >= 1"))?
+                    c.tokenizer_worker_num =
+                        v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected an integer >= 1"))?
                 }
-                "--chat-template" => {
-                    template = Some(v.parse().map_err(|e: String| invalid(flag, v, e))?)
-                }
+                "--chat-template" => template = Some(v.parse().map_err(|e: String| invalid(flag, v, e))?),
                 "--reasoning-parser" => c.reasoning_parser = Some(v.into()),
                 "--engine-model" => c.engine_model = Some(v.into()),
                 "--hardware" => c.hardware = v.into(),
                 "--context-length" => {
-                    c.context_length = Some(
-                        v.parse()
-                            .ok()
-                            .filter(|n| *n >= 2)
-                            .ok_or_else(|| invalid(flag, v, "expected an integer >= 2"))?,
-                    )
+                    c.context_length = Some(v.parse().ok().filter(|n| *n >= 2).ok_or_else(|| invalid(flag, v, "expected an integer >= 2"))?)
                 }
-                "--random-seed" => {
-                    c.seed = v
-                        .parse()
-                        .map_err(|_| invalid(flag, v, "expected an unsigned integer"))?
-                }
+                "--random-seed" => c.seed = v.parse().map_err(|_| invalid(flag, v, "expected an unsigned integer"))?,
                 "--enable-metrics" => c.enable_metrics = true,
                 "--enable-cache-report" => c.enable_cache_report = true,
                 "--stream-response-default-include-usage" => c.stream_default_usage = true,
@@ -226,9 +189,7 @@ impl ServeConfig {
                     }
                     c.time_scale = x;
                 }
-                "--tokenizer-cache-mb" => {
-                    c.tokenizer_cache_bytes = (num(v)?.max(0.0) * 1048576.0) as usize
-                }
+                "--tokenizer-cache-mb" => c.tokenizer_cache_bytes = (num(v)?.max(0.0) * 1048576.0) as usize,
                 "--max-request-body-mb" => {
                     let x = num(v)?;
                     if x <= 0.0 {
@@ -237,11 +198,7 @@ impl ServeConfig {
                     c.max_body_bytes = (x * 1048576.0) as usize;
                 }
                 "--mean-output-tokens" => {
-                    c.mean_output_tokens = v
-                        .parse()
-                        .ok()
-                        .filter(|n| *n >= 1)
-                        .ok_or_else(|| invalid(flag, v, "expected an integer >= 1"))?
+                    c.mean_output_tokens = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected an integer >= 1"))?
                 }
                 _ => {}
             }
@@ -259,9 +216,8 @@ impl ServeConfig {
         } else if !backend_given {
             c.tokenizer_backend = Backend::HuggingFace;
         }
-        c.default_thinking = env("SGLANG_DEFAULT_THINKING")
-            .map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
-            .unwrap_or(false);
+        c.default_thinking =
+            env("SGLANG_DEFAULT_THINKING").map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes")).unwrap_or(false);
         Ok((c, rest))
     }
 }

@@ -107,20 +107,12 @@ pub trait Core: Send + 'static {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ReqEvent {
     Tokens(u32),
-    Finished {
-        reason: CoreFinish,
-        cached_tokens: u64,
-        queue_time: f64,
-    },
+    Finished { reason: CoreFinish, cached_tokens: u64, queue_time: f64 },
     Failed(CoreError),
 }
 
 enum Cmd {
-    Submit {
-        req: CoreRequest,
-        events: mpsc::UnboundedSender<ReqEvent>,
-        accepted: oneshot::Sender<Result<(), CoreError>>,
-    },
+    Submit { req: CoreRequest, events: mpsc::UnboundedSender<ReqEvent>, accepted: oneshot::Sender<Result<(), CoreError>> },
     Abort(ReqId),
     Flush(oneshot::Sender<bool>),
     Info(oneshot::Sender<serde_json::Value>),
@@ -141,31 +133,16 @@ impl Driver {
         let (tx, rx) = std_mpsc::channel();
         let stats = Arc::new(Mutex::new(core.stats()));
         let s2 = stats.clone();
-        std::thread::Builder::new()
-            .name("engine-core".into())
-            .spawn(move || run(core, rx, time_scale, s2))
-            .expect("spawn engine thread");
+        std::thread::Builder::new().name("engine-core".into()).spawn(move || run(core, rx, time_scale, s2)).expect("spawn engine thread");
         Driver { tx, stats }
     }
 
     /// Submits; resolves once the core accepted or refused the request.
-    pub async fn submit(
-        &self,
-        req: CoreRequest,
-    ) -> Result<mpsc::UnboundedReceiver<ReqEvent>, CoreError> {
+    pub async fn submit(&self, req: CoreRequest) -> Result<mpsc::UnboundedReceiver<ReqEvent>, CoreError> {
         let (etx, erx) = mpsc::unbounded_channel();
         let (atx, arx) = oneshot::channel();
-        let gone = || CoreError {
-            status: 503,
-            message: "The engine is shutting down.".into(),
-        };
-        self.tx
-            .send(Cmd::Submit {
-                req,
-                events: etx,
-                accepted: atx,
-            })
-            .map_err(|_| gone())?;
+        let gone = || CoreError { status: 503, message: "The engine is shutting down.".into() };
+        self.tx.send(Cmd::Submit { req, events: etx, accepted: atx }).map_err(|_| gone())?;
         arx.await.map_err(|_| gone())??;
         Ok(erx)
     }
@@ -200,12 +177,7 @@ impl Driver {
     }
 }
 
-fn run<C: Core>(
-    mut core: C,
-    rx: std_mpsc::Receiver<Cmd>,
-    time_scale: f64,
-    stats: Arc<Mutex<CoreStats>>,
-) {
+fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats: Arc<Mutex<CoreStats>>) {
     let start = Instant::now();
     let now = || (start.elapsed().as_nanos() as f64 * time_scale) as Nanos;
     let wall_of = |t: Nanos| start + Duration::from_nanos((t as f64 / time_scale) as u64);
@@ -235,11 +207,7 @@ fn run<C: Core>(
         }
         for cmd in cmds {
             match cmd {
-                Cmd::Submit {
-                    req,
-                    events,
-                    accepted,
-                } => {
+                Cmd::Submit { req, events, accepted } => {
                     let id = req.id;
                     let r = core.submit(t, req);
                     if r.is_ok() {
@@ -285,18 +253,9 @@ fn dispatch(routes: &mut HashMap<ReqId, mpsc::UnboundedSender<ReqEvent>>, ev: Co
                 let _ = tx.send(ReqEvent::Tokens(n));
             }
         }
-        CoreEvent::Finished {
-            id,
-            reason,
-            cached_tokens,
-            queue_time,
-        } => {
+        CoreEvent::Finished { id, reason, cached_tokens, queue_time } => {
             if let Some(tx) = routes.remove(&id) {
-                let _ = tx.send(ReqEvent::Finished {
-                    reason,
-                    cached_tokens,
-                    queue_time,
-                });
+                let _ = tx.send(ReqEvent::Finished { reason, cached_tokens, queue_time });
             }
         }
         CoreEvent::Failed { id, error } => {

@@ -15,18 +15,10 @@ use crate::{EngineConfig, GpuSpec, ModelSpec};
 pub enum EngineSetupError {
     #[error(transparent)]
     Args(#[from] crate::args::ArgsError),
-    #[error(
-        "no engine model profile for {model:?}: {source}; pass --engine-model <profile name or .yaml>"
-    )]
-    Model {
-        model: String,
-        source: crate::profiles::ProfileError,
-    },
+    #[error("no engine model profile for {model:?}: {source}; pass --engine-model <profile name or .yaml>")]
+    Model { model: String, source: crate::profiles::ProfileError },
     #[error("hardware profile {name:?}: {source}; pass --hardware <profile name or .yaml>")]
-    Hardware {
-        name: String,
-        source: crate::profiles::ProfileError,
-    },
+    Hardware { name: String, source: crate::profiles::ProfileError },
     #[error(transparent)]
     Config(#[from] crate::limits::ConfigError),
 }
@@ -42,13 +34,7 @@ pub struct EngineCore {
 /// The variables handed to the engine: SGLang's and the runtime ones recipes set
 /// (the rest of the process environment is none of its business).
 pub fn engine_env(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
-    vars.into_iter()
-        .filter(|(k, _)| {
-            ["SGLANG_", "SGL_", "NCCL_", "PYTORCH_", "CUDA_"]
-                .iter()
-                .any(|p| k.starts_with(p))
-        })
-        .collect()
+    vars.into_iter().filter(|(k, _)| ["SGLANG_", "SGL_", "NCCL_", "PYTORCH_", "CUDA_"].iter().any(|p| k.starts_with(p))).collect()
 }
 
 impl EngineCore {
@@ -63,29 +49,16 @@ impl EngineCore {
         seed: u64,
     ) -> Result<EngineCore, EngineSetupError> {
         let cfg = EngineConfig::from_args(argv, env)?;
-        let name = model_profile
-            .map(str::to_string)
-            .or_else(|| cfg.model_path.clone())
-            .unwrap_or_else(|| "deepseek-ai/DeepSeek-V4-Flash".into());
-        let model = ModelSpec::lookup(&name).map_err(|source| EngineSetupError::Model {
-            model: name.clone(),
-            source,
-        })?;
-        let gpu = GpuSpec::lookup(hardware).map_err(|source| EngineSetupError::Hardware {
-            name: hardware.to_string(),
-            source,
-        })?;
+        let name =
+            model_profile.map(str::to_string).or_else(|| cfg.model_path.clone()).unwrap_or_else(|| "deepseek-ai/DeepSeek-V4-Flash".into());
+        let model = ModelSpec::lookup(&name).map_err(|source| EngineSetupError::Model { model: name.clone(), source })?;
+        let gpu = GpuSpec::lookup(hardware).map_err(|source| EngineSetupError::Hardware { name: hardware.to_string(), source })?;
         Ok(EngineCore::new(Engine::new(cfg, model, gpu, seed)?, seed))
     }
 
     pub fn new(engine: Engine, seed: u64) -> EngineCore {
         let page = engine.limits().page_size;
-        EngineCore {
-            engine,
-            page,
-            seed,
-            out: Vec::new(),
-        }
+        EngineCore { engine, page, seed, out: Vec::new() }
     }
 
     pub fn engine(&self) -> &Engine {
@@ -94,19 +67,13 @@ impl EngineCore {
 }
 
 fn to_core_error(e: &crate::core::SubmitError) -> CoreError {
-    CoreError {
-        status: e.status_code(),
-        message: e.to_string(),
-    }
+    CoreError { status: e.status_code(), message: e.to_string() }
 }
 
 impl Core for EngineCore {
     fn submit(&mut self, now: Nanos, req: CoreRequest) -> Result<(), CoreError> {
         // Real ids hashed per page: equal prefixes share cache pages, as in SGLang.
-        let prompt = Prompt::from_tokens(&req.input_ids, self.page).map_err(|e| CoreError {
-            status: 500,
-            message: e.to_string(),
-        })?;
+        let prompt = Prompt::from_tokens(&req.input_ids, self.page).map_err(|e| CoreError { status: 500, message: e.to_string() })?;
         let clamp = |x: u64| x.min(u32::MAX as u64) as u32;
         let r = Request {
             id: req.id,
@@ -117,9 +84,7 @@ impl Core for EngineCore {
             continuation: None,
             dp_rank: req.dp_rank,
         };
-        self.engine
-            .submit(Time(now), r)
-            .map_err(|e| to_core_error(&e))
+        self.engine.submit(Time(now), r).map_err(|e| to_core_error(&e))
     }
 
     fn abort(&mut self, now: Nanos, id: ReqId) {
@@ -137,20 +102,10 @@ impl Core for EngineCore {
             .drain(..)
             .map(|o| match o {
                 Output::Tokens { id, count, .. } => CoreEvent::Tokens { id, n: count },
-                Output::Finished {
-                    id,
-                    reason,
-                    usage,
-                    error,
-                    ..
-                } => match error {
-                    Some(RequestError::OutOfMemory) => CoreEvent::Failed {
-                        id,
-                        error: CoreError {
-                            status: 503,
-                            message: RequestError::OutOfMemory.to_string(),
-                        },
-                    },
+                Output::Finished { id, reason, usage, error, .. } => match error {
+                    Some(RequestError::OutOfMemory) => {
+                        CoreEvent::Failed { id, error: CoreError { status: 503, message: RequestError::OutOfMemory.to_string() } }
+                    }
                     _ => CoreEvent::Finished {
                         id,
                         reason: match reason {
@@ -235,14 +190,8 @@ impl Core for EngineCore {
             .collect();
         v.insert("internal_states".into(), Value::Array(internal));
         v.insert("avg_spec_accept_length".into(), json!(s.avg_spec_accept_length));
-        v.insert(
-            "profiles".into(),
-            json!({"model": e.model().name, "hardware": e.gpu().name}),
-        );
-        v.insert(
-            "flags_by_status".into(),
-            serde_json::to_value(cfg.flag_split()).unwrap_or(Value::Null),
-        );
+        v.insert("profiles".into(), json!({"model": e.model().name, "hardware": e.gpu().name}));
+        v.insert("flags_by_status".into(), serde_json::to_value(cfg.flag_split()).unwrap_or(Value::Null));
         v.insert("engine_warnings".into(), json!(cfg.warnings));
         v.insert("engine_seed".into(), json!(self.seed));
         Value::Object(v)

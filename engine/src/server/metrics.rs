@@ -17,26 +17,19 @@ type G = Family<Labels, Gauge<f64, AtomicU64>>;
 type C = Family<Labels, Counter<f64, AtomicU64>>;
 type H = Family<Labels, Histogram, fn() -> Histogram>;
 
-pub const TTFT_BUCKETS: &[f64] = &[
-    0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
-    400.0,
-];
+pub const TTFT_BUCKETS: &[f64] = &[0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0, 400.0];
 pub const ITL_BUCKETS: &[f64] = &[
-    0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
-    0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0,
+    0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0,
+    4.0, 6.0, 8.0,
 ];
-pub const E2E_BUCKETS: &[f64] = &[
-    0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
-    400.0, 600.0, 1200.0, 1800.0, 2400.0,
-];
+pub const E2E_BUCKETS: &[f64] =
+    &[0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0, 400.0, 600.0, 1200.0, 1800.0, 2400.0];
 pub const QUEUE_BUCKETS: &[f64] = &[
-    0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 2.0, 5.0,
-    10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 3000.0,
+    0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0,
+    1000.0, 2000.0, 3000.0,
 ];
-pub const TOKEN_BUCKETS: &[f64] = &[
-    100.0, 300.0, 500.0, 1000.0, 2000.0, 4000.0, 8000.0, 16000.0, 32000.0, 64000.0, 128000.0,
-    256000.0, 512000.0, 1048576.0,
-];
+pub const TOKEN_BUCKETS: &[f64] =
+    &[100.0, 300.0, 500.0, 1000.0, 2000.0, 4000.0, 8000.0, 16000.0, 32000.0, 64000.0, 128000.0, 256000.0, 512000.0, 1048576.0];
 
 fn ttft() -> Histogram {
     Histogram::new(TTFT_BUCKETS.iter().copied())
@@ -108,20 +101,12 @@ const GAUGES: &[(&str, &str)] = &[
 impl Metrics {
     pub fn new(model_name: &str) -> Metrics {
         let mut registry = Registry::default();
-        let sched: Labels = [
-            ("engine_type", "unified"),
-            ("model_name", model_name),
-            ("moe_ep_rank", "0"),
-            ("pp_rank", "0"),
-            ("tp_rank", "0"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        let front: Labels = vec![
-            ("model_name".into(), model_name.into()),
-            ("engine_type".into(), "unified".into()),
-        ];
+        let sched: Labels =
+            [("engine_type", "unified"), ("model_name", model_name), ("moe_ep_rank", "0"), ("pp_rank", "0"), ("tp_rank", "0")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let front: Labels = vec![("model_name".into(), model_name.into()), ("engine_type".into(), "unified".into())];
         let mut gauges = Vec::new();
         for (name, help) in GAUGES {
             let g = G::default();
@@ -134,8 +119,7 @@ impl Metrics {
             c
         };
         let prompt_tokens = counter("prompt_tokens", "Number of prefill tokens processed.");
-        let generation_tokens =
-            counter("generation_tokens", "Number of generation tokens processed.");
+        let generation_tokens = counter("generation_tokens", "Number of generation tokens processed.");
         let cached_tokens = counter("cached_tokens", "Number of cached prompt tokens.");
         let num_requests = counter("num_requests", "Number of requests processed.");
         let num_aborted = counter("num_aborted_requests", "Number of requests aborted.");
@@ -145,36 +129,12 @@ impl Metrics {
             registry.register(format!("sglang:{name}"), help, h.clone());
             h
         };
-        let ttft = hist(
-            "time_to_first_token_seconds",
-            "Histogram of time to first token in seconds",
-            ttft,
-        );
-        let itl = hist(
-            "inter_token_latency_seconds",
-            "Histogram of inter-token latency in seconds",
-            itl,
-        );
-        let e2e = hist(
-            "e2e_request_latency_seconds",
-            "Histogram of End-to-end request latency in seconds",
-            e2e,
-        );
-        let queue = hist(
-            "queue_time_seconds",
-            "Histogram of queueing time in seconds",
-            queue,
-        );
-        let prompt_hist = hist(
-            "prompt_tokens_histogram",
-            "Histogram of prompt token length",
-            tokens,
-        );
-        let gen_hist = hist(
-            "generation_tokens_histogram",
-            "Histogram of generation token length",
-            tokens,
-        );
+        let ttft = hist("time_to_first_token_seconds", "Histogram of time to first token in seconds", ttft);
+        let itl = hist("inter_token_latency_seconds", "Histogram of inter-token latency in seconds", itl);
+        let e2e = hist("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", e2e);
+        let queue = hist("queue_time_seconds", "Histogram of queueing time in seconds", queue);
+        let prompt_hist = hist("prompt_tokens_histogram", "Histogram of prompt token length", tokens);
+        let gen_hist = hist("generation_tokens_histogram", "Histogram of generation token length", tokens);
         Metrics {
             registry,
             sched,
@@ -221,24 +181,16 @@ impl Metrics {
     pub fn finish(&self, r: &FinishedRequest) {
         let sl = self.streaming(r.streaming);
         self.prompt_tokens.get_or_create(&sl).inc_by(r.prompt_tokens as f64);
-        self.generation_tokens
-            .get_or_create(&sl)
-            .inc_by(r.completion_tokens as f64);
-        self.cached_tokens
-            .get_or_create(&self.with(&[("cache_source", "device")]))
-            .inc_by(r.cached_tokens as f64);
+        self.generation_tokens.get_or_create(&sl).inc_by(r.completion_tokens as f64);
+        self.cached_tokens.get_or_create(&self.with(&[("cache_source", "device")])).inc_by(r.cached_tokens as f64);
         self.num_requests.get_or_create(&sl).inc();
         if r.aborted {
             self.num_aborted.get_or_create(&self.front).inc();
         }
         self.e2e.get_or_create(&self.front).observe(r.e2e);
         self.queue.get_or_create(&self.front).observe(r.queue_time);
-        self.prompt_hist
-            .get_or_create(&self.front)
-            .observe(r.prompt_tokens as f64);
-        self.gen_hist
-            .get_or_create(&self.front)
-            .observe(r.completion_tokens as f64);
+        self.prompt_hist.get_or_create(&self.front).observe(r.prompt_tokens as f64);
+        self.gen_hist.get_or_create(&self.front).observe(r.completion_tokens as f64);
     }
 
     /// Copies the scheduler's gauges.
@@ -274,19 +226,10 @@ impl Metrics {
             let _ = self.generation_tokens.get_or_create(&sl);
             let _ = self.num_requests.get_or_create(&sl);
         }
-        let _ = self
-            .cached_tokens
-            .get_or_create(&self.with(&[("cache_source", "device")]));
+        let _ = self.cached_tokens.get_or_create(&self.with(&[("cache_source", "device")]));
         let _ = self.num_aborted.get_or_create(&self.front);
         let _ = self.num_so.get_or_create(&self.front);
-        for h in [
-            &self.ttft,
-            &self.itl,
-            &self.e2e,
-            &self.queue,
-            &self.prompt_hist,
-            &self.gen_hist,
-        ] {
+        for h in [&self.ttft, &self.itl, &self.e2e, &self.queue, &self.prompt_hist, &self.gen_hist] {
             let _ = h.get_or_create(&self.front);
         }
     }

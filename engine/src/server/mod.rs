@@ -42,10 +42,7 @@ use pool::Pool;
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("cannot bind {addr}: {source}; pick another --port or --host")]
-    Bind {
-        addr: String,
-        source: std::io::Error,
-    },
+    Bind { addr: String, source: std::io::Error },
     #[error(transparent)]
     Tokenizer(#[from] crate::tokenize::TokenizeError),
     #[error("server I/O error: {0}")]
@@ -95,14 +92,9 @@ impl Server {
     /// a worker, then marks the server ready.
     pub async fn start<C: Core>(cfg: ServeConfig, core: C) -> Result<Server, ServeError> {
         let addr = format!("{}:{}", cfg.host, cfg.port);
-        let listener = TcpListener::bind(&addr)
-            .await
-            .map_err(|source| ServeError::Bind { addr, source })?;
+        let listener = TcpListener::bind(&addr).await.map_err(|source| ServeError::Bind { addr, source })?;
         let addr = listener.local_addr()?;
-        let created = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let driver = Driver::start(core, cfg.time_scale);
         let metrics = cfg.enable_metrics.then(|| {
             let m = Metrics::new(&cfg.served_model_name);
@@ -130,12 +122,7 @@ impl Server {
                 })
                 .await
         });
-        let server = Server {
-            addr,
-            state: state.clone(),
-            shutdown: Some(tx),
-            task,
-        };
+        let server = Server { addr, state: state.clone(), shutdown: Some(tx), task };
         let cfg = state.cfg.clone();
         let encoder = state
             .pool
@@ -161,9 +148,7 @@ impl Server {
     /// Serves until the task ends (it ends only on error or shutdown).
     pub async fn wait(mut self) -> Result<(), ServeError> {
         let _keep = self.shutdown.take();
-        (&mut self.task)
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))??;
+        (&mut self.task).await.map_err(|e| std::io::Error::other(e.to_string()))??;
         Ok(())
     }
 
@@ -204,39 +189,20 @@ async fn auth(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Resp
         let path = req.uri().path();
         // SGLang leaves health and metrics open to probes.
         let open = path.starts_with("/health") || path.starts_with("/metrics");
-        let ok = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v == format!("Bearer {key}"));
+        let ok = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).is_some_and(|v| v == format!("Bearer {key}"));
         if !open && !ok {
-            return (
-                StatusCode::UNAUTHORIZED,
-                [(header::CONTENT_TYPE, "application/json")],
-                r#"{"error":"Unauthorized"}"#,
-            )
-                .into_response();
+            return (StatusCode::UNAUTHORIZED, [(header::CONTENT_TYPE, "application/json")], r#"{"error":"Unauthorized"}"#).into_response();
         }
     }
     next.run(req).await
 }
 
 async fn not_found() -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        [(header::CONTENT_TYPE, "application/json")],
-        r#"{"detail":"Not Found"}"#,
-    )
-        .into_response()
+    (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], r#"{"detail":"Not Found"}"#).into_response()
 }
 
 fn json_response(status: StatusCode, v: &Value) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        v.to_string(),
-    )
-        .into_response()
+    (status, [(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
 }
 
 #[derive(serde::Serialize)]
@@ -257,16 +223,8 @@ struct ModelList<'a> {
 }
 
 async fn models(State(st): State<Arc<AppState>>) -> Response {
-    let body = ModelList {
-        object: "list",
-        data: vec![card(&st)],
-    };
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        serde_json::to_string(&body).unwrap_or_default(),
-    )
-        .into_response()
+    let body = ModelList { object: "list", data: vec![card(&st)] };
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], serde_json::to_string(&body).unwrap_or_default()).into_response()
 }
 
 fn card(st: &AppState) -> ModelCard<'_> {
@@ -283,11 +241,7 @@ fn card(st: &AppState) -> ModelCard<'_> {
 
 async fn model_card(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
     if id == st.cfg.served_model_name {
-        return (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
-            serde_json::to_string(&card(&st)).unwrap_or_default(),
-        )
+        return (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], serde_json::to_string(&card(&st)).unwrap_or_default())
             .into_response();
     }
     json_response(
@@ -302,11 +256,7 @@ async fn model_card(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> 
 }
 
 async fn ready(State(st): State<Arc<AppState>>) -> StatusCode {
-    if st.ready.load(Ordering::Acquire) {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    }
+    if st.ready.load(Ordering::Acquire) { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }
 }
 
 async fn health(State(st): State<Arc<AppState>>) -> StatusCode {
@@ -319,20 +269,10 @@ async fn health(State(st): State<Arc<AppState>>) -> StatusCode {
     if !generate {
         return StatusCode::OK;
     }
-    let timeout = std::env::var("SGLANG_HEALTH_CHECK_TIMEOUT")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(20.0);
+    let timeout = std::env::var("SGLANG_HEALTH_CHECK_TIMEOUT").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(20.0);
     // A one-token generation from input id 0, as SGLang's health check does.
     let id = st.next_id();
-    let req = CoreRequest {
-        id,
-        input_ids: vec![0],
-        max_new_tokens: Some(1),
-        ignore_eos: true,
-        eos_after: None,
-        dp_rank: None,
-    };
+    let req = CoreRequest { id, input_ids: vec![0], max_new_tokens: Some(1), ignore_eos: true, eos_after: None, dp_rank: None };
     let Ok(mut rx) = st.driver.submit(req).await else {
         return StatusCode::SERVICE_UNAVAILABLE;
     };
@@ -433,8 +373,7 @@ async fn flush_cache(State(st): State<Arc<AppState>>) -> Response {
         }
         (StatusCode::OK, "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n").into_response()
     } else {
-        (StatusCode::BAD_REQUEST, "Cache not flushed: there are running or waiting requests.\n")
-            .into_response()
+        (StatusCode::BAD_REQUEST, "Cache not flushed: there are running or waiting requests.\n").into_response()
     }
 }
 
@@ -443,59 +382,36 @@ async fn metrics_endpoint(State(st): State<Arc<AppState>>) -> Response {
         None => not_found().await,
         Some(m) => {
             m.set_core(&st.driver.stats());
-            (
-                StatusCode::OK,
-                [(
-                    header::CONTENT_TYPE,
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                )],
-                m.render(),
-            )
+            (StatusCode::OK, [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], m.render())
                 .into_response()
         }
     }
 }
 
-async fn chat(
-    State(st): State<Arc<AppState>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
+async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
     match chat_inner(st, headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn chat_inner(
-    st: Arc<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
+async fn chat_inner(st: Arc<AppState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
     let arrived = Instant::now();
     if !st.ready.load(Ordering::Acquire) {
-        return Err(ApiError::status(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "The server is starting; retry when /health returns 200.",
-        ));
+        return Err(ApiError::status(StatusCode::SERVICE_UNAVAILABLE, "The server is starting; retry when /health returns 200."));
     }
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.to_ascii_lowercase().starts_with("application/json"));
     if !is_json {
-        return Err(ApiError::schema(
-            "Unsupported Media Type: Only 'application/json' is allowed",
-        ));
+        return Err(ApiError::schema("Unsupported Media Type: Only 'application/json' is allowed"));
     }
     let body = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::status(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "Request body too large: the limit is {} bytes (raise it with --max-request-body-mb).",
-                    st.cfg.max_body_bytes
-                ),
+                format!("Request body too large: the limit is {} bytes (raise it with --max-request-body-mb).", st.cfg.max_body_bytes),
             )
         } else {
             ApiError::schema(format!("Cannot read the request body: {e}"))
@@ -513,10 +429,7 @@ async fn chat_inner(
         .await
         .ok_or_else(|| ApiError::internal("tokenizer worker failed"))??;
     let (req, messages) = parsed;
-    let limits = api::Limits {
-        context_length: st.context_length(),
-        context_length_set: st.cfg.context_length.is_some(),
-    };
+    let limits = api::Limits { context_length: st.context_length(), context_length_set: st.cfg.context_length.is_some() };
     let params = api::validate_params(&req, limits)?;
     let thinking = req
         .chat_template_kwargs

@@ -124,11 +124,7 @@ impl Drop for AbortGuard {
         if self.armed {
             self.st.driver.abort(self.id);
             if let Some(m) = &self.st.metrics {
-                m.finish(&FinishedRequest {
-                    streaming: true,
-                    aborted: true,
-                    ..FinishedRequest::default()
-                });
+                m.finish(&FinishedRequest { streaming: true, aborted: true, ..FinishedRequest::default() });
             }
         }
     }
@@ -180,13 +176,9 @@ impl Gen {
             prompt_tokens: self.prompt_tokens,
             total_tokens: self.prompt_tokens + self.produced,
             completion_tokens: self.produced,
-            prompt_tokens_details: self.st.cfg.enable_cache_report.then_some(CachedDetails {
-                cached_tokens: self.cached_tokens,
-            }),
+            prompt_tokens_details: self.st.cfg.enable_cache_report.then_some(CachedDetails { cached_tokens: self.cached_tokens }),
             reasoning_tokens: self.reasoning_tokens,
-            completion_tokens_details: (self.reasoning_tokens > 0).then_some(ReasoningDetails {
-                reasoning_tokens: self.reasoning_tokens,
-            }),
+            completion_tokens_details: (self.reasoning_tokens > 0).then_some(ReasoningDetails { reasoning_tokens: self.reasoning_tokens }),
         }
     }
 
@@ -200,13 +192,7 @@ impl Gen {
             object: "chat.completion.chunk",
             created: self.st.created,
             model: &self.model,
-            choices: vec![ChunkChoice {
-                index: 0,
-                delta,
-                logprobs: None,
-                finish_reason,
-                matched_stop,
-            }],
+            choices: vec![ChunkChoice { index: 0, delta, logprobs: None, finish_reason, matched_stop }],
             usage,
         })
     }
@@ -241,10 +227,7 @@ impl Gen {
                 c_ids.push(id);
             }
         }
-        let mut step = Step {
-            reasoning: self.detok_reasoning.push(&tok, &r_ids),
-            content: self.detok_content.push(&tok, &c_ids),
-        };
+        let mut step = Step { reasoning: self.detok_reasoning.push(&tok, &r_ids), content: self.detok_content.push(&tok, &c_ids) };
         if self.produced == self.max_new || self.finish.is_some() {
             step.reasoning.push_str(&self.detok_reasoning.finish(&tok));
             step.content.push_str(&self.detok_content.finish(&tok));
@@ -257,11 +240,8 @@ impl Gen {
                 from -= 1;
             }
             let window = format!("{}{}", &self.content[from..], step.content);
-            if let Some((pos, s)) = self
-                .stops
-                .iter()
-                .filter_map(|s| window.find(s.as_str()).map(|p| (p, s.clone())))
-                .min_by_key(|(p, _)| *p)
+            if let Some((pos, s)) =
+                self.stops.iter().filter_map(|s| window.find(s.as_str()).map(|p| (p, s.clone()))).min_by_key(|(p, _)| *p)
             {
                 let keep = (from + pos).saturating_sub(self.content.len());
                 step.content.truncate(keep.min(step.content.len()));
@@ -276,23 +256,11 @@ impl Gen {
     fn finished(&mut self, reason: CoreFinish) {
         if self.finish.is_none() {
             self.finish = Some(match reason {
-                CoreFinish::Stop | CoreFinish::Length if self.natural_stop => (
-                    "stop".into(),
-                    self.enc
-                        .tokenizer()
-                        .eos_id()
-                        .map(Value::from)
-                        .unwrap_or(Value::Null),
-                ),
+                CoreFinish::Stop | CoreFinish::Length if self.natural_stop => {
+                    ("stop".into(), self.enc.tokenizer().eos_id().map(Value::from).unwrap_or(Value::Null))
+                }
                 CoreFinish::Length => ("length".into(), Value::Null),
-                CoreFinish::Stop => (
-                    "stop".into(),
-                    self.enc
-                        .tokenizer()
-                        .eos_id()
-                        .map(Value::from)
-                        .unwrap_or(Value::Null),
-                ),
+                CoreFinish::Stop => ("stop".into(), self.enc.tokenizer().eos_id().map(Value::from).unwrap_or(Value::Null)),
                 CoreFinish::Abort => ("abort".into(), Value::Null),
             });
         }
@@ -339,38 +307,18 @@ impl Gen {
                 let step = self.tokens(n);
                 if self.first {
                     self.first = false;
-                    out.push(self.chunk(
-                        Delta {
-                            reasoning_content: None,
-                            role: Some("assistant"),
-                            content: Some(""),
-                        },
-                        None,
-                        None,
-                    ));
+                    out.push(self.chunk(Delta { reasoning_content: None, role: Some("assistant"), content: Some("") }, None, None));
                 }
                 let usage = self.continuous_usage.then(|| self.usage());
                 if !step.reasoning.is_empty() {
                     out.push(self.chunk(
-                        Delta {
-                            reasoning_content: Some(&step.reasoning),
-                            role: None,
-                            content: None,
-                        },
+                        Delta { reasoning_content: Some(&step.reasoning), role: None, content: None },
                         None,
                         usage.as_ref(),
                     ));
                 }
                 if !step.content.is_empty() {
-                    out.push(self.chunk(
-                        Delta {
-                            reasoning_content: None,
-                            role: None,
-                            content: Some(&step.content),
-                        },
-                        None,
-                        usage.as_ref(),
-                    ));
+                    out.push(self.chunk(Delta { reasoning_content: None, role: None, content: Some(&step.content) }, None, usage.as_ref()));
                 }
                 if self.finish.is_some() {
                     // A stop string or stop id ended the reply early.
@@ -378,21 +326,14 @@ impl Gen {
                     out.extend(self.end_frames());
                 }
             }
-            Some(ReqEvent::Finished {
-                reason,
-                cached_tokens,
-                queue_time,
-            }) => {
+            Some(ReqEvent::Finished { reason, cached_tokens, queue_time }) => {
                 self.cached_tokens = cached_tokens;
                 self.queue_time = queue_time;
                 self.finished(reason);
                 out.extend(self.end_frames());
             }
             Some(ReqEvent::Failed(e)) => {
-                out.push(Bytes::from(format!(
-                    "data: {}\n\n",
-                    core_error(&e).stream_body()
-                )));
+                out.push(Bytes::from(format!("data: {}\n\n", core_error(&e).stream_body())));
                 out.push(Bytes::from_static(b"data: [DONE]\n\n"));
                 self.guard.armed = false;
                 self.finish = Some(("abort".into(), Value::Null));
@@ -412,15 +353,7 @@ impl Gen {
     fn end_frames(&mut self) -> Vec<Bytes> {
         let mut out = Vec::new();
         let (reason, matched) = self.finish.clone().expect("finish set");
-        out.push(self.chunk(
-            Delta {
-                reasoning_content: None,
-                role: None,
-                content: None,
-            },
-            Some((&reason, matched)),
-            None,
-        ));
+        out.push(self.chunk(Delta { reasoning_content: None, role: None, content: None }, Some((&reason, matched)), None));
         if self.include_usage {
             let usage = self.usage();
             out.push(frame(&Chunk {
@@ -441,11 +374,7 @@ impl Gen {
 
 fn core_error(e: &super::driver::CoreError) -> ApiError {
     let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    if status == StatusCode::BAD_REQUEST {
-        ApiError::bad_request(e.message.clone())
-    } else {
-        ApiError::status(status, e.message.clone())
-    }
+    if status == StatusCode::BAD_REQUEST { ApiError::bad_request(e.message.clone()) } else { ApiError::status(status, e.message.clone()) }
 }
 
 /// Submits the request and answers it (SSE or JSON).
@@ -477,22 +406,10 @@ pub(crate) async fn run(
         Some(n) if n < cap => (n, true),
         _ => (cap, false),
     };
-    let reasoning_budget = if thinking && st.cfg.reasoning_parser.is_some() {
-        max_new / 2
-    } else {
-        0
-    };
+    let reasoning_budget = if thinking && st.cfg.reasoning_parser.is_some() { max_new / 2 } else { 0 };
     let stream = req.stream;
-    let include_usage = req
-        .stream_options
-        .as_ref()
-        .map(|o| o.include_usage)
-        .unwrap_or(false)
-        || st.cfg.stream_default_usage;
-    let continuous_usage = req
-        .stream_options
-        .as_ref()
-        .is_some_and(|o| o.continuous_usage_stats);
+    let include_usage = req.stream_options.as_ref().map(|o| o.include_usage).unwrap_or(false) || st.cfg.stream_default_usage;
+    let continuous_usage = req.stream_options.as_ref().is_some_and(|o| o.continuous_usage_stats);
     let stops = match &req.stop {
         None => Vec::new(),
         Some(Stop::One(s)) => vec![s.clone()],
@@ -507,27 +424,13 @@ pub(crate) async fn run(
         max_new_tokens: params.max_tokens,
         ignore_eos: req.ignore_eos,
         eos_after: if natural_stop { eos_after } else { None },
-        dp_rank: req
-            .data_parallel_rank
-            .and_then(|r| u32::try_from(r).ok()),
+        dp_rank: req.data_parallel_rank.and_then(|r| u32::try_from(r).ok()),
     };
-    let events = st
-        .driver
-        .submit(core_req)
-        .await
-        .map_err(|e| core_error(&e))?;
+    let events = st.driver.submit(core_req).await.map_err(|e| core_error(&e))?;
     let mut rid_rng = id ^ st.cfg.seed.rotate_left(32) ^ st.created;
-    let rid = format!(
-        "{:016x}{:016x}",
-        splitmix(&mut rid_rng),
-        splitmix(&mut rid_rng)
-    );
+    let rid = format!("{:016x}{:016x}", splitmix(&mut rid_rng), splitmix(&mut rid_rng));
     let mut g = Gen {
-        guard: AbortGuard {
-            st: st.clone(),
-            id,
-            armed: true,
-        },
+        guard: AbortGuard { st: st.clone(), id, armed: true },
         st,
         enc,
         rid,
@@ -558,20 +461,9 @@ pub(crate) async fn run(
         queue_time: 0.0,
     };
     if stream {
-        let s = futures_util::stream::unfold(g, |mut g| async move {
-            g.next_frames().await.map(|frames| (frames, g))
-        });
-        let s = futures_util::StreamExt::flat_map(s, |frames| {
-            futures_util::stream::iter(frames.into_iter().map(Ok))
-        });
-        return Ok((
-            StatusCode::OK,
-            [
-                (header::CONTENT_TYPE, "text/event-stream"),
-                (header::CACHE_CONTROL, "no-cache"),
-            ],
-            sse_body(s),
-        )
+        let s = futures_util::stream::unfold(g, |mut g| async move { g.next_frames().await.map(|frames| (frames, g)) });
+        let s = futures_util::StreamExt::flat_map(s, |frames| futures_util::stream::iter(frames.into_iter().map(Ok)));
+        return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], sse_body(s))
             .into_response());
     }
     // Non-streaming: run to the end, then answer once.
@@ -586,11 +478,7 @@ pub(crate) async fn run(
                     break;
                 }
             }
-            Some(ReqEvent::Finished {
-                reason,
-                cached_tokens,
-                queue_time,
-            }) => {
+            Some(ReqEvent::Finished { reason, cached_tokens, queue_time }) => {
                 g.cached_tokens = cached_tokens;
                 g.queue_time = queue_time;
                 g.finished(reason);
@@ -603,10 +491,7 @@ pub(crate) async fn run(
             }
             None => {
                 g.guard.armed = false;
-                return Err(ApiError::status(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "The engine stopped.",
-                ));
+                return Err(ApiError::status(StatusCode::SERVICE_UNAVAILABLE, "The engine stopped."));
             }
         }
     }
@@ -644,10 +529,6 @@ pub(crate) async fn run(
         usage,
         metadata: serde_json::json!({"weight_version": "default"}),
     };
-    Ok((
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        serde_json::to_string(&body).expect("response serialises"),
-    )
+    Ok((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], serde_json::to_string(&body).expect("response serialises"))
         .into_response())
 }

@@ -72,12 +72,7 @@ pub const VOCAB_SIZE: u32 = SPECIAL_BASE + SPECIAL_TOKENS.len() as u32;
 fn markers() -> impl Iterator<Item = (&'static str, u32)> {
     [(BOS_TEXT, BOS), (EOS_TEXT, EOS), (PAD_TEXT, PAD)]
         .into_iter()
-        .chain(
-            SPECIAL_TOKENS
-                .iter()
-                .enumerate()
-                .map(|(i, s)| (*s, SPECIAL_BASE + i as u32)),
-        )
+        .chain(SPECIAL_TOKENS.iter().enumerate().map(|(i, s)| (*s, SPECIAL_BASE + i as u32)))
 }
 
 /// Whether `id` round-trips in any sequence of such ids: `" "` + lowercase words and
@@ -169,9 +164,7 @@ fn token_bytes(id: u32) -> Vec<u8> {
             }
             out
         }
-        i if i < VOCAB_SIZE => SPECIAL_TOKENS[(i - SPECIAL_BASE) as usize]
-            .as_bytes()
-            .to_vec(),
+        i if i < VOCAB_SIZE => SPECIAL_TOKENS[(i - SPECIAL_BASE) as usize].as_bytes().to_vec(),
         _ => Vec::new(),
     }
 }
@@ -179,11 +172,7 @@ fn token_bytes(id: u32) -> Vec<u8> {
 /// Token id → bytes, computed once.
 fn table() -> &'static [Box<[u8]>] {
     static TABLE: OnceLock<Vec<Box<[u8]>>> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        (0..VOCAB_SIZE)
-            .map(|id| token_bytes(id).into_boxed_slice())
-            .collect()
-    })
+    TABLE.get_or_init(|| (0..VOCAB_SIZE).map(|id| token_bytes(id).into_boxed_slice()).collect())
 }
 
 /// The bytes of one token (empty for ids outside the vocabulary).
@@ -213,11 +202,7 @@ pub fn encode_into(b: &[u8], out: &mut Vec<u32>) {
             i += s.len();
             continue;
         }
-        let (space, start) = if c == b' ' && i + 1 < n && b[i + 1].is_ascii_alphabetic() {
-            (true, i + 1)
-        } else {
-            (false, i)
-        };
+        let (space, start) = if c == b' ' && i + 1 < n && b[i + 1].is_ascii_alphabetic() { (true, i + 1) } else { (false, i) };
         let first = b[start];
         if first.is_ascii_alphabetic() {
             // First letter of either case, then up to two lowercase letters.
@@ -274,9 +259,7 @@ pub fn decode(ids: &[u32]) -> String {
 /// ids: the text encodes to exactly those ids.
 pub fn synthesize(n: usize, mut next_u64: impl FnMut() -> u64) -> (String, Vec<u32>) {
     let width = SPACE_WORDS.end - SPACE_WORDS.start;
-    let ids: Vec<u32> = (0..n)
-        .map(|_| SPACE_WORDS.start + (next_u64() % width as u64) as u32)
-        .collect();
+    let ids: Vec<u32> = (0..n).map(|_| SPACE_WORDS.start + (next_u64() % width as u64) as u32).collect();
     (decode(&ids), ids)
 }
 
@@ -303,8 +286,7 @@ mod tests {
     fn every_token_encodes_to_itself() {
         for id in 0..VOCAB_SIZE {
             // Byte tokens for letters and digits are only a fallback: the word wins.
-            let fallback = (BYTE_BASE..SPACE_LOWER_BASE).contains(&id)
-                && ((id - BYTE_BASE) as u8).is_ascii_alphanumeric();
+            let fallback = (BYTE_BASE..SPACE_LOWER_BASE).contains(&id) && ((id - BYTE_BASE) as u8).is_ascii_alphanumeric();
             if fallback {
                 continue;
             }

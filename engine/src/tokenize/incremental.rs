@@ -92,23 +92,15 @@ pub struct ChatEncoder {
 
 impl std::fmt::Debug for ChatEncoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChatEncoder")
-            .field("tokenizer", &self.tok)
-            .field("family", &self.family)
-            .field("budget", &self.budget)
-            .finish()
+        f.debug_struct("ChatEncoder").field("tokenizer", &self.tok).field("family", &self.family).field("budget", &self.budget).finish()
     }
 }
 
 /// A fast 64-bit hash (four independent multiply-rotate lanes).
 fn hash_bytes(seed: u64, b: &[u8]) -> u64 {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut lanes = [
-        seed ^ 0x243F_6A88_85A3_08D3,
-        seed ^ 0x1319_8A2E_0370_7344,
-        seed ^ 0xA409_3822_299F_31D0,
-        seed ^ 0x082E_FA98_EC4E_6C89,
-    ];
+    let mut lanes =
+        [seed ^ 0x243F_6A88_85A3_08D3, seed ^ 0x1319_8A2E_0370_7344, seed ^ 0xA409_3822_299F_31D0, seed ^ 0x082E_FA98_EC4E_6C89];
     let mut chunks = b.chunks_exact(32);
     for c in &mut chunks {
         for (i, lane) in lanes.iter_mut().enumerate() {
@@ -116,16 +108,11 @@ fn hash_bytes(seed: u64, b: &[u8]) -> u64 {
             *lane = (*lane ^ v).wrapping_mul(K).rotate_left(31);
         }
     }
-    let mut h = lanes[0]
-        ^ lanes[1].rotate_left(17)
-        ^ lanes[2].rotate_left(34)
-        ^ lanes[3].rotate_left(51);
+    let mut h = lanes[0] ^ lanes[1].rotate_left(17) ^ lanes[2].rotate_left(34) ^ lanes[3].rotate_left(51);
     let rest = chunks.remainder();
     let mut words = rest.chunks_exact(8);
     for w in &mut words {
-        h = (h ^ u64::from_le_bytes(w.try_into().unwrap()))
-            .wrapping_mul(K)
-            .rotate_left(31);
+        h = (h ^ u64::from_le_bytes(w.try_into().unwrap())).wrapping_mul(K).rotate_left(31);
     }
     let mut tail = 0u64;
     for (i, &x) in words.remainder().iter().enumerate() {
@@ -159,29 +146,17 @@ fn message_key(kind: Kind, m: &ChatMessage) -> u64 {
 impl ChatEncoder {
     /// An encoder for `family` over `tok`, memoising up to `budget_bytes` of messages
     /// and ids. Fails if the vocabulary lacks a marker the template needs.
-    pub fn new(
-        tok: Arc<Tokenizer>,
-        family: TemplateFamily,
-        budget_bytes: usize,
-    ) -> Result<ChatEncoder, TokenizeError> {
+    pub fn new(tok: Arc<Tokenizer>, family: TemplateFamily, budget_bytes: usize) -> Result<ChatEncoder, TokenizeError> {
         let mut markers = HashMap::new();
         for &m in family.markers() {
-            let id = tok
-                .marker_id(m)
-                .ok_or_else(|| TokenizeError::MissingMarker {
-                    family,
-                    marker: m.to_string(),
-                    source_name: tok.source().to_string(),
-                })?;
+            let id = tok.marker_id(m).ok_or_else(|| TokenizeError::MissingMarker {
+                family,
+                marker: m.to_string(),
+                source_name: tok.source().to_string(),
+            })?;
             markers.insert(m, id);
         }
-        Ok(ChatEncoder {
-            tok,
-            family,
-            markers,
-            budget: budget_bytes,
-            memo: Mutex::new(Memo::default()),
-        })
+        Ok(ChatEncoder { tok, family, markers, budget: budget_bytes, memo: Mutex::new(Memo::default()) })
     }
 
     pub fn tokenizer(&self) -> &Arc<Tokenizer> {
@@ -207,10 +182,7 @@ impl ChatEncoder {
         match kind {
             Kind::Message => self.encode_pieces(&self.family.message(m), &mut ids)?,
             Kind::ToolsPrefix => {
-                let opts = ChatOptions {
-                    thinking: false,
-                    tools: Some(m.content.clone()),
-                };
+                let opts = ChatOptions { thinking: false, tools: Some(m.content.clone()) };
                 self.encode_pieces(&self.family.prefix(&opts), &mut ids)?
             }
         }
@@ -218,11 +190,7 @@ impl ChatEncoder {
     }
 
     /// Encodes without the memo: the reference the memoised path must equal.
-    pub fn encode_uncached(
-        &self,
-        messages: &[ChatMessage],
-        opts: &ChatOptions,
-    ) -> Result<Vec<u32>, TokenizeError> {
+    pub fn encode_uncached(&self, messages: &[ChatMessage], opts: &ChatOptions) -> Result<Vec<u32>, TokenizeError> {
         let mut ids = Vec::new();
         self.encode_pieces(&self.family.prefix(opts), &mut ids)?;
         for m in messages {
@@ -233,22 +201,11 @@ impl ChatEncoder {
     }
 
     /// Encodes a conversation, reusing memoised messages.
-    pub fn encode(
-        &self,
-        messages: &[ChatMessage],
-        opts: &ChatOptions,
-    ) -> Result<EncodedChat, TokenizeError> {
+    pub fn encode(&self, messages: &[ChatMessage], opts: &ChatOptions) -> Result<EncodedChat, TokenizeError> {
         // The tools prefix is memoised like a message (agent tool schemas are large).
-        let tools_msg = opts
-            .tools
-            .as_ref()
-            .filter(|t| !t.is_empty())
-            .map(|t| ChatMessage::new(Role::System, t.clone()));
-        let items: Vec<(Kind, &ChatMessage)> = tools_msg
-            .iter()
-            .map(|m| (Kind::ToolsPrefix, m))
-            .chain(messages.iter().map(|m| (Kind::Message, m)))
-            .collect();
+        let tools_msg = opts.tools.as_ref().filter(|t| !t.is_empty()).map(|t| ChatMessage::new(Role::System, t.clone()));
+        let items: Vec<(Kind, &ChatMessage)> =
+            tools_msg.iter().map(|m| (Kind::ToolsPrefix, m)).chain(messages.iter().map(|m| (Kind::Message, m))).collect();
         let keys: Vec<u64> = items.iter().map(|(k, m)| message_key(*k, m)).collect();
 
         let mut parts: Vec<Option<Arc<[u32]>>> = vec![None; items.len()];
@@ -289,13 +246,7 @@ impl ChatEncoder {
                 if bytes > self.budget / 2 {
                     continue;
                 }
-                let entry = Entry {
-                    kind,
-                    msg: Arc::new(m.clone()),
-                    ids,
-                    tick,
-                    bytes,
-                };
+                let entry = Entry { kind, msg: Arc::new(m.clone()), ids, tick, bytes };
                 if let Some(old) = memo.map.insert(keys[i], entry) {
                     memo.bytes -= old.bytes;
                 }
@@ -315,20 +266,14 @@ impl ChatEncoder {
         };
         let mut tail = Vec::new();
         self.encode_pieces(&self.family.generation_prompt(opts), &mut tail)?;
-        let total = prefix_ids.len()
-            + tail.len()
-            + parts.iter().map(|p| p.as_ref().map_or(0, |p| p.len())).sum::<usize>();
+        let total = prefix_ids.len() + tail.len() + parts.iter().map(|p| p.as_ref().map_or(0, |p| p.len())).sum::<usize>();
         let mut ids = Vec::with_capacity(total);
         ids.extend_from_slice(&prefix_ids);
         for p in parts.iter().flatten() {
             ids.extend_from_slice(p);
         }
         ids.extend_from_slice(&tail);
-        Ok(EncodedChat {
-            ids,
-            reused: items.len() - encoded,
-            encoded,
-        })
+        Ok(EncodedChat { ids, reused: items.len() - encoded, encoded })
     }
 
     /// Drops least-recently-used entries down to 3/4 of the budget (hysteresis so
@@ -376,12 +321,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn enc(budget: usize) -> ChatEncoder {
-        ChatEncoder::new(
-            Arc::new(Tokenizer::builtin()),
-            TemplateFamily::DeepSeekV4,
-            budget,
-        )
-        .unwrap()
+        ChatEncoder::new(Arc::new(Tokenizer::builtin()), TemplateFamily::DeepSeekV4, budget).unwrap()
     }
 
     fn convo(n: usize, seed: u64) -> Vec<ChatMessage> {
@@ -403,10 +343,7 @@ mod tests {
     #[test]
     fn memoised_equals_uncached_and_reuses() {
         let e = enc(64 << 20);
-        let opts = ChatOptions {
-            thinking: true,
-            tools: Some("[{\"name\":\"read\"}]".into()),
-        };
+        let opts = ChatOptions { thinking: true, tools: Some("[{\"name\":\"read\"}]".into()) };
         let mut msgs = convo(30, 1);
         let first = e.encode(&msgs, &opts).unwrap();
         assert_eq!(first.ids, e.encode_uncached(&msgs, &opts).unwrap());
@@ -460,11 +397,7 @@ mod tests {
     #[test]
     fn missing_markers_are_reported() {
         // The built-in vocabulary has every family's markers.
-        for f in [
-            TemplateFamily::DeepSeekV4,
-            TemplateFamily::DeepSeekV3,
-            TemplateFamily::ChatMl,
-        ] {
+        for f in [TemplateFamily::DeepSeekV4, TemplateFamily::DeepSeekV3, TemplateFamily::ChatMl] {
             ChatEncoder::new(Arc::new(Tokenizer::builtin()), f, 1 << 20).unwrap();
         }
     }
@@ -506,20 +439,14 @@ mod tests {
     #[ignore = "needs the shared DeepSeek-V4 tokenizer (SWEEP_SHARED_DATA)"]
     fn real_tokenizer_piecewise_equals_whole_string() {
         let Some(path) = deepseek_v4_tokenizer_path() else {
-            eprintln!(
-                "shared data absent: no DeepSeek-V4 tokenizer under {}; skipping",
-                shared_data_dir().display()
-            );
+            eprintln!("shared data absent: no DeepSeek-V4 tokenizer under {}; skipping", shared_data_dir().display());
             return;
         };
         for backend in [Backend::Fastokens, Backend::HuggingFace] {
             let tok = Arc::new(Tokenizer::from_path(&path, backend).unwrap());
             let e = ChatEncoder::new(tok.clone(), TemplateFamily::DeepSeekV4, 64 << 20).unwrap();
             let mut call = ChatMessage::new(Role::Assistant, "Let me look.\n");
-            call.tool_calls.push(super::super::ToolCall {
-                name: "read_file".into(),
-                arguments: "{\"path\": \"src/main.rs\"}".into(),
-            });
+            call.tool_calls.push(super::super::ToolCall { name: "read_file".into(), arguments: "{\"path\": \"src/main.rs\"}".into() });
             let msgs = vec![
                 ChatMessage::new(Role::System, "You are a coding agent. Use tools.\n\n"),
                 ChatMessage::new(Role::User, "Fix the bug in main.rs — it panics on 日本語 input!"),

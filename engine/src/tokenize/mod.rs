@@ -24,32 +24,17 @@ pub use template::{ChatMessage, ChatOptions, Role, TemplateFamily, ToolCall};
 /// Errors from loading or using a tokenizer.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizeError {
-    #[error(
-        "cannot read tokenizer file {path}: {source}; pass --tokenizer-path <dir or tokenizer.json> of a HuggingFace tokenizer"
-    )]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("cannot read tokenizer file {path}: {source}; pass --tokenizer-path <dir or tokenizer.json> of a HuggingFace tokenizer")]
+    Read { path: PathBuf, source: std::io::Error },
     #[error("cannot load tokenizer {path} with the {backend} backend: {message}")]
-    Load {
-        path: PathBuf,
-        backend: Backend,
-        message: String,
-    },
+    Load { path: PathBuf, backend: Backend, message: String },
     #[error("the {backend} tokenizer failed to encode: {message}")]
     Encode { backend: Backend, message: String },
     #[error(
         "chat template {family} needs the marker token {marker:?}, which the tokenizer ({source_name}) does not define; choose another --chat-template (deepseek-v4, deepseek-v3, chatml)"
     )]
-    MissingMarker {
-        family: TemplateFamily,
-        marker: String,
-        source_name: String,
-    },
-    #[error(
-        "unknown tokenizer backend {0:?}; expected one of: huggingface, fastokens (or builtin)"
-    )]
+    MissingMarker { family: TemplateFamily, marker: String, source_name: String },
+    #[error("unknown tokenizer backend {0:?}; expected one of: huggingface, fastokens (or builtin)")]
     UnknownBackend(String),
 }
 
@@ -137,65 +122,29 @@ impl Tokenizer {
         if backend == Backend::Builtin {
             return Ok(Tokenizer::builtin());
         }
-        let file = if path.is_dir() {
-            path.join("tokenizer.json")
-        } else {
-            path.to_path_buf()
-        };
-        let bytes = std::fs::read(&file).map_err(|source| TokenizeError::Read {
-            path: file.clone(),
-            source,
-        })?;
-        let load_err = |message: String| TokenizeError::Load {
-            path: file.clone(),
-            backend,
-            message,
-        };
+        let file = if path.is_dir() { path.join("tokenizer.json") } else { path.to_path_buf() };
+        let bytes = std::fs::read(&file).map_err(|source| TokenizeError::Read { path: file.clone(), source })?;
+        let load_err = |message: String| TokenizeError::Load { path: file.clone(), backend, message };
         let inner = match backend {
             Backend::Fastokens => {
-                let json: serde_json::Value =
-                    serde_json::from_slice(&bytes).map_err(|e| load_err(e.to_string()))?;
-                Inner::Fast(Box::new(
-                    fastokens::Tokenizer::from_json(json).map_err(|e| load_err(e.to_string()))?,
-                ))
+                let json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| load_err(e.to_string()))?;
+                Inner::Fast(Box::new(fastokens::Tokenizer::from_json(json).map_err(|e| load_err(e.to_string()))?))
             }
-            Backend::HuggingFace => Inner::Hf(Box::new(
-                tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| load_err(e.to_string()))?,
-            )),
+            Backend::HuggingFace => Inner::Hf(Box::new(tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| load_err(e.to_string()))?)),
             Backend::Builtin => unreachable!(),
         };
-        let mut tok = Tokenizer {
-            inner,
-            backend,
-            source: file.display().to_string(),
-            vocab_size: 0,
-            eos: None,
-            alphabet: Vec::new(),
-        };
+        let mut tok = Tokenizer { inner, backend, source: file.display().to_string(), vocab_size: 0, eos: None, alphabet: Vec::new() };
         tok.vocab_size = match &tok.inner {
             Inner::Hf(t) => t.get_vocab_size(true) as u32,
             Inner::Fast(t) => {
                 let base = t.model().vocab_size() as u32;
-                let added = t
-                    .added_token_configs()
-                    .iter()
-                    .map(|c| c.id + 1)
-                    .max()
-                    .unwrap_or(0);
+                let added = t.added_token_configs().iter().map(|c| c.id + 1).max().unwrap_or(0);
                 base.max(added)
             }
             Inner::Builtin => unreachable!(),
         };
         // EOS: the usual names, first found.
-        tok.eos = [
-            "<｜end▁of▁sentence｜>",
-            "<|im_end|>",
-            "<|endoftext|>",
-            "</s>",
-            "<|eot_id|>",
-        ]
-        .iter()
-        .find_map(|m| tok.marker_id(m));
+        tok.eos = ["<｜end▁of▁sentence｜>", "<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>"].iter().find_map(|m| tok.marker_id(m));
         tok.alphabet = tok.collect_alphabet();
         if tok.alphabet.is_empty() {
             return Err(load_err(
@@ -253,17 +202,11 @@ impl Tokenizer {
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokenizeError> {
         match &self.inner {
             Inner::Builtin => Ok(builtin::encode(text)),
-            Inner::Fast(t) => t.encode(text).map_err(|e| TokenizeError::Encode {
-                backend: self.backend,
-                message: e.to_string(),
-            }),
+            Inner::Fast(t) => t.encode(text).map_err(|e| TokenizeError::Encode { backend: self.backend, message: e.to_string() }),
             Inner::Hf(t) => t
                 .encode_fast(text, false)
                 .map(|e| e.get_ids().to_vec())
-                .map_err(|e| TokenizeError::Encode {
-                    backend: self.backend,
-                    message: e.to_string(),
-                }),
+                .map_err(|e| TokenizeError::Encode { backend: self.backend, message: e.to_string() }),
         }
     }
 
@@ -324,10 +267,7 @@ impl Detokenizer {
         let prefix_text = tok.decode(&self.ids[self.prefix..self.read]);
         let full = tok.decode(&self.ids[self.prefix..]);
         if full.len() > prefix_text.len() && !full.ends_with('\u{FFFD}') {
-            let delta = full
-                .get(prefix_text.len()..)
-                .map(str::to_string)
-                .unwrap_or_default();
+            let delta = full.get(prefix_text.len()..).map(str::to_string).unwrap_or_default();
             self.prefix = self.read;
             self.read = self.ids.len();
             delta
@@ -344,9 +284,7 @@ impl Detokenizer {
         let prefix_text = tok.decode(&self.ids[self.prefix..self.read]);
         let full = tok.decode(&self.ids[self.prefix..]);
         self.read = self.ids.len();
-        full.get(prefix_text.len()..)
-            .map(str::to_string)
-            .unwrap_or_default()
+        full.get(prefix_text.len()..).map(str::to_string).unwrap_or_default()
     }
 }
 
@@ -355,21 +293,12 @@ impl Detokenizer {
 pub fn shared_data_dir() -> PathBuf {
     std::env::var_os("SWEEP_SHARED_DATA")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("..")
-                .join("..")
-                .join("shared")
-                .join("data")
-        })
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("..").join("shared").join("data"))
 }
 
 /// The DeepSeek-V4 `tokenizer.json` in the shared data, if present.
 pub fn deepseek_v4_tokenizer_path() -> Option<PathBuf> {
-    let p = shared_data_dir()
-        .join("tokenizers")
-        .join("deepseek-v4")
-        .join("tokenizer.json");
+    let p = shared_data_dir().join("tokenizers").join("deepseek-v4").join("tokenizer.json");
     p.is_file().then_some(p)
 }
 
@@ -387,9 +316,7 @@ mod tests {
 
     #[test]
     fn missing_file_names_the_path() {
-        let err = Tokenizer::from_path(Path::new("/nonexistent/tok.json"), Backend::Fastokens)
-            .unwrap_err()
-            .to_string();
+        let err = Tokenizer::from_path(Path::new("/nonexistent/tok.json"), Backend::Fastokens).unwrap_err().to_string();
         assert!(err.contains("/nonexistent/tok.json"), "{err}");
     }
 
@@ -421,10 +348,7 @@ mod tests {
         match deepseek_v4_tokenizer_path() {
             Some(p) => Some(Tokenizer::from_path(&p, backend).unwrap()),
             None => {
-                eprintln!(
-                    "shared data absent: no DeepSeek-V4 tokenizer under {}; skipping",
-                    shared_data_dir().display()
-                );
+                eprintln!("shared data absent: no DeepSeek-V4 tokenizer under {}; skipping", shared_data_dir().display());
                 None
             }
         }

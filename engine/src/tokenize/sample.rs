@@ -4,14 +4,39 @@
 use super::template::{ChatMessage, Role};
 
 const IDENTS: &[&str] = &[
-    "request", "config", "buffer", "index", "token", "cache", "handler", "stream", "result",
-    "session", "worker", "scheduler", "batch", "prefix", "engine", "metrics", "value", "error",
-    "path", "length", "offset", "client", "server", "queue", "event", "state", "timer", "frame",
+    "request",
+    "config",
+    "buffer",
+    "index",
+    "token",
+    "cache",
+    "handler",
+    "stream",
+    "result",
+    "session",
+    "worker",
+    "scheduler",
+    "batch",
+    "prefix",
+    "engine",
+    "metrics",
+    "value",
+    "error",
+    "path",
+    "length",
+    "offset",
+    "client",
+    "server",
+    "queue",
+    "event",
+    "state",
+    "timer",
+    "frame",
 ];
 const WORDS: &[&str] = &[
-    "the", "function", "returns", "when", "error", "because", "file", "we", "need", "to", "update",
-    "test", "fails", "after", "change", "and", "then", "check", "that", "it", "works", "with",
-    "input", "output", "line", "code", "build", "passes", "now", "should", "also", "handle",
+    "the", "function", "returns", "when", "error", "because", "file", "we", "need", "to", "update", "test", "fails", "after", "change",
+    "and", "then", "check", "that", "it", "works", "with", "input", "output", "line", "code", "build", "passes", "now", "should", "also",
+    "handle",
 ];
 
 struct SplitMix(u64);
@@ -30,8 +55,8 @@ impl SplitMix {
     /// would flatter tokenizers' word caches).
     fn ident(&mut self) -> String {
         const SYL: &[&str] = &[
-            "ka", "ro", "mi", "te", "su", "lo", "vin", "dar", "pre", "qua", "zet", "ul", "ex",
-            "bri", "no", "sha", "gor", "fi", "wen", "ty", "op", "ix", "cal", "dem",
+            "ka", "ro", "mi", "te", "su", "lo", "vin", "dar", "pre", "qua", "zet", "ul", "ex", "bri", "no", "sha", "gor", "fi", "wen",
+            "ty", "op", "ix", "cal", "dem",
         ];
         let n = 1 + self.next() % 3;
         let mut s = String::new();
@@ -65,16 +90,11 @@ pub fn text(seed: u64, bytes: usize) -> String {
             0 => {
                 let (a, b, c) = (r.ident(), r.pick(IDENTS), r.ident());
                 let n = r.next() % 4096;
-                s.push_str(&format!(
-                    "    let {a}_{n} = self.{b}.get({c}_{}).map(|x| x + {n})?;\n",
-                    n % 97
-                ));
+                s.push_str(&format!("    let {a}_{n} = self.{b}.get({c}_{}).map(|x| x + {n})?;\n", n % 97));
             }
             1 => {
                 let (a, b) = (r.ident(), r.pick(IDENTS));
-                s.push_str(&format!(
-                    "fn {a}_{b}(&mut self, {b}: &[u8]) -> Result<usize, Error> {{\n"
-                ));
+                s.push_str(&format!("fn {a}_{b}(&mut self, {b}: &[u8]) -> Result<usize, Error> {{\n"));
             }
             2 => {
                 let ts = 1_700_000_000 + r.next() % 1_000_000;
@@ -107,11 +127,7 @@ pub fn text(seed: u64, bytes: usize) -> String {
 pub fn conversation(seed: u64, n: usize, bytes_per_message: usize) -> Vec<ChatMessage> {
     (0..n)
         .map(|i| {
-            let role = if i == 0 {
-                Role::System
-            } else {
-                [Role::User, Role::Assistant, Role::Tool][(i - 1) % 3]
-            };
+            let role = if i == 0 { Role::System } else { [Role::User, Role::Assistant, Role::Tool][(i - 1) % 3] };
             ChatMessage::new(role, text(seed.wrapping_add(i as u64), bytes_per_message))
         })
         .collect()
@@ -119,24 +135,13 @@ pub fn conversation(seed: u64, n: usize, bytes_per_message: usize) -> Vec<ChatMe
 
 /// Like [`conversation`], with as many messages as it takes for `count(text)` over
 /// the messages to reach `target_tokens`.
-pub fn conversation_of(
-    seed: u64,
-    target_tokens: usize,
-    bytes_per_message: usize,
-    count: impl Fn(&str) -> usize,
-) -> Vec<ChatMessage> {
+pub fn conversation_of(seed: u64, target_tokens: usize, bytes_per_message: usize, count: impl Fn(&str) -> usize) -> Vec<ChatMessage> {
     let mut out = Vec::new();
     let mut total = 0;
     while total < target_tokens {
         let i = out.len();
-        let m = conversation(seed.wrapping_add(i as u64), 1, bytes_per_message)
-            .pop()
-            .expect("one message");
-        let role = if i == 0 {
-            Role::System
-        } else {
-            [Role::User, Role::Assistant, Role::Tool][(i - 1) % 3]
-        };
+        let m = conversation(seed.wrapping_add(i as u64), 1, bytes_per_message).pop().expect("one message");
+        let role = if i == 0 { Role::System } else { [Role::User, Role::Assistant, Role::Tool][(i - 1) % 3] };
         total += count(&m.content) + 2;
         out.push(ChatMessage::new(role, m.content));
     }

@@ -77,23 +77,14 @@ pub struct ChatMessage {
 
 impl ChatMessage {
     pub fn new(role: Role, content: impl Into<String>) -> ChatMessage {
-        ChatMessage {
-            role,
-            content: content.into(),
-            reasoning_content: None,
-            tool_calls: Vec::new(),
-        }
+        ChatMessage { role, content: content.into(), reasoning_content: None, tool_calls: Vec::new() }
     }
 
     /// Bytes of text held (for cache accounting).
     pub fn text_len(&self) -> usize {
         self.content.len()
             + self.reasoning_content.as_ref().map_or(0, String::len)
-            + self
-                .tool_calls
-                .iter()
-                .map(|t| t.name.len() + t.arguments.len())
-                .sum::<usize>()
+            + self.tool_calls.iter().map(|t| t.name.len() + t.arguments.len()).sum::<usize>()
     }
 }
 
@@ -128,14 +119,10 @@ impl FromStr for TemplateFamily {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
-            "deepseek-v4" | "deepseek-v41" | "deepseek-v4.1" | "deepseek-v32" | "dsv4" => {
-                Ok(TemplateFamily::DeepSeekV4)
-            }
+            "deepseek-v4" | "deepseek-v41" | "deepseek-v4.1" | "deepseek-v32" | "dsv4" => Ok(TemplateFamily::DeepSeekV4),
             "deepseek-v3" | "deepseek-v31" | "dsv3" => Ok(TemplateFamily::DeepSeekV3),
             "chatml" | "qwen" => Ok(TemplateFamily::ChatMl),
-            _ => Err(format!(
-                "unknown chat template {s:?}; expected deepseek-v4, deepseek-v3 or chatml"
-            )),
+            _ => Err(format!("unknown chat template {s:?}; expected deepseek-v4, deepseek-v3 or chatml")),
         }
     }
 }
@@ -156,23 +143,12 @@ impl TemplateFamily {
     /// Every marker this family emits (checked against the vocabulary at start-up).
     pub fn markers(self) -> &'static [&'static str] {
         match self {
-            TemplateFamily::DeepSeekV4 => &[
-                BOS, USER, ASSISTANT, THINK, END_THINK, EOS, OUT_BEGIN, OUT_END, CALLS_BEGIN,
-                CALLS_END, CALL_BEGIN, CALL_END, SEP,
-            ],
-            TemplateFamily::DeepSeekV3 => &[
-                BOS,
-                USER,
-                ASSISTANT,
-                EOS,
-                OUT_BEGIN,
-                OUT_END,
-                CALLS_BEGIN,
-                CALLS_END,
-                CALL_BEGIN,
-                CALL_END,
-                SEP,
-            ],
+            TemplateFamily::DeepSeekV4 => {
+                &[BOS, USER, ASSISTANT, THINK, END_THINK, EOS, OUT_BEGIN, OUT_END, CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, SEP]
+            }
+            TemplateFamily::DeepSeekV3 => {
+                &[BOS, USER, ASSISTANT, EOS, OUT_BEGIN, OUT_END, CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, SEP]
+            }
             TemplateFamily::ChatMl => &[IM_START, IM_END],
         }
     }
@@ -210,9 +186,7 @@ impl TemplateFamily {
     pub fn prefix<'a>(self, opts: &'a ChatOptions) -> Vec<Piece<'a>> {
         let tools = opts.tools.as_deref().and_then(text);
         match self {
-            TemplateFamily::DeepSeekV4 | TemplateFamily::DeepSeekV3 => {
-                std::iter::once(Piece::Marker(BOS)).chain(tools).collect()
-            }
+            TemplateFamily::DeepSeekV4 | TemplateFamily::DeepSeekV3 => std::iter::once(Piece::Marker(BOS)).chain(tools).collect(),
             TemplateFamily::ChatMl => match opts.tools.as_deref() {
                 Some(t) if !t.is_empty() => vec![
                     Piece::Marker(IM_START),
@@ -296,18 +270,11 @@ impl TemplateFamily {
     /// Pieces of the generation prompt after the last message.
     pub fn generation_prompt(self, opts: &ChatOptions) -> Vec<Piece<'static>> {
         match self {
-            TemplateFamily::DeepSeekV4 => vec![
-                Piece::Marker(ASSISTANT),
-                Piece::Marker(if opts.thinking { THINK } else { END_THINK }),
-            ],
+            TemplateFamily::DeepSeekV4 => vec![Piece::Marker(ASSISTANT), Piece::Marker(if opts.thinking { THINK } else { END_THINK })],
             TemplateFamily::DeepSeekV3 => vec![Piece::Marker(ASSISTANT)],
             TemplateFamily::ChatMl => vec![
                 Piece::Marker(IM_START),
-                Piece::Text(Cow::Borrowed(if opts.thinking {
-                    "assistant\n<think>\n"
-                } else {
-                    "assistant\n"
-                })),
+                Piece::Text(Cow::Borrowed(if opts.thinking { "assistant\n<think>\n" } else { "assistant\n" })),
             ],
         }
     }
@@ -340,10 +307,7 @@ mod tests {
             ChatMessage::new(Role::Assistant, "Hello! I am DeepSeek."),
             ChatMessage::new(Role::User, "1+1=?"),
         ];
-        let opts = ChatOptions {
-            thinking: true,
-            tools: None,
-        };
+        let opts = ChatOptions { thinking: true, tools: None };
         assert_eq!(
             TemplateFamily::DeepSeekV4.render(&msgs, &opts),
             "<｜begin▁of▁sentence｜>You are a helpful assistant.<｜User｜>hello<｜Assistant｜></think>Hello! I am DeepSeek.<｜end▁of▁sentence｜><｜User｜>1+1=?<｜Assistant｜><think>"
@@ -353,16 +317,9 @@ mod tests {
     #[test]
     fn tool_turns_render_with_markers() {
         let mut call = ChatMessage::new(Role::Assistant, "");
-        call.tool_calls.push(ToolCall {
-            name: "read".into(),
-            arguments: "{\"path\":\"a.rs\"}".into(),
-        });
+        call.tool_calls.push(ToolCall { name: "read".into(), arguments: "{\"path\":\"a.rs\"}".into() });
         call.reasoning_content = Some("need the file".into());
-        let msgs = vec![
-            ChatMessage::new(Role::User, "fix it"),
-            call,
-            ChatMessage::new(Role::Tool, "fn main() {}"),
-        ];
+        let msgs = vec![ChatMessage::new(Role::User, "fix it"), call, ChatMessage::new(Role::Tool, "fn main() {}")];
         let s = TemplateFamily::DeepSeekV4.render(&msgs, &ChatOptions::default());
         assert_eq!(
             s,
@@ -377,18 +334,9 @@ mod tests {
             TemplateFamily::ChatMl.render(&msgs, &ChatOptions::default()),
             "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
         );
-        assert_eq!(
-            TemplateFamily::for_model("deepseek-ai/DeepSeek-V4.1-Flash"),
-            TemplateFamily::DeepSeekV4
-        );
-        assert_eq!(
-            TemplateFamily::for_model("deepseek-ai/DeepSeek-V3-0324"),
-            TemplateFamily::DeepSeekV3
-        );
-        assert_eq!(
-            TemplateFamily::for_model("Qwen/Qwen3-8B"),
-            TemplateFamily::ChatMl
-        );
+        assert_eq!(TemplateFamily::for_model("deepseek-ai/DeepSeek-V4.1-Flash"), TemplateFamily::DeepSeekV4);
+        assert_eq!(TemplateFamily::for_model("deepseek-ai/DeepSeek-V3-0324"), TemplateFamily::DeepSeekV3);
+        assert_eq!(TemplateFamily::for_model("Qwen/Qwen3-8B"), TemplateFamily::ChatMl);
         assert!("llama".parse::<TemplateFamily>().is_err());
         assert_eq!(Role::parse("developer"), Some(Role::System));
     }
