@@ -617,22 +617,18 @@ impl EngineConfig {
                 "prefill-decode-interval" => cfg.prefill_decode_interval = parse_num(&flag, v)?,
                 "prefill-decode-interval-min-bs" => cfg.prefill_decode_interval_min_bs = parse_num(&flag, v)?,
                 "disable-overlap-schedule" => cfg.disable_overlap_schedule = true,
-                "retraction-policy" => {
-                    if !matches!(v, "length" | "priority") {
-                        return Err(ArgsError::InvalidValue { name: flag, value: v.into(), reason: "choose length or priority".into() });
-                    }
+                "retraction-policy" if !matches!(v, "length" | "priority") => {
+                    return Err(ArgsError::InvalidValue { name: flag, value: v.into(), reason: "choose length or priority".into() });
                 }
-                "radix-eviction-policy" => {
-                    if v != "lru" {
-                        if !matches!(v, "lfu" | "slru" | "priority" | "tlru") {
-                            return Err(ArgsError::InvalidValue {
-                                name: flag,
-                                value: v.into(),
-                                reason: "choose lru, lfu, slru, priority or tlru".into(),
-                            });
-                        }
-                        cfg.warnings.push(format!("--radix-eviction-policy {v} is simulated as lru"));
-                    }
+                "radix-eviction-policy" if !matches!(v, "lru" | "lfu" | "slru" | "priority" | "tlru") => {
+                    return Err(ArgsError::InvalidValue {
+                        name: flag,
+                        value: v.into(),
+                        reason: "choose lru, lfu, slru, priority or tlru".into(),
+                    });
+                }
+                "radix-eviction-policy" if v != "lru" => {
+                    cfg.warnings.push(format!("--radix-eviction-policy {v} is simulated as lru"));
                 }
                 "disable-radix-cache" => cfg.disable_radix_cache = true,
                 "stream-interval" => {
@@ -720,13 +716,13 @@ impl EngineConfig {
         if cfg.tp_size == 0 || cfg.ep_size == 0 || cfg.dp_size == 0 {
             return Err(ArgsError::Conflict("--tp-size, --ep-size and --dp-size must be >= 1".into()));
         }
-        if cfg.tp_size % cfg.attn_dp_size != 0 {
+        if !cfg.tp_size.is_multiple_of(cfg.attn_dp_size) {
             return Err(ArgsError::Conflict(format!(
                 "--tp-size {} must be divisible by the attention-DP size {}",
                 cfg.tp_size, cfg.attn_dp_size
             )));
         }
-        if cfg.tp_size % cfg.ep_size != 0 {
+        if !cfg.tp_size.is_multiple_of(cfg.ep_size) {
             return Err(ArgsError::Conflict(format!("--tp-size {} must be divisible by --ep-size {}", cfg.tp_size, cfg.ep_size)));
         }
         if cfg.dp_size > 1 {

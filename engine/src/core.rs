@@ -166,6 +166,11 @@ struct Req {
     hrrn_mark: u64,
     /// Prefix match length (tokens) from the last queue-ordering pass.
     match_tokens: u64,
+    /// Tree node that match ends on.
+    match_node: NodeId,
+    /// In-batch prefix dedup: shares a prefix with an earlier queued request that
+    /// is not cached yet, so it waits for that one to populate the cache.
+    deprioritized: bool,
 }
 
 impl Req {
@@ -427,7 +432,7 @@ impl Engine {
             }
             _ => {}
         }
-        if !(page % bt == 0 || bt % page == 0) {
+        if !(page.is_multiple_of(bt) || bt.is_multiple_of(page)) {
             return Err(SubmitError::BlockSize { got: bt, page, expected: bt });
         }
         if let Some(q) = self.cfg.max_queued_requests {
@@ -475,7 +480,8 @@ impl Engine {
         let tail: Arc<[u64]> = match &req.continuation {
             Some(c) => c.clone(),
             None => {
-                let total = (req.prompt.len() + max_new as u64) / bt as u64;
+                // Capped: unbounded requests would otherwise hash a whole context.
+                let total = (req.prompt.len() + (max_new as u64).min(32_768)) / bt as u64;
                 let extra = total.saturating_sub(req.prompt.full_blocks() as u64) as usize;
                 let mut h = chain_hash(req.prompt.blocks().last().copied().unwrap_or(0), req.id ^ 0x0u64.wrapping_sub(seq + 1));
                 (0..extra)
@@ -514,6 +520,8 @@ impl Engine {
             aborted: false,
             hrrn_mark: self.ranks[rank as usize].prefill_tokens_done,
             match_tokens: 0,
+            match_node: crate::kv::radix::ROOT,
+            deprioritized: false,
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -791,7 +799,15 @@ impl Engine {
             return;
         }
         match policy {
-            SchedulePolicy::Fcfs | SchedulePolicy::RoutingKey => {}
+            // The native tree core matches (and touches) every queued request each
+            // pass, so queued prefixes are the last to be evicted.
+            SchedulePolicy::Fcfs | SchedulePolicy::RoutingKey => {
+                let w = std::mem::take(&mut self.ranks[rank].waiting);
+                for &s in &w {
+                    self.refresh_match(s);
+                }
+                self.ranks[rank].waiting = w;
+            }
             SchedulePolicy::Lof => {
                 let reqs = &self.reqs;
                 self.ranks[rank].waiting.sort_by_key(|&s| (std::cmp::Reverse(reqs[s as usize].max_new), reqs[s as usize].seq));
@@ -804,8 +820,26 @@ impl Engine {
             SchedulePolicy::Lpm | SchedulePolicy::DfsWeight | SchedulePolicy::Hrrn if n > 128 => {}
             SchedulePolicy::Lpm | SchedulePolicy::DfsWeight | SchedulePolicy::Hrrn | SchedulePolicy::ShortestPrefillFirst => {
                 let w = std::mem::take(&mut self.ranks[rank].waiting);
+                // In-batch prefix dedup (SGLang's waiting-queue radix tree).
+                let check = self.cfg.env.in_batch_prefix_caching_check_threshold;
+                let depri = self.cfg.env.in_batch_prefix_caching_deprioritize_threshold;
+                let dedup = matches!(policy, SchedulePolicy::Lpm | SchedulePolicy::ShortestPrefillFirst);
+                let mut wq = RadixTree::new();
                 for &s in &w {
                     self.refresh_match(s);
+                    let r = &self.reqs[s as usize];
+                    let mut d = false;
+                    if dedup && r.match_tokens <= check {
+                        let max = self.max_prefix_units(r);
+                        let key = r.key.clone();
+                        let shared = wq.match_prefix(&key, max, false).units as u64 * self.unit_tokens;
+                        if shared >= depri.max(1) {
+                            d = true;
+                        } else {
+                            wq.insert(&key, max);
+                        }
+                    }
+                    self.reqs[s as usize].deprioritized = d;
                 }
                 let mut w = w;
                 let reqs = &self.reqs;
@@ -813,7 +847,7 @@ impl Engine {
                 match policy {
                     SchedulePolicy::ShortestPrefillFirst => w.sort_by_key(|&s| {
                         let r = &reqs[s as usize];
-                        (r.target - r.match_tokens.min(r.target), r.seq)
+                        (r.deprioritized, r.target - r.match_tokens.min(r.target), r.seq)
                     }),
                     SchedulePolicy::Hrrn => w.sort_by(|&a, &b| {
                         let ratio = |s: u32| {
@@ -828,8 +862,11 @@ impl Engine {
                     }),
                     _ => w.sort_by_key(|&s| {
                         let r = &reqs[s as usize];
-                        (std::cmp::Reverse(r.match_tokens), r.seq)
+                        (r.deprioritized, std::cmp::Reverse(r.match_tokens), r.seq)
                     }),
+                }
+                if policy == SchedulePolicy::DfsWeight {
+                    self.order_dfs_weight(rank, &mut w);
                 }
                 self.ranks[rank].waiting = w;
             }
@@ -844,6 +881,7 @@ impl Engine {
     fn refresh_match(&mut self, slot: u32) {
         if self.cfg.disable_radix_cache || self.cfg.env.radix_force_miss {
             self.reqs[slot as usize].match_tokens = 0;
+            self.reqs[slot as usize].match_node = crate::kv::radix::ROOT;
             return;
         }
         let r = &self.reqs[slot as usize];
@@ -852,6 +890,52 @@ impl Engine {
         let rank = r.rank as usize;
         let m = self.ranks[rank].tree.match_prefix(&key, max, true);
         self.reqs[slot as usize].match_tokens = m.units as u64 * self.unit_tokens;
+        self.reqs[slot as usize].match_node = m.node;
+    }
+
+    /// SGLang `dfs-weight`: depth-first over the radix tree, heavier subtrees (more
+    /// waiting requests under them) first, a node's own requests after its children.
+    /// Only the nodes on waiting requests' match paths are visited.
+    fn order_dfs_weight(&mut self, rank: usize, w: &mut Vec<u32>) {
+        use crate::kv::radix::ROOT;
+        let mut weight: HashMap<NodeId, u64> = HashMap::new();
+        let mut kids: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
+        let mut own: HashMap<NodeId, Vec<u32>> = HashMap::new();
+        let tree = &self.ranks[rank].tree;
+        for &s in w.iter() {
+            let node = self.reqs[s as usize].match_node;
+            own.entry(node).or_default().push(s);
+            let mut n = node;
+            loop {
+                let e = weight.entry(n).or_insert(0);
+                let first_visit = *e == 0;
+                *e += 1;
+                let Some(p) = tree.parent(n) else { break };
+                if first_visit {
+                    kids.entry(p).or_default().push(n);
+                }
+                n = p;
+            }
+        }
+        let mut order = Vec::with_capacity(w.len());
+        // Iterative post-order: children by descending weight (ties: node id).
+        let mut stack: Vec<(NodeId, bool)> = vec![(ROOT, false)];
+        while let Some((n, expanded)) = stack.pop() {
+            if expanded {
+                if let Some(v) = own.get(&n) {
+                    order.extend_from_slice(v);
+                }
+                continue;
+            }
+            stack.push((n, true));
+            if let Some(c) = kids.get_mut(&n) {
+                c.sort_by_key(|&x| (std::cmp::Reverse(weight[&x]), x));
+                for &x in c.iter().rev() {
+                    stack.push((x, false));
+                }
+            }
+        }
+        *w = order;
     }
 
     fn reserved_for_running(&self, rank: usize) -> u64 {
@@ -999,7 +1083,7 @@ impl Engine {
         let mut rest: Vec<u32> = waiting[stop_at.min(waiting.len())..].to_vec();
         // Keep queue order: unadmitted requests before `stop_at` cannot exist
         // (admission stops at the first failure).
-        rest.extend(self.ranks[rank].waiting.drain(..));
+        rest.append(&mut self.ranks[rank].waiting);
         self.ranks[rank].waiting = rest;
         if batch.is_empty() {
             return false;
@@ -1357,7 +1441,7 @@ impl Engine {
             let drop = self.accept_window.len() - w;
             self.accept_window.drain(..drop);
         }
-        if prefill || self.stats.decode_iterations % w as u64 == 0 {
+        if prefill || self.stats.decode_iterations.is_multiple_of(w as u64) {
             self.sample_gauges();
         }
         self.now = self.now.max(t);
@@ -1552,6 +1636,68 @@ impl Engine {
             );
             let own: u64 = self.reqs.iter().filter(|q| q.phase != Phase::Done && q.rank as usize == i).map(|q| q.own).sum();
             assert_eq!(own, r.own_used, "rank {i}: own allocation drift");
+        }
+    }
+}
+
+/// The engine as `/server_info` and reports describe it.
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineInfo {
+    /// Always `predicted`: timings come from the cost model.
+    pub result_kind: &'static str,
+    pub model_profile: String,
+    pub hardware_profile: String,
+    pub model_path: Option<String>,
+    pub served_model_name: String,
+    pub limits: Limits,
+    pub cost_params: crate::profiles::CostParams,
+    pub cost_calibrated: bool,
+    pub unconfirmed_model_facts: Vec<String>,
+    pub tp_size: u32,
+    pub attn_dp_size: u32,
+    pub ep_size: u32,
+    pub schedule_policy: &'static str,
+    pub modelled_flags: Vec<String>,
+    pub front_end_flags: Vec<String>,
+    pub accepted_not_modelled_flags: Vec<String>,
+    pub unknown_flags: Vec<String>,
+    pub router: Option<crate::args::RouterConfig>,
+    pub warnings: Vec<String>,
+    pub launch_command: String,
+}
+
+impl Engine {
+    /// Static description for `/server_info`, reports and result labels.
+    pub fn info(&self) -> EngineInfo {
+        use crate::args::FlagStatus;
+        let split = self.cfg.flag_split();
+        let get = |s: FlagStatus| split.get(&s).cloned().unwrap_or_default();
+        EngineInfo {
+            result_kind: "predicted",
+            model_profile: self.model.name.clone(),
+            hardware_profile: self.gpu.name.clone(),
+            model_path: self.cfg.model_path.clone(),
+            served_model_name: self
+                .cfg
+                .served_model_name
+                .clone()
+                .or_else(|| self.cfg.model_path.clone())
+                .unwrap_or_else(|| self.model.name.clone()),
+            limits: self.limits.clone(),
+            cost_params: self.gpu.cost.clone(),
+            cost_calibrated: self.gpu.cost.calibrated,
+            unconfirmed_model_facts: self.model.unconfirmed.clone(),
+            tp_size: self.cfg.tp_size,
+            attn_dp_size: self.cfg.attn_dp_size,
+            ep_size: self.cfg.ep_size,
+            schedule_policy: self.cfg.schedule_policy.as_str(),
+            modelled_flags: get(FlagStatus::Modelled),
+            front_end_flags: get(FlagStatus::FrontEnd),
+            accepted_not_modelled_flags: get(FlagStatus::AcceptedNotModelled),
+            unknown_flags: get(FlagStatus::Unknown),
+            router: self.cfg.router.clone(),
+            warnings: self.cfg.warnings.clone(),
+            launch_command: self.cfg.launch_command.clone(),
         }
     }
 }

@@ -87,6 +87,12 @@ fn capture_sizes(max_bs: u32, spec: bool) -> Vec<u32> {
 impl Limits {
     pub fn resolve(cfg: &EngineConfig, model: &ModelSpec, gpu: &GpuSpec) -> Result<(Limits, CostModel), ConfigError> {
         let attn_dp = cfg.attn_dp_size.max(1);
+        if cfg.disable_radix_cache && cfg.schedule_policy == crate::args::SchedulePolicy::ShortestPrefillFirst {
+            return Err(ConfigError::Invalid(
+                "--schedule-policy shortest-prefill-first needs the radix cache; drop --disable-radix-cache or choose another policy"
+                    .into(),
+            ));
+        }
         let par = Parallelism {
             tp: cfg.tp_size,
             attn_dp,

@@ -19,6 +19,16 @@ pub fn chain_hash(parent: u64, block: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// FNV-style content hash of one block of token ids (before chaining).
+#[inline]
+pub fn block_content_hash(tokens: &[u32]) -> u64 {
+    let mut c: u64 = 0xCBF2_9CE4_8422_2325;
+    for &t in tokens {
+        c = (c ^ t as u64).wrapping_mul(0x0000_0100_0000_01B3);
+    }
+    c
+}
+
 /// Seed of every chain, so that the first block's hash is never the raw block id.
 pub const CHAIN_ROOT: u64 = 0x5157_4545_505F_4B56;
 
@@ -54,12 +64,7 @@ impl Prompt {
         let mut blocks = Vec::with_capacity(tokens.len() / bt);
         let mut h = CHAIN_ROOT;
         for chunk in tokens.chunks_exact(bt) {
-            // FNV-style content hash of the block, then chained.
-            let mut c: u64 = 0xCBF2_9CE4_8422_2325;
-            for &t in chunk {
-                c = (c ^ t as u64).wrapping_mul(0x0000_0100_0000_01B3);
-            }
-            h = chain_hash(h, c);
+            h = chain_hash(h, block_content_hash(chunk));
             blocks.push(h);
         }
         Ok(Prompt { blocks: blocks.into(), block_tokens, len: tokens.len() as u64 })
@@ -108,6 +113,40 @@ impl Prompt {
         Prompt::from_block_ids(&ids, block_tokens.max(1), len).expect("consistent by construction")
     }
 
+    /// Chained hashes of the full blocks that follow this prompt's full blocks once
+    /// `output` tokens are appended (for [`crate::Request::continuation`]).
+    /// `prompt_tokens` are the ids this prompt was built from (only its trailing
+    /// partial block is read), so a finished turn's cached output matches the next
+    /// turn's prompt when that prompt is built from the same ids.
+    pub fn continuation_from_tokens(&self, prompt_tokens: &[u32], output: &[u32]) -> Arc<[u64]> {
+        let bt = self.block_tokens as usize;
+        let start = self.blocks.len() * bt;
+        let tail = prompt_tokens.get(start..).unwrap_or(&[]);
+        let mut h = self.blocks.last().copied().unwrap_or(CHAIN_ROOT);
+        let joined: Vec<u32> = tail.iter().chain(output.iter()).copied().collect();
+        joined
+            .chunks_exact(bt)
+            .map(|c| {
+                h = chain_hash(h, block_content_hash(c));
+                h
+            })
+            .collect()
+    }
+
+    /// Chains further per-block ids after this prompt's full blocks (the
+    /// [`from_block_ids`](Self::from_block_ids) counterpart of
+    /// [`continuation_from_tokens`](Self::continuation_from_tokens)).
+    pub fn continuation_from_block_ids(&self, block_ids: &[u64]) -> Arc<[u64]> {
+        let mut h = self.blocks.last().copied().unwrap_or(CHAIN_ROOT);
+        block_ids
+            .iter()
+            .map(|&b| {
+                h = chain_hash(h, b);
+                h
+            })
+            .collect()
+    }
+
     /// Total tokens.
     pub fn len(&self) -> u64 {
         self.len
@@ -146,6 +185,25 @@ mod tests {
         for i in 4..15 {
             assert_ne!(pa.blocks()[i], pb.blocks()[i]);
         }
+    }
+
+    #[test]
+    fn continuations_match_the_next_turn() {
+        let turn1: Vec<u32> = (0..1000).collect();
+        let output: Vec<u32> = (5000..5300).collect();
+        let p1 = Prompt::from_tokens(&turn1, 64).unwrap();
+        let cont = p1.continuation_from_tokens(&turn1, &output);
+        let mut turn2 = turn1.clone();
+        turn2.extend(&output);
+        turn2.extend(9000..9500);
+        let p2 = Prompt::from_tokens(&turn2, 64).unwrap();
+        // 1300 tokens = 20 full blocks; the prompt had 15
+        assert_eq!(cont.len(), 5);
+        assert_eq!(&p2.blocks()[15..20], &cont[..]);
+        let q1 = Prompt::from_block_ids(&[1, 2, 3], 64, 192).unwrap();
+        let qc = q1.continuation_from_block_ids(&[4, 5]);
+        let q2 = Prompt::from_block_ids(&[1, 2, 3, 4, 5], 64, 320).unwrap();
+        assert_eq!(&q2.blocks()[3..], &qc[..]);
     }
 
     #[test]

@@ -45,7 +45,7 @@ fn conf_strategy() -> impl Strategy<Value = Conf> {
         2500u64..12_000,
         1u32..12,
         prop::sample::select(vec![256i64, 1024, -1]),
-        prop::sample::select(vec!["fcfs", "lpm", "shortest-prefill-first", "lof", "random", "hrrn"]),
+        prop::sample::select(vec!["fcfs", "lpm", "shortest-prefill-first", "lof", "random", "hrrn", "dfs-weight"]),
         any::<bool>(),
         any::<bool>(),
         prop::sample::select(vec!["0.7", "0.05"]),
@@ -84,8 +84,11 @@ fn build(conf: &Conf) -> Engine {
     common::engine(&args, &env, "llama-3.1-8b", "h200")
 }
 
+/// Accepted request id -> (max_new_tokens, EOS position unless ignore_eos).
+type Accepted = HashMap<u64, (u32, Option<u32>)>;
+
 /// Runs the workload; returns outputs and the ids that were accepted.
-fn drive(conf: &Conf, specs: &[Spec]) -> (Vec<Output>, HashMap<u64, (u32, Option<u32>)>) {
+fn drive(conf: &Conf, specs: &[Spec]) -> (Vec<Output>, Accepted) {
     let mut e = build(conf);
     let cap = e.limits().max_total_num_tokens;
     let bt = conf.block;

@@ -359,3 +359,167 @@ fn decode_step_equal_for_same_graph_size_and_eager_jump() {
     let d17 = step_ms(17, &[]);
     assert!(d17.as_secs_f64() - d16.as_secs_f64() > 0.002, "{d16} -> {d17}");
 }
+
+#[test]
+fn prefill_on_one_dp_rank_delays_decode_on_all_ranks() {
+    // Checklist 36: lockstep; the step's duration is the slowest rank's.
+    let mut e = engine(&["--tp", "8", "--attn-dp-size", "2", "--max-running-requests", "64"], &[], V4, "h200");
+    // two decoding requests, one per rank (round robin)
+    let mut arrivals: Vec<(Time, Request)> = (0..2).map(|i| (Time::ZERO, Request::new(i, Prompt::unique(i, 64, 2048), 400))).collect();
+    // a long prompt lands on rank 0 later (round robin: third request -> rank 0)
+    arrivals.push((Time::from_millis(500), Request::new(9, Prompt::unique(9, 64, 16_384), 2)));
+    let out = run(&mut e, arrivals);
+    let ft = first_token_time(&out, 9).unwrap();
+    for id in 0..2 {
+        let t = token_times(&out, id);
+        let normal = t[5].0 - t[4].0;
+        let spike = t.windows(2).map(|w| w[1].0 - w[0].0).max().unwrap();
+        assert!(spike > normal * 4, "rank of request {id}: spike {spike} vs {normal}");
+        if id == 0 {
+            // same rank as the chunked prefill: no token until it ends
+            assert!(t.iter().all(|x| x.0 <= Time::from_millis(500) + normal * 2 || x.0 >= ft));
+        }
+        // the other rank keeps decoding, but at the pace of the prefill steps
+    }
+}
+
+#[test]
+fn token_usage_excludes_evictable_cache() {
+    // Checklist 13.
+    let mut e = engine(&[], &[], LLAMA, "h200");
+    let out = run(&mut e, vec![(Time::ZERO, Request::new(1, Prompt::unique(1, 16, 50_000), 10))]);
+    assert!(finish_of(&out, 1).is_some());
+    let s = e.stats();
+    assert!(s.ranks[0].evictable_tokens >= 49_000);
+    assert_eq!(s.ranks[0].used_tokens, 0);
+    assert_eq!(s.token_usage, 0.0);
+}
+
+#[test]
+fn gauges_refresh_on_prefill_and_every_40th_decode() {
+    // Checklist 33.
+    let mut e = engine(&[], &[], LLAMA, "h200");
+    let mut out = Vec::new();
+    e.submit(Time::ZERO, Request::new(1, Prompt::unique(1, 1, 100), 200)).unwrap();
+    let mut prev = e.stats().sampled;
+    let mut changes = Vec::new();
+    while let Some(t) = e.next_event_time() {
+        e.advance(t, &mut out);
+        let s = e.stats();
+        if s.sampled != prev {
+            changes.push((s.prefill_batches, s.decode_iterations));
+            prev = s.sampled;
+        }
+    }
+    assert!(!changes.is_empty());
+    for (p, d) in &changes {
+        assert!(*d % 40 == 0 || *p > 0 && *d == 0, "gauges changed at prefill {p} decode {d}");
+    }
+}
+
+#[test]
+fn prefill_decode_interval_holds_prefills_for_n_decode_rounds() {
+    let mut e = engine(&["--prefill-decode-interval", "5"], &[], LLAMA, "h200");
+    let mut out = Vec::new();
+    e.submit(Time::ZERO, Request::new(1, Prompt::unique(1, 1, 500), 100)).unwrap();
+    // first prefill, then a new arrival right after it
+    let t = e.next_event_time().unwrap();
+    e.advance(t, &mut out);
+    let t1 = e.next_event_time().unwrap();
+    e.advance(t1, &mut out);
+    assert_eq!(e.stats().prefill_batches, 1);
+    e.submit(t1, Request::new(2, Prompt::unique(2, 1, 500), 10)).unwrap();
+    let mut seq = Vec::new();
+    while seq.len() < 7 {
+        let t = e.next_event_time().unwrap();
+        e.advance(t, &mut out);
+        let s = e.stats();
+        seq.push((s.prefill_batches, s.decode_iterations));
+    }
+    // five decode rounds pass before the second prefill
+    let first_second_prefill = seq.iter().position(|x| x.0 == 2).unwrap();
+    assert_eq!(seq[first_second_prefill].1, 5, "{seq:?}");
+}
+
+#[test]
+fn stream_interval_batches_tokens() {
+    // Checklist 25 (no speculation): chunks after the first carry >= 4 except the last.
+    let mut e = engine(&["--stream-interval", "4"], &[], LLAMA, "h200");
+    let out = run(&mut e, vec![(Time::ZERO, Request::new(1, Prompt::unique(1, 1, 100), 30))]);
+    let counts: Vec<u32> = token_times(&out, 1).iter().map(|x| x.1).collect();
+    assert_eq!(counts[0], 1);
+    assert!(counts[1..counts.len() - 1].iter().all(|&c| c >= 4), "{counts:?}");
+    assert_eq!(counts.iter().sum::<u32>(), 30);
+}
+
+#[test]
+fn eos_stops_early_unless_ignored() {
+    let mut e = engine(&[], &[], LLAMA, "h200");
+    let mut r = Request::new(1, Prompt::unique(1, 1, 100), 50);
+    r.ignore_eos = false;
+    r.eos_after = Some(20);
+    let mut r2 = r.clone();
+    r2.id = 2;
+    r2.ignore_eos = true;
+    let out = run(&mut e, vec![(Time::ZERO, r), (Time::ZERO, r2)]);
+    let (_, reason, u) = finish_of(&out, 1).unwrap();
+    assert_eq!((reason, u.completion_tokens), (FinishReason::Stop, 20));
+    let (_, reason, u) = finish_of(&out, 2).unwrap();
+    assert_eq!((reason, u.completion_tokens), (FinishReason::Length, 50));
+}
+
+#[test]
+fn lpm_dedups_a_shared_uncached_prefix() {
+    // Two queued requests share an uncached 8K prefix; a third is unrelated.
+    // LPM admits the first sharer and the unrelated one before the second sharer,
+    // which then hits the cache the first one populated.
+    let mut e = engine(&["--schedule-policy", "lpm", "--max-running-requests", "2"], &[], LLAMA, "h200");
+    let mut a = ids(1, 64);
+    a.extend(ids(2, 10));
+    let mut b = ids(1, 64);
+    b.extend(ids(3, 10));
+    let reqs = vec![
+        (Time::ZERO, Request::new(1, Prompt::from_block_ids(&a, 64, 74 * 64).unwrap(), 20)),
+        (Time::ZERO, Request::new(2, Prompt::from_block_ids(&b, 64, 74 * 64).unwrap(), 20)),
+        (Time::ZERO, Request::new(3, Prompt::unique(3, 64, 640), 20)),
+    ];
+    let out = run(&mut e, reqs);
+    assert!(first_token_time(&out, 3).unwrap() < first_token_time(&out, 2).unwrap());
+    assert_eq!(finish_of(&out, 2).unwrap().2.cached_tokens, 64 * 64);
+}
+
+#[test]
+fn declared_continuation_lets_the_next_turn_hit_the_output() {
+    let mut e = engine(&["--page-size", "64"], &[], LLAMA, "h200");
+    let turn1: Vec<u32> = (0..4000).collect();
+    let output: Vec<u32> = (50_000..50_600).collect();
+    let p1 = Prompt::from_tokens(&turn1, 64).unwrap();
+    let mut r1 = Request::new(1, p1.clone(), 600);
+    r1.continuation = Some(p1.continuation_from_tokens(&turn1, &output));
+    let mut turn2 = turn1.clone();
+    turn2.extend(&output);
+    turn2.extend(90_000..90_300);
+    let r2 = Request::new(2, Prompt::from_tokens(&turn2, 64).unwrap(), 10);
+    let out = run(&mut e, vec![(Time::ZERO, r1), (Time::from_secs(30), r2)]);
+    // 4,600 tokens were in KV at finish (the last sampled token has none): 71 pages
+    assert_eq!(finish_of(&out, 2).unwrap().2.cached_tokens, 71 * 64);
+}
+
+#[test]
+fn dfs_weight_serves_the_heaviest_subtree_first() {
+    let mut e = engine(&["--schedule-policy", "dfs-weight", "--max-running-requests", "1"], &[], LLAMA, "h200");
+    let with = |prefix: u64, own: u64| {
+        let mut b = ids(prefix, 32);
+        b.extend(ids(own, 4));
+        Prompt::from_block_ids(&b, 64, 36 * 64).unwrap()
+    };
+    let mut arrivals = vec![(Time::ZERO, Request::new(100, with(1, 90), 2)), (Time::ZERO, Request::new(101, with(2, 91), 2))];
+    for (id, prefix) in [(1, 1), (2, 2), (3, 1), (4, 1)] {
+        arrivals.push((Time::from_secs(10), Request::new(id, with(prefix, 10 + id), 2)));
+    }
+    let out = run(&mut e, arrivals);
+    let b = first_token_time(&out, 2).unwrap();
+    for a in [1, 3, 4] {
+        assert!(first_token_time(&out, a).unwrap() < b, "request {a} after the lighter subtree");
+    }
+}

@@ -144,6 +144,11 @@ impl RadixTree {
         self.nodes.len() - 1 - self.free.len()
     }
 
+    /// Parent of a live non-root node.
+    pub fn parent(&self, node: NodeId) -> Option<NodeId> {
+        (node != ROOT && self.nodes[node as usize].alive).then(|| self.nodes[node as usize].parent)
+    }
+
     fn child(&self, node: NodeId, h: u64) -> Option<NodeId> {
         if node == ROOT {
             self.root_children.get(&h).copied()

@@ -63,7 +63,7 @@ impl SplitMix {
         for _ in 0..n {
             s.push_str(self.pick(SYL));
         }
-        if self.next() % 3 == 0 {
+        if self.next().is_multiple_of(3) {
             s.push('_');
             s.push_str(self.pick(IDENTS));
         }
@@ -104,7 +104,7 @@ pub fn text(seed: u64, bytes: usize) -> String {
                     r.next() % 10_000,
                     r.next() % 10,
                     r.next() % 1000,
-                    r.next() % 2 == 0
+                    r.next().is_multiple_of(2)
                 ));
             }
             _ => {
