@@ -761,12 +761,13 @@ impl Engine {
             return;
         }
         let unit = self.unit_tokens;
-        let (rank, key, old_lock) = {
+        let (rank, key, old_lock, prefix) = {
             let r = &self.reqs[slot as usize];
-            (r.rank as usize, r.key.clone(), r.lock)
+            (r.rank as usize, r.key.clone(), r.lock, r.prefix_tokens)
         };
         let units = ((kv / unit) as u32).min(key.units());
-        let m = self.ranks[rank].tree.insert(&key, units);
+        let hint = crate::kv::Match { units: (prefix / unit) as u32, node: old_lock.unwrap_or(crate::kv::radix::ROOT) };
+        let m = self.ranks[rank].tree.insert_hinted(&key, units, hint);
         let end_units = m.units.max(units);
         let tree = &mut self.ranks[rank].tree;
         if relock {
@@ -888,7 +889,8 @@ impl Engine {
         let max = self.max_prefix_units(r);
         let key = r.key.clone();
         let rank = r.rank as usize;
-        let m = self.ranks[rank].tree.match_prefix(&key, max, true);
+        let hint = crate::kv::Match { units: (r.match_tokens / self.unit_tokens) as u32, node: r.match_node };
+        let m = self.ranks[rank].tree.match_prefix_hinted(&key, max, hint, true);
         self.reqs[slot as usize].match_tokens = m.units as u64 * self.unit_tokens;
         self.reqs[slot as usize].match_node = m.node;
     }
@@ -1023,8 +1025,9 @@ impl Engine {
             let remaining = (self.free_tokens(rank) + self.evictable_tokens(rank)).saturating_sub(reserved);
             // With nothing else in flight on this rank, only the prompt must fit
             // (otherwise a prompt near the pool size could never start).
-            let need = if running_now == 0 && batch.is_empty() { extend.min(need) } else { need };
-            if need + page > remaining {
+            let alone = running_now == 0 && batch.is_empty();
+            let need = if alone { extend.min(need) } else { need };
+            if (alone && need > remaining) || (!alone && need + page >= remaining) {
                 stop_at = idx;
                 break;
             }
@@ -1046,7 +1049,11 @@ impl Engine {
             // Admit: lock the matched prefix.
             let key = self.reqs[slot as usize].key.clone();
             if prefix > 0 {
-                let m = self.ranks[rank].tree.match_prefix(&key, (prefix / self.unit_tokens) as u32, true);
+                let hint = {
+                    let r = &self.reqs[slot as usize];
+                    crate::kv::Match { units: (r.match_tokens / self.unit_tokens) as u32, node: r.match_node }
+                };
+                let m = self.ranks[rank].tree.match_prefix_hinted(&key, (prefix / self.unit_tokens) as u32, hint, true);
                 self.ranks[rank].tree.lock(m.node);
                 let r = &mut self.reqs[slot as usize];
                 r.lock = Some(m.node);
@@ -1278,8 +1285,17 @@ impl Engine {
                     r.new_token_ratio = init;
                 }
             }
-            // Work may remain (e.g. a queue blocked by the running cap with nothing
-            // running cannot happen; a KV-blocked queue waits for frees).
+            // Nothing runs anywhere, so nothing will free KV: a request that still
+            // cannot start never will. End it instead of hanging the shell.
+            for i in 0..n {
+                if self.ranks[i].running.is_empty() && self.ranks[i].chunked.is_none() {
+                    let stuck = std::mem::take(&mut self.ranks[i].waiting);
+                    for s in stuck {
+                        self.finish(s, t, FinishReason::Abort, Some(RequestError::OutOfMemory), true);
+                        self.stats.num_aborted_requests_total += 1;
+                    }
+                }
+            }
             return;
         }
         if hold_prefill && any_decode {

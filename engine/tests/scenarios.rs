@@ -523,3 +523,28 @@ fn dfs_weight_serves_the_heaviest_subtree_first() {
         assert!(first_token_time(&out, a).unwrap() < b, "request {a} after the lighter subtree");
     }
 }
+
+#[test]
+fn cache_aware_router_balances_when_load_is_skewed() {
+    // All requests share one prefix, so cache affinity alone would pile them on
+    // one rank; past the balance thresholds (abs 4, rel 1.5) the router picks the
+    // least-loaded rank.
+    let cfg =
+        engine::EngineConfig::from_args(&["--tp-size", "8", "--attn-dp-size", "2", "--max-running-requests", "512"], &Default::default())
+            .unwrap()
+            .with_router_args(&["--policy", "cache_aware", "--dp-aware", "--balance-abs-threshold", "4"])
+            .unwrap();
+    let mut e = engine::Engine::new(cfg, engine::ModelSpec::lookup(V4).unwrap(), engine::GpuSpec::lookup("h200").unwrap(), 42).unwrap();
+    let shared = ids(4, 400);
+    for i in 0..40u64 {
+        let mut b = shared.clone();
+        b.extend(ids(1000 + i, 2));
+        let p = Prompt::from_block_ids(&b, 64, b.len() as u64 * 64).unwrap();
+        e.submit(Time::ZERO, Request::new(i, p, 50)).unwrap();
+    }
+    let s = e.stats();
+    let loads: Vec<u32> = s.ranks.iter().map(|r| r.queued + r.running).collect();
+    // Without balancing all 40 would share rank 0's cached prefix.
+    let (mn, mx) = (*loads.iter().min().unwrap() as f64, *loads.iter().max().unwrap() as f64);
+    assert!(mn >= 10.0 && mx <= 1.5 * mn + 1.0, "{loads:?}");
+}
