@@ -42,6 +42,8 @@ RECIPE_FLAGS = [
     "--prefill-decode-interval", "0", "--swa-prefix-tails", "4096",
     # harness-only
     "--enable-metrics",
+    # the recipe's hardware, for the engine's cost model
+    "--hardware", "gb300",
 ]
 RECIPE_ENV = {
     "NCCL_CUMEM_ENABLE": "1", "SGLANG_DEFAULT_THINKING": "1", "SGLANG_DSV41_REASONING_EFFORT": "high",

@@ -110,6 +110,7 @@ fn main() {
                     ignore_eos: true,
                     eos_after: None,
                     dp_rank: None,
+                    continuation_output: Vec::new(),
                 },
             )
             .unwrap();

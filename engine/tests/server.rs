@@ -466,3 +466,31 @@ async fn a_thousand_concurrent_streams() {
     assert_eq!(total, 16_000);
     s.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn next_turn_hits_the_cached_reply() {
+    let s = start("--enable-cache-report").await;
+    let question: String = " lorem ipsum dolor sit amet".repeat(120);
+    let r1 = post(s.addr, &chat(&question, serde_json::json!({"max_tokens": 600, "ignore_eos": true}))).await.json();
+    let p1 = r1["usage"]["prompt_tokens"].as_u64().unwrap();
+    let reply = r1["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    let turn2 = serde_json::json!({
+        "messages": [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": "and then?"},
+        ],
+        "max_tokens": 4,
+        "ignore_eos": true,
+    });
+    let r2 = post(s.addr, &turn2).await.json();
+    let p2 = r2["usage"]["prompt_tokens"].as_u64().unwrap();
+    let cached = r2["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
+    // The reply re-encodes to the ids the engine produced, so the cache covers the
+    // first turn's prompt *and* its output (page-aligned, 256 for DeepSeek-V4).
+    // reply + EOS + <｜User｜> "and then?" (4) + <｜Assistant｜></think>
+    assert_eq!(p2, p1 + 600 + 1 + 1 + 4 + 2);
+    assert!(cached > p1, "cached {cached} <= first prompt {p1}");
+    assert_eq!(cached, (p1 + 600) / 256 * 256);
+    s.shutdown().await;
+}

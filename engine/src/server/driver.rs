@@ -29,6 +29,9 @@ pub struct CoreRequest {
     pub eos_after: Option<u64>,
     /// Pin to an attention-DP rank (`data_parallel_rank`).
     pub dp_rank: Option<u32>,
+    /// The reply's ids as far as they are known in advance (may be empty): lets the
+    /// core cache the output under the hashes the next turn's prompt will have.
+    pub continuation_output: Vec<u32>,
 }
 
 /// Why a request finished inside the core.

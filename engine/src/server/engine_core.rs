@@ -75,13 +75,15 @@ impl Core for EngineCore {
         // Real ids hashed per page: equal prefixes share cache pages, as in SGLang.
         let prompt = Prompt::from_tokens(&req.input_ids, self.page).map_err(|e| CoreError { status: 500, message: e.to_string() })?;
         let clamp = |x: u64| x.min(u32::MAX as u64) as u32;
+        let continuation =
+            (!req.continuation_output.is_empty()).then(|| prompt.continuation_from_tokens(&req.input_ids, &req.continuation_output));
         let r = Request {
             id: req.id,
             prompt,
             max_new_tokens: req.max_new_tokens.map(clamp),
             ignore_eos: req.ignore_eos,
             eos_after: req.eos_after.map(clamp),
-            continuation: None,
+            continuation,
             dp_rank: req.dp_rank,
         };
         self.engine.submit(Time(now), r).map_err(|e| to_core_error(&e))
@@ -193,6 +195,7 @@ impl Core for EngineCore {
         v.insert("profiles".into(), json!({"model": e.model().name, "hardware": e.gpu().name}));
         v.insert("flags_by_status".into(), serde_json::to_value(cfg.flag_split()).unwrap_or(Value::Null));
         v.insert("engine_warnings".into(), json!(cfg.warnings));
+        v.insert("engine_info".into(), serde_json::to_value(e.info()).unwrap_or(Value::Null));
         v.insert("engine_seed".into(), json!(self.seed));
         Value::Object(v)
     }

@@ -272,7 +272,15 @@ async fn health(State(st): State<Arc<AppState>>) -> StatusCode {
     let timeout = std::env::var("SGLANG_HEALTH_CHECK_TIMEOUT").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(20.0);
     // A one-token generation from input id 0, as SGLang's health check does.
     let id = st.next_id();
-    let req = CoreRequest { id, input_ids: vec![0], max_new_tokens: Some(1), ignore_eos: true, eos_after: None, dp_rank: None };
+    let req = CoreRequest {
+        id,
+        input_ids: vec![0],
+        max_new_tokens: Some(1),
+        ignore_eos: true,
+        eos_after: None,
+        dp_rank: None,
+        continuation_output: Vec::new(),
+    };
     let Ok(mut rx) = st.driver.submit(req).await else {
         return StatusCode::SERVICE_UNAVAILABLE;
     };

@@ -103,6 +103,9 @@ fn frame(json: &impl Serialize) -> Bytes {
     Bytes::from(v)
 }
 
+/// Reply ids drawn at submission (beyond this, drawn as they stream).
+const PLANNED_MAX: u64 = 65_536;
+
 fn splitmix(x: &mut u64) -> u64 {
     *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = *x;
@@ -149,6 +152,9 @@ struct Gen {
     reasoning_budget: u64,
     stops: Vec<String>,
     stop_ids: Vec<u32>,
+    /// The reply's first ids, drawn at submission so the engine can cache the output
+    /// under the hashes the next turn's prompt will have.
+    planned: Vec<u32>,
     rng: u64,
     produced: u64,
     reasoning_tokens: u64,
@@ -207,10 +213,10 @@ impl Gen {
             let k = self.produced;
             self.produced += 1;
             let last = self.produced == self.max_new;
-            let id = if last && self.natural_stop {
-                tok.eos_id().unwrap_or(0)
-            } else {
-                alphabet[(splitmix(&mut self.rng) % alphabet.len() as u64) as usize]
+            let id = match self.planned.get(k as usize) {
+                Some(&id) => id,
+                None if last && self.natural_stop => tok.eos_id().unwrap_or(0),
+                None => alphabet[(splitmix(&mut self.rng) % alphabet.len() as u64) as usize],
             };
             if self.stop_ids.contains(&id) && self.finish.is_none() {
                 self.finish = Some(("stop".into(), Value::from(id)));
@@ -418,8 +424,27 @@ pub(crate) async fn run(
     .into_iter()
     .filter(|s| !s.is_empty())
     .collect();
+    // Draw the reply's ids up front (bounded): the same ids it will stream. Without a
+    // reasoning split the next turn's template renders exactly these ids (plus EOS)
+    // after this prompt, so the engine can cache them for the next turn.
+    let planned: Vec<u32> = {
+        let tok = enc.tokenizer();
+        let alphabet = tok.alphabet();
+        let n = max_new.min(PLANNED_MAX);
+        (0..n)
+            .map(|k| {
+                if natural_stop && k + 1 == max_new {
+                    tok.eos_id().unwrap_or(0)
+                } else {
+                    alphabet[(splitmix(&mut rng) % alphabet.len() as u64) as usize]
+                }
+            })
+            .collect()
+    };
+    let continuation_output = if reasoning_budget == 0 { planned.clone() } else { Vec::new() };
     let core_req = CoreRequest {
         id,
+        continuation_output,
         input_ids,
         max_new_tokens: params.max_tokens,
         ignore_eos: req.ignore_eos,
@@ -446,6 +471,7 @@ pub(crate) async fn run(
         reasoning_budget,
         stops,
         stop_ids: req.stop_token_ids.clone().unwrap_or_default(),
+        planned,
         rng,
         produced: 0,
         reasoning_tokens: 0,
