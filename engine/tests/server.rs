@@ -494,3 +494,22 @@ async fn next_turn_hits_the_cached_reply() {
     assert_eq!(cached, (p1 + 600) / 256 * 256);
     s.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sglang_055_chunk_shape_on_request() {
+    let s = start("--sglang-compat 0.5.5").await;
+    let r = post(s.addr, &chat("hi", serde_json::json!({"stream": true, "ignore_eos": true, "max_tokens": 2}))).await;
+    let ev = r.events();
+    assert!(
+        ev[0].ends_with(r#""choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning_content":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}"#),
+        "{}",
+        ev[0]
+    );
+    for e in &ev[..ev.len() - 1] {
+        let v: Value = serde_json::from_str(e).unwrap();
+        assert!(v.as_object().unwrap().contains_key("usage"), "{e}");
+        let d = v["choices"][0]["delta"].as_object().unwrap();
+        assert!(d.contains_key("role") && d.contains_key("content") && d.contains_key("reasoning_content"), "{e}");
+    }
+    s.shutdown().await;
+}

@@ -48,6 +48,8 @@ pub struct ServeConfig {
     pub engine_model: Option<String>,
     /// Hardware profile (name or YAML) the engine's cost model uses.
     pub hardware: String,
+    /// Emit SGLang 0.5.5's chunk shape instead of 0.5.23's (`--sglang-compat 0.5.5`).
+    pub compat_055: bool,
     pub launch_command: Vec<String>,
 }
 
@@ -76,6 +78,7 @@ impl Default for ServeConfig {
             mean_output_tokens: 256,
             engine_model: None,
             hardware: "h200".into(),
+            compat_055: false,
             launch_command: Vec::new(),
         }
     }
@@ -87,6 +90,7 @@ const SERVER_ONLY: &[&str] = &[
     "--chat-template",
     "--engine-model",
     "--hardware",
+    "--sglang-compat",
     "--tokenizer-cache-mb",
     "--max-request-body-mb",
     "--mean-output-tokens",
@@ -136,6 +140,7 @@ impl ServeConfig {
                     | "--mean-output-tokens"
                     | "--engine-model"
                     | "--hardware"
+                    | "--sglang-compat"
             );
             let value = if takes_value {
                 match inline {
@@ -175,6 +180,13 @@ impl ServeConfig {
                 "--reasoning-parser" => c.reasoning_parser = Some(v.into()),
                 "--engine-model" => c.engine_model = Some(v.into()),
                 "--hardware" => c.hardware = v.into(),
+                "--sglang-compat" => {
+                    c.compat_055 = match v {
+                        "0.5.5" => true,
+                        "0.5.23" => false,
+                        _ => return Err(invalid(flag, v, "expected 0.5.23 (default) or 0.5.5")),
+                    }
+                }
                 "--context-length" => {
                     c.context_length = Some(v.parse().ok().filter(|n| *n >= 2).ok_or_else(|| invalid(flag, v, "expected an integer >= 2"))?)
                 }

@@ -47,6 +47,33 @@ struct Chunk<'a> {
     usage: Option<&'a Usage>,
 }
 
+/// The 0.5.5 chunk shape (`--sglang-compat 0.5.5`).
+#[derive(Serialize)]
+struct CompatChunk<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: Vec<CompatChoice<'a>>,
+    usage: Option<&'a Usage>,
+}
+
+#[derive(Serialize)]
+struct CompatDelta<'a> {
+    role: Option<&'a str>,
+    content: Option<&'a str>,
+    reasoning_content: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct CompatChoice<'a> {
+    index: u32,
+    delta: CompatDelta<'a>,
+    logprobs: Option<()>,
+    finish_reason: Option<&'a str>,
+    matched_stop: Value,
+}
+
 #[derive(Clone, Debug, Serialize)]
 struct CachedDetails {
     cached_tokens: u64,
@@ -193,6 +220,24 @@ impl Gen {
             Some((r, m)) => (Some(r), m),
             None => (None, Value::Null),
         };
+        if self.st.cfg.compat_055 {
+            // SGLang 0.5.5: every chunk carries `usage` (null unless set), and the delta
+            // always has role, content and reasoning_content.
+            return frame(&CompatChunk {
+                id: &self.rid,
+                object: "chat.completion.chunk",
+                created: self.st.created,
+                model: &self.model,
+                choices: vec![CompatChoice {
+                    index: 0,
+                    delta: CompatDelta { role: delta.role, content: delta.content, reasoning_content: delta.reasoning_content },
+                    logprobs: None,
+                    finish_reason,
+                    matched_stop,
+                }],
+                usage,
+            });
+        }
         frame(&Chunk {
             id: &self.rid,
             object: "chat.completion.chunk",
