@@ -338,7 +338,7 @@ const FLAGS: &[(&str, &[&str], Arity, FlagStatus)] = &[
     ("allow-auto-truncate", &[], Bool, FrontEnd),
     ("schedule-policy", &[], Value, Modelled),
     ("schedule-conservativeness", &[], Value, Modelled),
-    ("enable-mixed-chunk", &[], Bool, AcceptedNotModelled),
+    ("enable-mixed-chunk", &[], Bool, Modelled),
     ("prefill-decode-interval", &[], Value, Modelled),
     ("prefill-decode-interval-min-bs", &[], Value, Modelled),
     ("num-continuous-decode-steps", &[], Value, AcceptedNotModelled),

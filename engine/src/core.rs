@@ -500,7 +500,8 @@ impl Engine {
             key,
             max_new,
             ignore_eos: req.ignore_eos,
-            eos_after: if req.ignore_eos { None } else { req.eos_after },
+            // EOS is itself a generated token: it ends the output at position >= 1.
+            eos_after: if req.ignore_eos { None } else { req.eos_after.map(|e| e.max(1)) },
             rank,
             arrival: now,
             seq,
@@ -954,6 +955,11 @@ impl Engine {
             .sum::<f64>() as u64
     }
 
+    /// `--enable-mixed-chunk` (off under speculative decoding, as in SGLang).
+    fn mixed_chunk(&self) -> bool {
+        self.cfg.enable_mixed_chunk && self.limits.speculative.is_none()
+    }
+
     /// Builds this rank's prefill batch (SGLang PrefillAdder); true if non-empty.
     fn build_prefill(&mut self, rank: usize, now: Time) -> bool {
         let page = self.limits.page_size as u64;
@@ -967,6 +973,10 @@ impl Engine {
         }
         let chunk_budget = self.limits.chunked_prefill_size_per_dp;
         let mut rem_chunk = chunk_budget.unwrap_or(u64::MAX);
+        if self.mixed_chunk() {
+            // The running requests' decode rows ride in the same batch.
+            rem_chunk = rem_chunk.saturating_sub(self.ranks[rank].running.len() as u64);
+        }
         let mut rem_input = self.limits.max_prefill_tokens;
         let mut reserved = self.reserved_for_running(rank);
         let mut batch: Vec<(u32, u64)> = Vec::new();
@@ -1267,7 +1277,7 @@ impl Engine {
         let spec_dp = self.limits.speculative.is_some() && n > 1;
         let mut any_decode = false;
         for i in 0..n {
-            if !self.ranks[i].batch.prefill.is_empty() {
+            if !self.ranks[i].batch.prefill.is_empty() && !self.mixed_chunk() {
                 continue;
             }
             if spec_dp && any_prefill {
@@ -1276,6 +1286,12 @@ impl Engine {
             if self.build_decode(i) {
                 any_decode = true;
             }
+        }
+        if !any_prefill && !any_decode && hold_prefill {
+            // The held decode rounds had nothing to run (e.g. the batch was
+            // retracted away): prefill may go now.
+            self.decode_interval_left = 0;
+            return self.launch(t);
         }
         if !any_prefill && !any_decode {
             // Idle: reset the new-token ratio (SGLang's idle housekeeping).
@@ -1321,6 +1337,17 @@ impl Engine {
                     }
                     l.kv_read_bytes += self.cost.kv_read_bytes(end);
                     l.attn_flops += self.cost.attn_flops(take, end, true);
+                }
+                if rk.batch.decode {
+                    // Mixed chunk: one decode row per running request, unpadded.
+                    for &s in &rk.running {
+                        let r = &self.reqs[s as usize];
+                        let c = r.prompt_len + r.generated as u64;
+                        l.tokens += 1;
+                        l.logits += 1;
+                        l.kv_read_bytes += self.cost.kv_read_bytes(c);
+                        l.attn_flops += self.cost.attn_flops(1, c + 1, false);
+                    }
                 }
                 l.graph = false;
                 graph_all = false;
@@ -1384,33 +1411,7 @@ impl Engine {
         self.batch_computed = 0;
         for i in 0..n {
             let batch = std::mem::take(&mut self.ranks[i].batch);
-            if !batch.prefill.is_empty() {
-                for &(s, take) in &batch.prefill {
-                    self.ranks[i].prefill_tokens_done += take;
-                    let (aborted, done) = {
-                        let r = &self.reqs[s as usize];
-                        (r.aborted, r.kv >= r.target)
-                    };
-                    if aborted {
-                        if self.ranks[i].chunked == Some(s) {
-                            self.ranks[i].chunked = None;
-                        }
-                        self.release(s);
-                        continue;
-                    }
-                    let kv = self.reqs[s as usize].kv;
-                    self.cache_prefix(s, kv, true);
-                    if !done {
-                        continue; // still chunked
-                    }
-                    // Last chunk: sample a token, join the running batch.
-                    self.reqs[s as usize].phase = Phase::Running;
-                    step_gen += 1;
-                    if self.emit(s, 1, t, interval, out) {
-                        self.ranks[i].running.push(s);
-                    }
-                }
-            } else if batch.decode {
+            if batch.decode {
                 let a = if self.limits.speculative.is_some() {
                     self.accept_window.push((batch.accept, self.ranks[i].running.len() as u32));
                     self.stats.spec_verify_calls_total += 1;
@@ -1440,6 +1441,33 @@ impl Engine {
                 }
                 // Requests that finished were removed by `emit`.
                 self.ranks[i].running = keep;
+            }
+            if !batch.prefill.is_empty() {
+                for &(s, take) in &batch.prefill {
+                    self.ranks[i].prefill_tokens_done += take;
+                    let (aborted, done) = {
+                        let r = &self.reqs[s as usize];
+                        (r.aborted, r.kv >= r.target)
+                    };
+                    if aborted {
+                        if self.ranks[i].chunked == Some(s) {
+                            self.ranks[i].chunked = None;
+                        }
+                        self.release(s);
+                        continue;
+                    }
+                    let kv = self.reqs[s as usize].kv;
+                    self.cache_prefix(s, kv, true);
+                    if !done {
+                        continue; // still chunked
+                    }
+                    // Last chunk: sample a token, join the running batch.
+                    self.reqs[s as usize].phase = Phase::Running;
+                    step_gen += 1;
+                    if self.emit(s, 1, t, interval, out) {
+                        self.ranks[i].running.push(s);
+                    }
+                }
             }
         }
         if prefill {

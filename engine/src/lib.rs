@@ -60,8 +60,9 @@
 //!
 //! # Simplifications (documented, not hidden)
 //!
-//! - `routing-key` orders like `fcfs`; `--enable-mixed-chunk`, priority scheduling and
-//!   `--disable-overlap-schedule` are accepted but not modelled.
+//! - `routing-key` orders like `fcfs`; priority scheduling and `--disable-overlap-schedule`
+//!   are accepted but not modelled; `shortest-prefill-first` does not cap an in-progress
+//!   chunk for shorter waiters.
 //! - `--dp-size N` (full replicas) is simulated as N attention-DP ranks.
 //! - CUDA-graph padding pads the token-dependent terms; padded rows read no KV.
 //! - The DeepSeek-V4 per-request sliding-window state is not charged to the pool.

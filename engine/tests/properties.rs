@@ -50,8 +50,9 @@ fn conf_strategy() -> impl Strategy<Value = Conf> {
         any::<bool>(),
         prop::sample::select(vec!["0.7", "0.05"]),
         prop::sample::select(vec![1u32, 3]),
+        any::<bool>(),
     )
-        .prop_map(|(page, total, run, chunk, policy, spec, dp, ratio, interval)| {
+        .prop_map(|(page, total, run, chunk, policy, spec, dp, ratio, interval, mixed)| {
             let mut args: Vec<String> = vec![
                 "--page-size".into(),
                 page.to_string(),
@@ -73,6 +74,9 @@ fn conf_strategy() -> impl Strategy<Value = Conf> {
             }
             if dp {
                 args.extend(["--tp", "2", "--attn-dp-size", "2"].map(String::from));
+            }
+            if mixed {
+                args.push("--enable-mixed-chunk".into());
             }
             Conf { args, env, block: if page == 1 { 16 } else { page } }
         })
@@ -150,7 +154,7 @@ fn drive(conf: &Conf, specs: &[Spec]) -> (Vec<Output>, Accepted) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48), .. ProptestConfig::default() })]
 
     #[test]
     fn no_request_lost_or_finished_twice(conf in conf_strategy(), specs in prop::collection::vec(spec_strategy(), 1..40)) {

@@ -289,9 +289,8 @@ impl RadixTree {
             };
             let lim = clen.min(max - d);
             // Chained keys: equality at offset i implies equality before i.
-            let j = if lim == clen && cend == key.get(d + lim - 1) {
-                lim
-            } else if ckey.get(cstart + lim - 1) == key.get(d + lim - 1) {
+            let q = key.get(d + lim - 1);
+            let j = if (lim == clen && cend == q) || ckey.get(cstart + lim - 1) == q {
                 lim
             } else {
                 let (mut lo, mut hi) = (1u32, lim - 1); // eq(lo-1) true, answer in [lo, hi]
