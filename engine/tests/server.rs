@@ -306,6 +306,11 @@ async fn api_key_is_required_when_set() {
     assert_eq!(r.status, 401);
     let r = http(s.addr, "POST", "/v1/chat/completions", &[JSON, ("Authorization", "Bearer sekret")], body.as_bytes()).await;
     assert_eq!(r.status, 200, "{}", r.text());
+    // /server_info does not echo the key (launch command, flag records).
+    assert_eq!(http(s.addr, "GET", "/server_info", &[], b"").await.status, 401);
+    let info = http(s.addr, "GET", "/server_info", &[("Authorization", "Bearer sekret")], b"").await;
+    assert_eq!(info.status, 200);
+    assert!(!info.text().contains("sekret") && info.text().contains("<redacted>"), "{}", info.text());
     // Probes stay open.
     assert_eq!(http(s.addr, "GET", "/health", &[], b"").await.status, 200);
     assert_eq!(http(s.addr, "GET", "/v1/models", &[], b"").await.status, 401);

@@ -353,7 +353,15 @@ async fn server_info(State(st): State<Arc<AppState>>) -> Response {
             );
         }
     }
-    json_response(StatusCode::OK, &v)
+    let mut body = v.to_string();
+    // The launch command and flag records would echo the API key.
+    if let Some(key) = st.cfg.api_key.as_deref().filter(|k| !k.is_empty()) {
+        // Replace the key as it appears inside JSON strings (escaped).
+        let escaped = serde_json::to_string(key).unwrap_or_default();
+        let inner = &escaped[1..escaped.len().saturating_sub(1).max(1)];
+        body = body.replace(inner, "<redacted>");
+    }
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 async fn model_info(State(st): State<Arc<AppState>>) -> Response {
