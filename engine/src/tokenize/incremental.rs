@@ -2,8 +2,9 @@
 //! re-encoding a conversation whose earlier messages were seen costs a hash and a
 //! compare of the old messages plus the encoding of the new ones.
 //!
-//! Correctness does not rest on the hash: a hit is used only when the stored message
-//! equals the request's message byte for byte, and a message's ids depend on that
+//! Messages are keyed by a hash of their role, length and ends (O(1) each); correctness
+//! does not rest on the key: a hit is used only when the stored message equals the
+//! request's message byte for byte, and a message's ids depend on that
 //! message alone (see [`super::template`]). A truncated conversation hits on the
 //! messages it keeps; a diverging one misses from the first changed message on and
 //! re-encodes exactly those. Memory is bounded by a byte budget with least-recently
@@ -127,18 +128,34 @@ fn hash_bytes(seed: u64, b: &[u8]) -> u64 {
     h ^ (h >> 31)
 }
 
+/// Bytes of each end of a long text that go into its key.
+const SAMPLE: usize = 512;
+
+/// Hash of a text's length and its first and last [`SAMPLE`] bytes: O(1) per message,
+/// so a hit costs one pass over the text (the equality check), not two. Texts that
+/// differ only in the middle share a key; the equality check turns that into a miss.
+fn sampled(seed: u64, b: &[u8]) -> u64 {
+    let seed = seed ^ (b.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    if b.len() <= 2 * SAMPLE {
+        hash_bytes(seed, b)
+    } else {
+        let h = hash_bytes(seed, &b[..SAMPLE]);
+        hash_bytes(h, &b[b.len() - SAMPLE..])
+    }
+}
+
 fn message_key(kind: Kind, m: &ChatMessage) -> u64 {
     let tag = match kind {
         Kind::Message => 1 + m.role as u64,
         Kind::ToolsPrefix => 100,
     };
-    let mut h = hash_bytes(tag, m.content.as_bytes());
+    let mut h = sampled(tag, m.content.as_bytes());
     if let Some(r) = &m.reasoning_content {
-        h = hash_bytes(h ^ 0x5555, r.as_bytes());
+        h = sampled(h ^ 0x5555, r.as_bytes());
     }
     for c in &m.tool_calls {
-        h = hash_bytes(h ^ 0x7777, c.name.as_bytes());
-        h = hash_bytes(h, c.arguments.as_bytes());
+        h = sampled(h ^ 0x7777, c.name.as_bytes());
+        h = sampled(h, c.arguments.as_bytes());
     }
     h
 }
@@ -372,6 +389,15 @@ mod tests {
         div[10].content.push('!');
         let r = e.encode(&div, &opts).unwrap();
         assert_eq!(r.ids, e.encode_uncached(&div, &opts).unwrap());
+        assert_eq!(r.encoded, 1);
+        // A change in the middle of a long message (same length, same ends) misses.
+        let mut mid = msgs.clone();
+        let long = "x".repeat(5000);
+        mid[4].content = format!("{long}a{long}");
+        e.encode(&mid, &opts).unwrap();
+        mid[4].content = format!("{long}b{long}");
+        let r = e.encode(&mid, &opts).unwrap();
+        assert_eq!(r.ids, e.encode_uncached(&mid, &opts).unwrap());
         assert_eq!(r.encoded, 1);
         // Same content under another role is a different message.
         let mut swapped = msgs.clone();
