@@ -21,6 +21,12 @@ enum Command {
     Changelog(cmd::changelog::Command),
     /// The reference engine: `sweep engine serve <SGLang flags>`.
     Engine(engine_cmd::EngineArgs),
+    /// Regenerate a run's charts, report.md and report.html.
+    Report(cmd::results::ReportArgs),
+    /// CI verdict for a run: gate.json, JUnit XML and the exit code.
+    Gate(cmd::results::GateArgs),
+    /// Per-point deltas between two runs, with the noise estimated from bootstrap intervals.
+    Compare(cmd::results::CompareArgs),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -29,5 +35,8 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Plan(a) => cmd::plan::run(&a),
         Command::Changelog(c) => cmd::changelog::run(&c),
         Command::Engine(a) => engine_cmd::run(a).map(|()| ExitCode::SUCCESS),
+        Command::Report(a) => cmd::results::report(&a),
+        Command::Gate(a) => cmd::results::gate(&a),
+        Command::Compare(a) => cmd::results::compare(&a),
     }
 }
