@@ -75,8 +75,10 @@ pub mod limits;
 pub mod profiles;
 pub mod prompt;
 pub mod rng;
+pub mod server;
 pub mod spec_decode;
 pub mod time;
+pub mod tokenize;
 
 pub use args::{EngineConfig, FlagRecord, FlagStatus, RouterConfig};
 pub use core::{

@@ -1,5 +1,5 @@
 use clap::{Parser, Subcommand};
-use harness::cmd;
+use harness::{cmd, engine_cmd};
 use std::process::ExitCode;
 
 /// Plan, run and report LLM-serving recipe sweeps (AgentX, InferenceX-compatible).
@@ -19,6 +19,8 @@ enum Command {
     /// Check or append to perf-changelog.yaml.
     #[command(subcommand)]
     Changelog(cmd::changelog::Command),
+    /// The reference engine: `sweep engine serve <SGLang flags>`.
+    Engine(engine_cmd::EngineArgs),
     /// Regenerate a run's charts, report.md and report.html.
     Report(cmd::results::ReportArgs),
     /// CI verdict for a run: gate.json, JUnit XML and the exit code.
@@ -37,6 +39,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Validate(a) => cmd::validate::run(&a),
         Command::Plan(a) => cmd::plan::run(&a),
         Command::Changelog(c) => cmd::changelog::run(&c),
+        Command::Engine(a) => engine_cmd::run(a).map(|()| ExitCode::SUCCESS),
         Command::Report(a) => cmd::results::report(&a),
         Command::Gate(a) => cmd::results::gate(&a),
         Command::Collect(a) => cmd::results::collect(&a),
