@@ -5,12 +5,18 @@
 
 pub mod changelog;
 pub mod cmd;
+pub mod gate;
 pub mod golden_al;
+pub mod metrics;
+pub mod pareto;
 pub mod plan;
 pub mod problem;
 pub mod prompt;
 pub mod recipe;
+pub mod records;
 pub mod repo;
+pub mod report;
+pub mod results;
 pub mod trace;
 pub mod workload;
 pub mod yaml;
