@@ -17,6 +17,7 @@ pub mod records;
 pub mod repo;
 pub mod report;
 pub mod results;
+pub mod run;
 pub mod trace;
 pub mod workload;
 pub mod yaml;

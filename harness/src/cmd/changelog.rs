@@ -21,8 +21,11 @@ pub enum Command {
     /// Append an entry atomically (the file is only replaced when the result is a valid append).
     Append {
         /// Config keys (or `*` patterns) the entry selects.
-        #[arg(long = "config-keys", required = true, num_args = 1..)]
+        #[arg(long = "config-keys", required_unless_present = "from", num_args = 1..)]
         config_keys: Vec<String>,
+        /// Take the config keys from a finished run directory; its gate must have passed.
+        #[arg(long)]
+        from: Option<std::path::PathBuf>,
         /// Description lines (repeat for several lines).
         #[arg(long, required = true)]
         description: Vec<String>,
@@ -86,11 +89,35 @@ pub fn check(base: Option<&str>, repo: &RepoArgs) -> Result<String, Problems> {
     ))
 }
 
+/// The config keys of a run whose gate passed (`sweep gate` wrote `gate.json`).
+pub fn keys_from_run(run: &std::path::Path) -> Result<Vec<String>, Problems> {
+    let bad = |m: String, fix: &str| Problems::one(Problem::new(run, None, "", m, fix));
+    let summary = crate::results::RunSummary::load(run).map_err(|e| bad(e, "pass a run directory written by `sweep run`"))?;
+    let gate: serde_json::Value = std::fs::read_to_string(run.join("gate.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or_else(|| bad("the run has no gate.json".into(), "run `sweep gate RUN` first"))?;
+    if gate["passed"] != serde_json::Value::Bool(true) {
+        return Err(bad(
+            "the run's gate failed: only passing runs are recorded in the changelog".into(),
+            "fix the failing checks (see gate.txt) and run again",
+        ));
+    }
+    let mut keys: Vec<String> = summary.points.iter().map(|p| p.config_key.clone()).collect();
+    keys.sort();
+    keys.dedup();
+    Ok(keys)
+}
+
 pub fn run(cmd: &Command) -> anyhow::Result<std::process::ExitCode> {
     let res = match cmd {
         Command::Check { base, repo } => check(base.as_deref(), repo),
-        Command::Append { config_keys, description, pr_link, scenario_type, evals_only, all_evals, append_only, repo } => (|| {
+        Command::Append { config_keys, from, description, pr_link, scenario_type, evals_only, all_evals, append_only, repo } => (|| {
             let repo = repo.repo()?;
+            let mut config_keys = config_keys.clone();
+            if let Some(run) = from {
+                config_keys.extend(keys_from_run(run)?);
+            }
             let mut scns = Vec::new();
             for s in scenario_type {
                 scns.push(Scenario::parse(s).ok_or_else(|| {
@@ -104,7 +131,7 @@ pub fn run(cmd: &Command) -> anyhow::Result<std::process::ExitCode> {
                 })?);
             }
             let e = NewEntry {
-                config_keys: config_keys.clone(),
+                config_keys,
                 description: description.clone(),
                 pr_link: pr_link.clone(),
                 scenario_type: (!scns.is_empty()).then_some(scns),
@@ -133,7 +160,8 @@ pub fn run(cmd: &Command) -> anyhow::Result<std::process::ExitCode> {
                 repo.changelog.display(),
                 d.appended.first().map(|x| x.line).unwrap_or(0)
             ))
-        })(),
+        })(
+        ),
     };
     match res {
         Ok(msg) => {

@@ -95,3 +95,46 @@ pub fn compare(a: &CompareArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::fake_run;
+
+    #[test]
+    fn gate_passes_against_itself_and_fails_on_an_injected_regression() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let run = fake_run(5);
+        run.save(&a).unwrap();
+        let v = gate_run(&a, Some(&a), None).unwrap();
+        assert!(v.passed, "{}", gate::human(&v));
+        assert!(a.join("gate.json").is_file() && a.join("gate.xml").is_file());
+        // 20 % less throughput on one point, far beyond its bootstrap noise.
+        let mut worse = run.clone();
+        worse.run_id = "worse".into();
+        let p = worse.points[2].pareto.as_mut().unwrap();
+        p.y *= 0.8;
+        p.y_ci = (p.y_ci.0 * 0.8, p.y_ci.1 * 0.8);
+        worse.save(&b).unwrap();
+        let v = gate_run(&b, Some(&a), None).unwrap();
+        assert!(!v.passed);
+        let failed: Vec<&str> = v.checks.iter().filter(|c| !c.passed).map(|c| c.name.as_str()).collect();
+        assert_eq!(failed, vec!["regression cfg/tp4-c4 tput_per_gpu"]);
+        assert!(std::fs::read_to_string(b.join("gate.xml")).unwrap().contains("<failure"));
+    }
+
+    #[test]
+    fn gate_fails_on_thin_coverage_and_failed_points() {
+        let d = tempfile::tempdir().unwrap();
+        let mut run = fake_run(5);
+        run.points[4].status = crate::results::Status::Failed { reason: "server exited".into() };
+        run.curves[0].coverage.pass = false;
+        run.save(d.path()).unwrap();
+        let v = gate_run(d.path(), None, None).unwrap();
+        let failed: Vec<String> = v.checks.iter().filter(|c| !c.passed).map(|c| c.name.clone()).collect();
+        assert!(failed.contains(&"point cfg/tp4-c16".to_string()) && failed.contains(&"pareto coverage cfg".to_string()), "{failed:?}");
+    }
+}
