@@ -5,9 +5,15 @@
 
 pub mod changelog;
 pub mod cmd;
+pub mod gate;
 pub mod golden_al;
+pub mod metrics;
+pub mod pareto;
 pub mod plan;
 pub mod problem;
 pub mod recipe;
+pub mod records;
 pub mod repo;
+pub mod report;
+pub mod results;
 pub mod yaml;

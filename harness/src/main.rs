@@ -19,6 +19,12 @@ enum Command {
     /// Check or append to perf-changelog.yaml.
     #[command(subcommand)]
     Changelog(cmd::changelog::Command),
+    /// Regenerate a run's charts, report.md and report.html.
+    Report(cmd::results::ReportArgs),
+    /// CI verdict for a run: gate.json, JUnit XML and the exit code.
+    Gate(cmd::results::GateArgs),
+    /// Per-point deltas between two runs, with the noise estimated from bootstrap intervals.
+    Compare(cmd::results::CompareArgs),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -26,5 +32,8 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Validate(a) => cmd::validate::run(&a),
         Command::Plan(a) => cmd::plan::run(&a),
         Command::Changelog(c) => cmd::changelog::run(&c),
+        Command::Report(a) => cmd::results::report(&a),
+        Command::Gate(a) => cmd::results::gate(&a),
+        Command::Compare(a) => cmd::results::compare(&a),
     }
 }

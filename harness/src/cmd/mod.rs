@@ -2,6 +2,7 @@
 
 pub mod changelog;
 pub mod plan;
+pub mod results;
 pub mod validate;
 
 use crate::problem::Problems;

@@ -58,17 +58,17 @@ pub struct Recipe {
 }
 
 /// A point's resolved launch: what `sweep plan --show-commands` prints and the launcher runs.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Launch {
     pub arm: String,
     pub conc: u32,
     pub worker_argv: Vec<String>,
     pub env: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub router_argv: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub router_env: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub golden_al: Option<f64>,
 }
 
