@@ -25,6 +25,9 @@ enum Command {
     Gate(cmd::results::GateArgs),
     /// Per-point deltas between two runs, with the noise estimated from bootstrap intervals.
     Compare(cmd::results::CompareArgs),
+    /// Generate synthetic AgentX traces, compare trace-set statistics, dry-run the replay workload.
+    #[command(subcommand)]
+    Trace(cmd::trace::TraceCommand),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -35,5 +38,6 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Report(a) => cmd::results::report(&a),
         Command::Gate(a) => cmd::results::gate(&a),
         Command::Compare(a) => cmd::results::compare(&a),
+        Command::Trace(t) => cmd::trace::run(&t),
     }
 }
