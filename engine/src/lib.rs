@@ -2,3 +2,5 @@
 //!
 //! The core is a sans-IO state machine; shells (the HTTP server, the virtual-clock
 //! loop in the harness) own time and I/O.
+
+pub mod calibrate;

@@ -1,5 +1,7 @@
 use clap::{Parser, Subcommand};
 
+mod calibrate;
+
 /// Plan, run and report LLM-serving recipe sweeps (AgentX, InferenceX-compatible).
 #[derive(Parser)]
 #[command(name = "sweep", version, about)]
@@ -9,9 +11,15 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Measure a GPU into a hardware profile and check the cost model against it.
+    #[command(subcommand)]
+    Calibrate(calibrate::CalibrateCommand),
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Calibrate(c) => calibrate::run(c),
+    }
 }
