@@ -5,19 +5,56 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use engine::calibrate::curves::{Fitted, MeasuredCurves};
+use engine::GpuSpec;
+use engine::ModelSpec;
+use engine::calibrate::curves::{
+    AttentionCurve, CopyPoint, GemmCurve, MoeCurve, PeerRun, PrefillAttentionPoint,
+};
 use engine::calibrate::shapes::ModelShape;
-use engine::calibrate::steps::{self, Roofline, StepComparison, StepMeasurement};
-use serde::{Deserialize, Serialize};
+use engine::calibrate::steps::{self, StepComparison, StepMeasurement};
+use serde::Deserialize;
 
 #[derive(Subcommand)]
 pub enum CalibrateCommand {
     /// Measure the GPU (copy bandwidth, GEMM curves per weight shape and M, expert GEMMs,
     /// decode attention, launch overheads, real decode steps) into a hardware profile.
     Gpu(GpuArgs),
+    /// Add a peer framework's run of the same measurements (scripts/calibrate_torch.py) to a
+    /// measured profile: side-by-side figures and the prefill-attention curve.
+    ImportPeer(ImportPeerArgs),
     /// Compare step times measured on a GPU with the cost model's predictions from a measured
-    /// profile and from the datasheet roofline.
+    /// profile and from the datasheet profile.
     Check(CheckArgs),
+    /// Print a measured profile's ceilings and curves as Markdown tables, side by side with
+    /// the datasheet and the peer run.
+    Report(ReportArgs),
+}
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// Measured hardware profile (name or YAML).
+    #[arg(long, default_value = "h200-measured")]
+    pub profile: String,
+    /// M values shown in the GEMM table.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,16,128,1024,4096,16384"
+    )]
+    pub ms: Vec<u64>,
+    /// Write the tables here as well as printing them.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ImportPeerArgs {
+    /// Measured hardware profile to update in place.
+    #[arg(long)]
+    pub profile: PathBuf,
+    /// JSON written by scripts/calibrate_torch.py --out.
+    #[arg(long)]
+    pub peer: PathBuf,
 }
 
 #[derive(Args)]
@@ -41,6 +78,10 @@ pub struct GpuArgs {
     /// Profile name written into the file.
     #[arg(long, default_value = "h200-measured")]
     pub name: String,
+    /// Datasheet profile of this GPU (name or YAML) whose datasheet and host-side costs the
+    /// measured profile keeps.
+    #[arg(long, default_value = "h200")]
+    pub base: String,
     /// Where the profile YAML goes (e.g. engine/profiles/hardware/h200-measured.yaml).
     #[arg(long)]
     pub out: PathBuf,
@@ -51,9 +92,12 @@ pub struct GpuArgs {
 
 #[derive(Args)]
 pub struct CheckArgs {
-    /// Measured hardware profile (from `sweep calibrate gpu`).
-    #[arg(long)]
-    pub profile: PathBuf,
+    /// Measured hardware profile (name or YAML, from `sweep calibrate gpu`).
+    #[arg(long, default_value = "h200-measured")]
+    pub profile: String,
+    /// Datasheet hardware profile to compare with (name or YAML).
+    #[arg(long, default_value = "h200")]
+    pub datasheet: String,
     /// Step-time measurements (JSON lists; repeatable: one per runner).
     #[arg(long = "steps", required = true)]
     pub steps: Vec<PathBuf>,
@@ -65,46 +109,16 @@ pub struct CheckArgs {
     pub markdown: Option<PathBuf>,
 }
 
-/// The datasheet numbers the measured profile is set against (H200 SXM, spec §7.7).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
-pub struct Datasheet {
-    pub hbm_gbps: f64,
-    pub bf16_tflops: f64,
-    pub fp8_tflops: f64,
-    pub memory_gb: f64,
-    pub nvlink_gbps: f64,
-}
-
-impl Datasheet {
-    pub fn h200() -> Self {
-        Datasheet {
-            hbm_gbps: 4800.0,
-            bf16_tflops: 989.0,
-            fp8_tflops: 1979.0,
-            memory_gb: 141.0,
-            nvlink_gbps: 900.0,
-        }
-    }
-}
-
-/// The file `sweep calibrate gpu` writes.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct MeasuredProfileFile {
-    pub name: String,
-    /// Always "measured" for these files.
-    pub source: String,
-    pub datasheet: Datasheet,
-    pub fitted: Fitted,
-    pub measured: MeasuredCurves,
-}
-
 pub fn run(cmd: CalibrateCommand) -> Result<()> {
     match cmd {
         CalibrateCommand::Gpu(a) => gpu(a),
+        CalibrateCommand::ImportPeer(a) => import_peer(a),
         CalibrateCommand::Check(a) => check(a),
+        CalibrateCommand::Report(a) => report(a),
     }
 }
 
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 fn load_model(name: &str) -> Result<ModelShape> {
     if let Some(m) = ModelShape::builtin(name) {
         return Ok(m);
@@ -127,7 +141,10 @@ fn load_model(name: &str) -> Result<ModelShape> {
 
 /// Writes `text` to `path` through a temporary file in the same folder and a rename.
 pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let tmp = dir.join(format!(
         ".{}.tmp{}",
@@ -139,19 +156,34 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn load_profile(path: &Path) -> Result<MeasuredProfileFile> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_yaml_ng::from_str(&text).with_context(|| {
-        format!(
-            "{}: not a measured hardware profile (expected name, source, datasheet, fitted, measured; \
-             write one with `sweep calibrate gpu`)",
-            path.display()
-        )
-    })
+pub fn load_profile(name: &str) -> Result<GpuSpec> {
+    let g = GpuSpec::lookup(name).with_context(|| format!("hardware profile {name}"))?;
+    if g.measured.is_none() {
+        bail!(
+            "hardware profile {name} has no `measured` section; write one with `sweep calibrate gpu --out <file>`"
+        );
+    }
+    Ok(g)
+}
+
+/// The YAML of a measured profile, with a header saying where it came from.
+pub fn profile_yaml(g: &GpuSpec) -> Result<String> {
+    let m = g
+        .measured
+        .as_ref()
+        .context("profile has no measured section")?;
+    let header = format!(
+        "# Hardware profile measured by `sweep calibrate gpu` on {} ({}), driver {}, CUDA {}, cuBLAS {}.\n\
+         # datasheet: published facts; cost: roofline parameters fitted from the curves (used where no\n\
+         # curve applies); measured: the curves the cost model sums per operator.\n",
+        m.device, m.date, m.driver, m.cuda_driver, m.cublas
+    );
+    Ok(format!("{header}{}", serde_yaml_ng::to_string(g)?))
 }
 
 fn load_steps(path: &Path) -> Result<Vec<StepMeasurement>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| {
         format!(
             "{}: expected a JSON list of step measurements (mode, batch, ctx, tokens, measured_us, runner)",
@@ -162,13 +194,19 @@ fn load_steps(path: &Path) -> Result<Vec<StepMeasurement>> {
 
 #[cfg(not(feature = "cuda"))]
 fn gpu(_a: GpuArgs) -> Result<()> {
-    bail!("this sweep was built without GPU support; rebuild with `cargo build --release --features cuda`")
+    bail!(
+        "this sweep was built without GPU support; rebuild with `cargo build --release --features cuda`"
+    )
 }
 
 #[cfg(feature = "cuda")]
 fn gpu(a: GpuArgs) -> Result<()> {
     use engine::calibrate::measure::{self, CalibrateOptions};
-    let models = a.models.iter().map(|m| load_model(m)).collect::<Result<Vec<_>>>()?;
+    let models = a
+        .models
+        .iter()
+        .map(|m| load_model(m))
+        .collect::<Result<Vec<_>>>()?;
     let opts = if a.quick {
         let mut o = CalibrateOptions::quick(models, a.device, a.seed);
         if a.no_steps {
@@ -182,6 +220,7 @@ fn gpu(a: GpuArgs) -> Result<()> {
         }
         o
     };
+    let base = GpuSpec::lookup(&a.base).with_context(|| format!("--base {}", a.base))?;
     let dense = opts
         .models
         .iter()
@@ -189,28 +228,36 @@ fn gpu(a: GpuArgs) -> Result<()> {
         .cloned()
         .unwrap_or_else(ModelShape::llama_3_1_8b);
     let run = measure::run(&opts, &mut |line| eprintln!("{line}")).context("GPU calibration")?;
-    let ds = Datasheet::h200();
-    let layer_bytes = 2.0 * dense.dense_layer_params() as f64;
-    let fitted = run.curves.fit(ds.hbm_gbps, ds.bf16_tflops, ds.fp8_tflops, layer_bytes);
-    let file = MeasuredProfileFile {
-        name: a.name.clone(),
-        source: "measured".into(),
-        datasheet: ds,
-        fitted,
-        measured: run.curves,
-    };
-    let header = format!(
-        "# Hardware profile measured by `sweep calibrate gpu` on {} ({}), driver {}, CUDA {}, cuBLAS {}.\n\
-         # measured: curves; fitted: roofline parameters derived from them against the datasheet.\n",
-        file.measured.device,
-        file.measured.date,
-        file.measured.driver,
-        file.measured.cuda_driver,
-        file.measured.cublas
+    let mut curves = run.curves;
+    let ds = &base.datasheet;
+    let layer_gemms: Vec<(u64, u64)> = dense
+        .gemms()
+        .iter()
+        .filter(|g| !g.name.ends_with("lm_head"))
+        .map(|g| (g.n, g.k))
+        .collect();
+    let attn_bytes = (1024 * 2 * dense.kv_heads * dense.head_dim * 2) as f64;
+    curves.fitted = curves.fit(
+        ds.hbm_bandwidth / 1e9,
+        ds.flops.bf16 / 1e12,
+        ds.flops.fp8 / 1e12,
+        2.0 * dense.dense_layer_params() as f64,
+        &layer_gemms,
+        attn_bytes,
     );
-    let yaml = serde_yaml_ng::to_string(&file)?;
-    write_atomic(&a.out, &format!("{header}{yaml}"))?;
-    let steps_out = a.steps_out.unwrap_or_else(|| a.out.with_file_name(format!("{}-steps.json", a.name)));
+    let f = curves.fitted;
+    let mut gpu = base.clone();
+    gpu.name = a.name.clone();
+    gpu.aliases = vec![];
+    gpu.cost.eta_bw = f.eta_bw.min(1.0);
+    gpu.cost.eta_flops = f.eta_f_bf16.min(1.0);
+    gpu.cost.tau_layer_us = f.tau_layer_us;
+    gpu.cost.calibrated = true;
+    gpu.measured = Some(curves);
+    write_atomic(&a.out, &profile_yaml(&gpu)?)?;
+    let steps_out = a
+        .steps_out
+        .unwrap_or_else(|| a.out.with_file_name(format!("{}-steps.json", a.name)));
     write_atomic(&steps_out, &serde_json::to_string_pretty(&run.steps)?)?;
     println!(
         "measured profile written to {} (steps: {})",
@@ -219,20 +266,109 @@ fn gpu(a: GpuArgs) -> Result<()> {
     );
     println!(
         "copy {:.0} GB/s (eta_bw {:.2}); bf16 peak {:.0} TFLOP/s (eta {:.2}); fp8 peak {:.0} TFLOP/s (eta {:.2}); \
-         tau_layer {:.1} µs",
-        file.measured.copy.gbps,
-        fitted.eta_bw,
-        fitted.eta_f_bf16 * ds.bf16_tflops,
-        fitted.eta_f_bf16,
-        fitted.eta_f_fp8 * ds.fp8_tflops,
-        fitted.eta_f_fp8,
-        fitted.tau_layer_us
+         tau_layer {:.1} µs, elementwise {:.1} µs per layer",
+        f.eta_bw * ds.hbm_bandwidth / 1e9,
+        f.eta_bw,
+        f.eta_f_bf16 * ds.flops.bf16 / 1e12,
+        f.eta_f_bf16,
+        f.eta_f_fp8 * ds.flops.fp8 / 1e12,
+        f.eta_f_fp8,
+        f.tau_layer_us,
+        f.tau_elementwise_us
     );
     Ok(())
 }
 
+/// What scripts/calibrate_torch.py writes (the parts imported).
+#[derive(Deserialize)]
+struct PeerJson {
+    device: String,
+    torch: String,
+    cuda: Option<String>,
+    copy: CopyPoint,
+    gemm: Vec<PeerGemm>,
+    #[serde(default)]
+    moe: Vec<MoeCurve>,
+    attention: Option<AttentionCurve>,
+    #[serde(default)]
+    attention_prefill: Vec<PrefillAttentionPoint>,
+}
+
+#[derive(Deserialize)]
+struct PeerGemm {
+    name: String,
+    n: u64,
+    k: u64,
+    dtype: engine::calibrate::Dtype,
+    points: Vec<PeerGemmPoint>,
+}
+
+#[derive(Deserialize)]
+struct PeerGemmPoint {
+    m: u64,
+    us: Option<f64>,
+    tflops: Option<f64>,
+}
+
+fn import_peer(a: ImportPeerArgs) -> Result<()> {
+    let path = a.profile.display().to_string();
+    let mut g = GpuSpec::from_file(&a.profile).with_context(|| format!("reading {path}"))?;
+    let text = std::fs::read_to_string(&a.peer)
+        .with_context(|| format!("reading {}", a.peer.display()))?;
+    let p: PeerJson = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: not the JSON of scripts/calibrate_torch.py --out (device, torch, copy, gemm, attention)",
+            a.peer.display()
+        )
+    })?;
+    let m = g.measured.as_mut().with_context(|| {
+        format!("{path} has no measured section; run `sweep calibrate gpu` first")
+    })?;
+    if p.device != m.device {
+        bail!(
+            "{} was measured on {}, the profile on {}: import runs from the same GPU only",
+            a.peer.display(),
+            p.device,
+            m.device
+        );
+    }
+    let gemm = p
+        .gemm
+        .into_iter()
+        .map(|c| GemmCurve {
+            name: c.name,
+            n: c.n,
+            k: c.k,
+            dtype: c.dtype,
+            // Points PyTorch refused (e.g. an fp8 layout at M = 1) have no time.
+            points: c
+                .points
+                .into_iter()
+                .filter_map(|q| {
+                    Some(engine::calibrate::curves::GemmPoint {
+                        m: q.m,
+                        us: q.us?,
+                        tflops: q.tflops?,
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+    m.peer = Some(PeerRun {
+        name: format!("PyTorch {} (CUDA {})", p.torch, p.cuda.unwrap_or_default()),
+        copy: p.copy,
+        gemm,
+        moe: p.moe,
+        attention: p.attention,
+    });
+    m.prefill_attention = p.attention_prefill;
+    write_atomic(&a.profile, &profile_yaml(&g)?)?;
+    println!("{}: peer run and prefill-attention curve imported", path);
+    Ok(())
+}
+
 /// The predicted-vs-measured table as Markdown, with the error summary per profile.
-pub fn comparison_markdown(rows: &[StepComparison], datasheet: &Roofline) -> String {
+pub fn comparison_markdown(rows: &[StepComparison], datasheet: &GpuSpec) -> String {
     let mut s = String::new();
     s.push_str(
         "| runner | mode | batch | ctx | tokens | measured ms | predicted (measured profile) ms | error | \
@@ -269,24 +405,256 @@ pub fn comparison_markdown(rows: &[StepComparison], datasheet: &Roofline) -> Str
         ));
     }
     if let Some((med, worst)) = steps::error_summary(&ed) {
+        let c = &datasheet.cost;
         s.push_str(&format!(
-            "Datasheet profile (HBM {:.0} GB/s, bf16 {:.0} TFLOP/s, eta_bw {}, eta_f {}, tau_layer {} µs): \
+            "Datasheet profile {} (HBM {:.0} GB/s, bf16 {:.0} TFLOP/s, eta_bw {}, eta_flops {}, tau_layer {} µs): \
              median |error| {:.1} %, worst {:.1} %.\n",
-            datasheet.hbm_gbps,
-            datasheet.bf16_tflops,
-            datasheet.eta_bw,
-            datasheet.eta_f,
-            datasheet.tau_layer_us,
+            datasheet.name,
+            datasheet.datasheet.hbm_bandwidth / 1e9,
+            datasheet.datasheet.flops.bf16 / 1e12,
+            c.eta_bw,
+            c.eta_flops,
+            c.tau_layer_us,
             100.0 * med,
             100.0 * worst
         ));
     }
+    let mut runners: Vec<&str> = rows.iter().map(|r| r.step.runner.as_str()).collect();
+    runners.dedup();
+    if runners.len() > 1 {
+        s.push_str("\nPer runner (median / worst |error|, measured profile; datasheet profile):\n");
+        for runner in runners {
+            let sub: Vec<&StepComparison> =
+                rows.iter().filter(|r| r.step.runner == runner).collect();
+            let em: Vec<f64> = sub.iter().filter_map(|r| r.err_measured()).collect();
+            let ed: Vec<f64> = sub.iter().map(|r| r.err_datasheet()).collect();
+            if let (Some((m1, w1)), Some((m2, w2))) =
+                (steps::error_summary(&em), steps::error_summary(&ed))
+            {
+                s.push_str(&format!(
+                    "- {runner} ({} steps): {:.1} % / {:.1} %; {:.1} % / {:.1} %\n",
+                    sub.len(),
+                    100.0 * m1,
+                    100.0 * w1,
+                    100.0 * m2,
+                    100.0 * w2
+                ));
+            }
+        }
+    }
     s
 }
 
+/// The profile's ceilings and curves as Markdown, next to the datasheet and the peer run.
+pub fn report_markdown(g: &GpuSpec, ms: &[u64]) -> Result<String> {
+    use engine::calibrate::Dtype;
+    let m = g
+        .measured
+        .as_ref()
+        .context("profile has no measured section")?;
+    let peer = m.peer.as_ref();
+    let pname = peer.map_or("peer (not run)".to_string(), |p| p.name.clone());
+    let ds = &g.datasheet;
+    let f = &m.fitted;
+    let mut s = format!(
+        "Measured {} on {} ({} SMs), driver {}, CUDA {}, cuBLAS {}, NVRTC {}; peer: {}.\n\n",
+        m.date, m.device, m.sm_count, m.driver, m.cuda_driver, m.cublas, m.nvrtc, pname
+    );
+    let peer_peak = |d: Dtype| {
+        peer.and_then(|p| {
+            p.gemm
+                .iter()
+                .filter(|c| c.dtype == d)
+                .flat_map(|c| c.points.iter().map(|q| q.tflops))
+                .reduce(f64::max)
+        })
+    };
+    let opt = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.0}"));
+    s.push_str("| ceiling | datasheet | sweep (cudarc) | ratio to datasheet | ");
+    s.push_str(&format!(
+        "{pname} | sweep / peer |\n|---|---:|---:|---:|---:|---:|\n"
+    ));
+    let rows = [
+        (
+            "HBM copy, GB/s (read + write; best of SM kernel and memcpy)",
+            ds.hbm_bandwidth / 1e9,
+            m.copy.gbps,
+            peer.map(|p| p.copy.gbps.max(p.copy.memcpy_gbps)),
+        ),
+        (
+            "  SM copy kernel in a graph, GB/s",
+            ds.hbm_bandwidth / 1e9,
+            m.copy.kernel_gbps,
+            peer.map(|p| p.copy.gbps),
+        ),
+        (
+            "  memcpy (eager), GB/s",
+            ds.hbm_bandwidth / 1e9,
+            m.copy.memcpy_gbps,
+            peer.map(|p| p.copy.memcpy_gbps),
+        ),
+        (
+            "dense bf16 GEMM, best TFLOP/s over shapes and M",
+            ds.flops.bf16 / 1e12,
+            m.peak_tflops(Dtype::Bf16).unwrap_or(0.0),
+            peer_peak(Dtype::Bf16),
+        ),
+        (
+            "dense fp8 GEMM, best TFLOP/s over shapes and M",
+            ds.flops.fp8 / 1e12,
+            m.peak_tflops(Dtype::Fp8).unwrap_or(0.0),
+            peer_peak(Dtype::Fp8),
+        ),
+    ];
+    for (name, d, v, p) in rows {
+        s.push_str(&format!(
+            "| {name} | {d:.0} | {v:.0} | {:.2} | {} | {} |\n",
+            v / d,
+            opt(p),
+            p.map_or("n/a".into(), |p| format!("{:.2}", v / p))
+        ));
+    }
+    s.push_str(&format!(
+        "\nFitted: eta_bw {:.2}, eta_flops bf16 {:.2} / fp8 {:.2}, decode-attention bandwidth {:.2} of datasheet; \
+         per layer at batch 1: tau_layer {:.1} µs beyond weight streaming, elementwise kernels {:.1} µs; \
+         launch: eager {:.2} µs, graph node {:.2} µs, graph replay {:.2} µs; one decode layer (batch 1, 1K context, \
+         {} kernels) {:.1} µs.\n",
+        f.eta_bw,
+        f.eta_f_bf16,
+        f.eta_f_fp8,
+        f.eta_bw_attention,
+        f.tau_layer_us,
+        f.tau_elementwise_us,
+        m.launch.eager_launch_us,
+        m.launch.graph_node_us,
+        m.launch.graph_launch_us,
+        m.launch.layer_chain_kernels,
+        m.launch.layer_chain_us
+    ));
+    s.push_str(&format!(
+        "\nGEMM `Y[M,N] = X[M,K]·W[N,K]ᵀ`, µs (TFLOP/s); ratio = peer time / sweep time.\n\n\
+         | weight | N×K | dtype | M | sweep µs | sweep TFLOP/s | {pname} µs | peer TFLOP/s | ratio |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---:|\n"
+    ));
+    for c in &m.gemm {
+        let pc = peer.and_then(|p| {
+            p.gemm
+                .iter()
+                .find(|q| q.n == c.n && q.k == c.k && q.dtype == c.dtype)
+        });
+        for q in c.points.iter().filter(|q| ms.contains(&q.m)) {
+            let pp = pc.and_then(|pc| pc.points.iter().find(|x| x.m == q.m));
+            s.push_str(&format!(
+                "| {} | {}×{} | {} | {} | {:.1} | {:.0} | {} | {} | {} |\n",
+                c.name,
+                c.n,
+                c.k,
+                c.dtype.as_str(),
+                q.m,
+                q.us,
+                q.tflops,
+                pp.map_or("n/a".into(), |x| format!("{:.1}", x.us)),
+                pp.map_or("n/a".into(), |x| format!("{:.0}", x.tflops)),
+                pp.map_or("n/a".into(), |x| format!("{:.2}", x.us / q.us))
+            ));
+        }
+    }
+    if !m.moe.is_empty() {
+        s.push_str(&format!(
+            "\nBatched expert GEMM (tokens × top-k rows spread evenly over the experts hit), µs.\n\n\
+             | experts | dtype | tokens | experts hit | rows each | sweep µs | weight GB/s | TFLOP/s | {pname} µs |\n\
+             |---|---|---:|---:|---:|---:|---:|---:|---:|\n"
+        ));
+        for c in &m.moe {
+            let pc = peer.and_then(|p| {
+                p.moe
+                    .iter()
+                    .find(|q| q.n == c.n && q.k == c.k && q.dtype == c.dtype)
+            });
+            for q in c.points.iter().filter(|q| ms.contains(&q.tokens)) {
+                let pp = pc.and_then(|pc| pc.points.iter().find(|x| x.tokens == q.tokens));
+                s.push_str(&format!(
+                    "| {} | {} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {} |\n",
+                    c.name,
+                    c.dtype.as_str(),
+                    q.tokens,
+                    q.active_experts,
+                    q.rows_per_expert,
+                    q.us,
+                    q.weight_gbps,
+                    q.tflops,
+                    pp.map_or("n/a".into(), |x| format!("{:.1}", x.us))
+                ));
+            }
+        }
+    }
+    if let Some(a) = &m.attention {
+        let pa = peer.and_then(|p| p.attention.as_ref());
+        s.push_str(&format!(
+            "\nDecode attention, one layer ({} KV heads × {} query heads each × {}, bf16 KV), µs (GB/s of K + V).\n\n\
+             | batch | context | KV MB | sweep split-K kernel µs | GB/s | {pname} SDPA µs | GB/s |\n\
+             |---:|---:|---:|---:|---:|---:|---:|\n",
+            a.kv_heads, a.q_per_kv, a.head_dim
+        ));
+        let mut pts = a.points.clone();
+        pts.sort_by_key(|p| (p.batch, p.ctx));
+        for q in pts {
+            let pp = pa.and_then(|pa| {
+                pa.points
+                    .iter()
+                    .find(|x| x.batch == q.batch && x.ctx == q.ctx)
+            });
+            s.push_str(&format!(
+                "| {} | {} | {:.0} | {:.1} | {:.0} | {} | {} |\n",
+                q.batch,
+                q.ctx,
+                q.kv_bytes as f64 / 1e6,
+                q.us,
+                q.gbps,
+                pp.map_or("n/a".into(), |x| format!("{:.1}", x.us)),
+                pp.map_or("n/a".into(), |x| format!("{:.0}", x.gbps))
+            ));
+        }
+    }
+    if !m.prefill_attention.is_empty() {
+        s.push_str(&format!(
+            "\nCausal prefill attention (flash, {pname}), one layer, prefix 0.\n\n| tokens | µs | TFLOP/s |\n|---:|---:|---:|\n"
+        ));
+        for q in &m.prefill_attention {
+            s.push_str(&format!(
+                "| {} | {:.1} | {:.0} |\n",
+                q.tokens, q.us, q.tflops
+            ));
+        }
+    }
+    s.push_str("\nCorrectness checks (fresh random inputs, outputs poisoned first, float64 CPU reference):");
+    for c in &m.checks {
+        s.push_str(&format!(
+            " {} {:.1e}{};",
+            c.name,
+            c.rel_err,
+            if c.pass { "" } else { " FAILED" }
+        ));
+    }
+    s.push('\n');
+    Ok(s)
+}
+
+fn report(a: ReportArgs) -> Result<()> {
+    let g = load_profile(&a.profile)?;
+    let md = report_markdown(&g, &a.ms)?;
+    print!("{md}");
+    if let Some(p) = &a.markdown {
+        write_atomic(p, &md)?;
+    }
+    Ok(())
+}
+
 fn check(a: CheckArgs) -> Result<()> {
-    let profile = load_profile(&a.profile)?;
-    let model = load_model(&a.model)?;
+    let measured = load_profile(&a.profile)?;
+    let datasheet =
+        GpuSpec::lookup(&a.datasheet).with_context(|| format!("--datasheet {}", a.datasheet))?;
+    let model = ModelSpec::lookup(&a.model).with_context(|| format!("--model {}", a.model))?;
     let mut all = Vec::new();
     for p in &a.steps {
         all.extend(load_steps(p)?);
@@ -294,8 +662,7 @@ fn check(a: CheckArgs) -> Result<()> {
     if all.is_empty() {
         bail!("no step measurements in {:?}", a.steps);
     }
-    let datasheet = Roofline::h200_datasheet();
-    let rows = steps::compare(&model, &all, &profile.measured, &datasheet);
+    let rows = steps::compare(&model, &all, &measured, &datasheet);
     let md = comparison_markdown(&rows, &datasheet);
     print!("{md}");
     if let Some(p) = &a.markdown {
@@ -307,12 +674,16 @@ fn check(a: CheckArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::calibrate::curves::MeasuredCurves;
     use engine::calibrate::steps::StepMode;
 
     #[test]
     fn unknown_model_error_names_the_built_ins() {
         let e = load_model("no-such-model").unwrap_err().to_string();
-        assert!(e.contains("llama-3.1-8b") && e.contains("no-such-model"), "{e}");
+        assert!(
+            e.contains("llama-3.1-8b") && e.contains("no-such-model"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -330,27 +701,32 @@ mod tests {
             predicted_measured_us: Some(1100.0),
             predicted_datasheet_us: 800.0,
         }];
-        let md = comparison_markdown(&rows, &Roofline::h200_datasheet());
+        let md = comparison_markdown(&rows, &GpuSpec::lookup("h200").unwrap());
         assert!(md.contains("+10.0 %"), "{md}");
         assert!(md.contains("-20.0 %"), "{md}");
         assert!(md.contains("median |error| 10.0 %, worst 10.0 %"), "{md}");
     }
 
     #[test]
-    fn profile_round_trips_and_bad_profile_names_the_file() {
+    fn profile_without_curves_is_refused_with_the_fix() {
+        let e = format!("{:#}", load_profile("h200").unwrap_err());
+        assert!(
+            e.contains("measured") && e.contains("sweep calibrate gpu"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn written_profile_reads_back_as_a_hardware_profile() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.yaml");
-        let f = MeasuredProfileFile {
-            name: "x".into(),
-            source: "measured".into(),
-            datasheet: Datasheet::h200(),
-            fitted: Fitted::default(),
-            measured: MeasuredCurves::default(),
-        };
-        write_atomic(&p, &serde_yaml_ng::to_string(&f).unwrap()).unwrap();
-        assert_eq!(load_profile(&p).unwrap(), f);
-        std::fs::write(&p, "name: [").unwrap();
-        let e = format!("{:#}", load_profile(&p).unwrap_err());
-        assert!(e.contains("x.yaml") && e.contains("sweep calibrate gpu"), "{e}");
+        let mut g = GpuSpec::lookup("h200").unwrap();
+        g.name = "x".into();
+        g.measured = Some(MeasuredCurves {
+            device: "NVIDIA H200".into(),
+            ..Default::default()
+        });
+        write_atomic(&p, &profile_yaml(&g).unwrap()).unwrap();
+        assert_eq!(GpuSpec::from_file(&p).unwrap(), g);
     }
 }

@@ -55,15 +55,47 @@ pub struct MeasuredCurves {
     /// Results checked against a CPU reference before timing.
     #[serde(default)]
     pub checks: Vec<CheckResult>,
+    /// Parameters derived from the curves (see [`Fitted`]).
+    #[serde(default)]
+    pub fitted: Fitted,
+    /// Causal prefill attention (flash kernel, prefix 0) per layer, by chunk size; measured by
+    /// the peer run (the cudarc run has no tensor-core attention kernel).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefill_attention: Vec<PrefillAttentionPoint>,
+    /// The same measurements through PyTorch on the same GPU in the same session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<PeerRun>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct PrefillAttentionPoint {
+    pub tokens: u64,
+    pub us: f64,
+    pub tflops: f64,
+}
+
+/// A peer framework's run of the same shapes with the same method.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PeerRun {
+    /// e.g. "PyTorch 2.11.0+cu130 (CUDA 13.0)".
+    pub name: String,
+    pub copy: CopyPoint,
+    pub gemm: Vec<GemmCurve>,
+    #[serde(default)]
+    pub moe: Vec<MoeCurve>,
+    pub attention: Option<AttentionCurve>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct CopyPoint {
     /// Bytes of one copy's source buffer; bandwidths count read + write.
     pub bytes: u64,
-    /// SM copy kernel (16-byte accesses) replayed in a graph: the ceiling kernels see.
+    /// The faster of the two copies below: the bandwidth ceiling.
     pub us: f64,
     pub gbps: f64,
+    /// SM copy kernel (16-byte accesses) replayed in a graph.
+    #[serde(default)]
+    pub kernel_gbps: f64,
     /// cuMemcpyDtoDAsync, eager, events around 10 copies.
     #[serde(default)]
     pub memcpy_gbps: f64,
@@ -191,14 +223,48 @@ impl MoeCurve {
 }
 
 impl AttentionCurve {
-    /// Time in µs for one layer's decode attention reading `kv_bytes` of K and V.
-    pub fn time_us(&self, kv_bytes: f64) -> Option<f64> {
-        let pts: Vec<(f64, f64)> = self
-            .points
+    /// Time in µs for one layer's decode attention of `batch` requests reading `kv_bytes` of
+    /// K and V in all. The kernel's speed depends on the split of the bytes into requests,
+    /// not only on their total: for each measured batch size, time is interpolated over bytes
+    /// per request; between measured batch sizes the achieved bandwidth is interpolated in
+    /// log(batch); outside them the nearest batch size's bandwidth holds.
+    pub fn time_us(&self, batch: f64, kv_bytes: f64) -> Option<f64> {
+        if kv_bytes <= 0.0 {
+            return Some(0.0);
+        }
+        let b = batch.max(1.0);
+        let per_req = kv_bytes / b;
+        let mut batches: Vec<u64> = self.points.iter().map(|p| p.batch).collect();
+        batches.sort_unstable();
+        batches.dedup();
+        // Bandwidth (bytes/µs) of measured batch `mb` at `per_req` bytes per request.
+        let bw_at = |mb: u64| -> Option<f64> {
+            let pts: Vec<(f64, f64)> = self
+                .points
+                .iter()
+                .filter(|p| p.batch == mb)
+                .map(|p| (p.kv_bytes as f64 / mb as f64, p.us))
+                .collect();
+            let us = interp_rate(&pts, per_req)?;
+            Some(mb as f64 * per_req / us)
+        };
+        let lo = batches
             .iter()
-            .map(|p| (p.kv_bytes as f64, p.us))
-            .collect();
-        interp_rate(&pts, kv_bytes)
+            .rev()
+            .find(|&&x| x as f64 <= b)
+            .or(batches.first())?;
+        let hi = batches
+            .iter()
+            .find(|&&x| x as f64 >= b)
+            .or(batches.last())?;
+        let bw = if lo == hi {
+            bw_at(*lo)?
+        } else {
+            let (bl, bh) = (bw_at(*lo)?, bw_at(*hi)?);
+            let t = (b.ln() - (*lo as f64).ln()) / ((*hi as f64).ln() - (*lo as f64).ln());
+            bl + t * (bh - bl)
+        };
+        Some(kv_bytes / bw)
     }
 }
 
@@ -225,6 +291,43 @@ impl MeasuredCurves {
                 da.total_cmp(&db)
             })?;
         Some(nearest.time_us(m)? * size / (nearest.n * nearest.k) as f64)
+    }
+
+    /// FLOP rate (TFLOP/s) of causal prefill attention for a chunk of `tokens`, interpolated
+    /// between measured chunks and flat beyond them. `None` without points.
+    pub fn prefill_attention_tflops(&self, tokens: f64) -> Option<f64> {
+        let pts: Vec<(f64, f64)> = self
+            .prefill_attention
+            .iter()
+            .map(|p| (p.tokens as f64, p.tflops))
+            .collect();
+        let (first, last) = (pts.first()?, pts.last()?);
+        if tokens <= first.0 {
+            return Some(first.1);
+        }
+        if tokens >= last.0 {
+            return Some(last.1);
+        }
+        let i = pts.partition_point(|p| p.0 <= tokens);
+        let (a, b) = (pts[i - 1], pts[i]);
+        Some(a.1 + (tokens - a.0) / (b.0 - a.0) * (b.1 - a.1))
+    }
+
+    /// These curves with the peer run's kernels (GEMMs, expert GEMMs, decode attention, copy)
+    /// in place of the cudarc ones: for predicting an engine that runs the peer's kernels.
+    /// `None` without a peer run.
+    pub fn with_peer_kernels(&self) -> Option<MeasuredCurves> {
+        let p = self.peer.as_ref()?;
+        let mut c = self.clone();
+        c.copy = p.copy.clone();
+        c.gemm = p.gemm.clone();
+        if !p.moe.is_empty() {
+            c.moe = p.moe.clone();
+        }
+        if p.attention.is_some() {
+            c.attention = p.attention.clone();
+        }
+        Some(c)
     }
 
     /// Best measured GEMM throughput for a dtype (TFLOP/s), over all shapes and M.
@@ -254,12 +357,26 @@ pub struct Fitted {
     pub tau_layer_us: f64,
     /// Per-kernel cost inside a CUDA graph.
     pub tau_kernel_us: f64,
+    /// The same layer's graph time minus its GEMMs and attention from the curves: what the
+    /// small kernels (norms, rotary, residual adds, SiLU) cost per layer.
+    #[serde(default)]
+    pub tau_elementwise_us: f64,
 }
 
 impl MeasuredCurves {
-    /// Derives the roofline parameters against a datasheet (GB/s, bf16 and fp8 TFLOP/s);
-    /// `layer_weight_bytes` is the weight size of the layer whose chain was timed.
-    pub fn fit(&self, hbm_gbps: f64, bf16_tflops: f64, fp8_tflops: f64, layer_weight_bytes: f64) -> Fitted {
+    /// Derives the roofline parameters against a datasheet (GB/s, bf16 and fp8 TFLOP/s).
+    /// `layer_weight_bytes` is the weight size of the layer whose chain was timed,
+    /// `layer_gemms` its GEMM shapes `(n, k)` (bf16, M = 1) and `attn_kv_bytes` the KV bytes
+    /// its attention read (batch 1, 1K context).
+    pub fn fit(
+        &self,
+        hbm_gbps: f64,
+        bf16_tflops: f64,
+        fp8_tflops: f64,
+        layer_weight_bytes: f64,
+        layer_gemms: &[(u64, u64)],
+        attn_kv_bytes: f64,
+    ) -> Fitted {
         let attn_gbps = self
             .attention
             .as_ref()
@@ -270,6 +387,16 @@ impl MeasuredCurves {
         } else {
             0.0
         };
+        let parts: Option<f64> = layer_gemms
+            .iter()
+            .map(|&(n, k)| self.gemm_time_us(n, k, Dtype::Bf16, 1.0))
+            .sum::<Option<f64>>()
+            .zip(
+                self.attention
+                    .as_ref()
+                    .and_then(|a| a.time_us(1.0, attn_kv_bytes)),
+            )
+            .map(|(g, a)| g + a);
         Fitted {
             eta_bw: self.copy.gbps / hbm_gbps,
             eta_f_bf16: self.peak_tflops(Dtype::Bf16).unwrap_or(0.0) / bf16_tflops,
@@ -277,6 +404,7 @@ impl MeasuredCurves {
             eta_bw_attention: attn_gbps / hbm_gbps,
             tau_layer_us: (self.launch.layer_chain_us - stream_us).max(0.0),
             tau_kernel_us: self.launch.graph_node_us,
+            tau_elementwise_us: parts.map_or(0.0, |p| (self.launch.layer_chain_us - p).max(0.0)),
         }
     }
 }
@@ -323,6 +451,40 @@ mod tests {
         // Twice the weight: twice the time.
         assert_eq!(mc.gemm_time_us(8192, 4096, Dtype::Bf16, 256.0), Some(40.0));
         assert_eq!(mc.gemm_time_us(4096, 4096, Dtype::Fp8, 256.0), None);
+    }
+
+    #[test]
+    fn attention_interpolates_per_request_bytes_then_batch() {
+        let pt = |batch: u64, ctx: u64, us: f64| AttentionPoint {
+            batch,
+            ctx,
+            kv_bytes: batch * ctx * 1000,
+            us,
+            gbps: 0.0,
+        };
+        let a = AttentionCurve {
+            kv_heads: 8,
+            q_per_kv: 4,
+            head_dim: 128,
+            // Batch 1: 1 byte/µs per 1000-byte token; batch 8: four times the bandwidth.
+            points: vec![
+                pt(1, 1000, 1000.0),
+                pt(1, 2000, 2000.0),
+                pt(8, 1000, 2000.0),
+                pt(8, 2000, 4000.0),
+            ],
+        };
+        // Exact points.
+        assert_eq!(a.time_us(1.0, 1e6), Some(1000.0));
+        assert_eq!(a.time_us(8.0, 16e6), Some(4000.0));
+        // Between contexts at a measured batch: linear.
+        assert_eq!(a.time_us(1.0, 1.5e6), Some(1500.0));
+        // Between batches: bandwidth interpolated in log(batch): batch 2.83 is halfway.
+        let t = a.time_us(8f64.sqrt(), 8f64.sqrt() * 1e6).unwrap();
+        let bw = 8f64.sqrt() * 1e6 / t;
+        assert!((bw - 2500.0).abs() < 1e-6, "{bw}");
+        // Beyond the largest batch: its bandwidth.
+        assert_eq!(a.time_us(64.0, 64e6), Some(16000.0));
     }
 
     #[test]

@@ -14,7 +14,9 @@ use cudarc::cublaslt::result as lt;
 use cudarc::cublaslt::sys as lt_sys;
 use cudarc::driver::result as drv;
 use cudarc::driver::sys as drv_sys;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
+};
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 
 use super::curves::CheckResult;
@@ -162,7 +164,8 @@ pub fn compile_kernels(attn: AttnLayout, cc: i32) -> Result<cudarc::nvrtc::Ptx> 
         ],
         ..Default::default()
     };
-    compile_ptx_with_opts(include_str!("kernels.cu"), opts).map_err(|e| GpuError::Nvrtc(format!("{e:?}")))
+    compile_ptx_with_opts(include_str!("kernels.cu"), opts)
+        .map_err(|e| GpuError::Nvrtc(format!("{e:?}")))
 }
 
 impl Gpu {
@@ -176,7 +179,11 @@ impl Gpu {
         let (cc_major, cc_minor) = ctx.compute_capability().at("compute capability")?;
         let ptx = compile_kernels(attn, cc_major * 10 + cc_minor)?;
         let module = ctx.load_module(ptx).at("loading the kernel module")?;
-        let f = |name: &str| module.load_function(name).at(&format!("loading kernel {name}"));
+        let f = |name: &str| {
+            module
+                .load_function(name)
+                .at(&format!("loading kernel {name}"))
+        };
         let k = Kernels {
             fill_bf16: f("fill_bf16")?,
             fill_fp8: f("fill_fp8")?,
@@ -199,7 +206,8 @@ impl Gpu {
                 .result()
                 .at("cublasSetWorkspace")?;
         }
-        let lt_h = lt::create_handle().map_err(|e| GpuError::Other(format!("cublasLtCreate: {e:?}")))?;
+        let lt_h =
+            lt::create_handle().map_err(|e| GpuError::Other(format!("cublasLtCreate: {e:?}")))?;
         let lt_ws = Self::alloc_raw(&ctx, LT_WORKSPACE)?;
         let ev0 = drv::event::create(drv_sys::CUevent_flags::CU_EVENT_DEFAULT).at("event")?;
         let ev1 = drv::event::create(drv_sys::CUevent_flags::CU_EVENT_DEFAULT).at("event")?;
@@ -493,13 +501,14 @@ impl Gpu {
         )
     }
 
-    /// Splits for the decode-attention kernel: enough blocks to fill the chip, chunks of at
-    /// least 64 tokens.
+    /// Splits for the decode-attention kernel: about 16 blocks per SM (several waves, so the
+    /// last one is short), chunks of at least 256 tokens (shorter ones spend more on the
+    /// merge than they save).
     pub fn attn_splits(&self, batch: usize, ctx: usize) -> usize {
-        let want_blocks: usize = 4 * 132;
+        let want_blocks: usize = 16 * 132;
         let per = batch * self.attn.kv_heads as usize;
         let by_fill = want_blocks.div_ceil(per);
-        let by_chunk = ctx.div_ceil(64);
+        let by_chunk = ctx.div_ceil(256);
         by_fill.min(by_chunk).max(1)
     }
 
@@ -572,7 +581,8 @@ impl Gpu {
     /// Copies `bytes` device to device.
     pub fn copy(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
         // SAFETY: both ranges lie inside their allocations.
-        unsafe { drv::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream()) }.at("cuMemcpyDtoDAsync")
+        unsafe { drv::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream()) }
+            .at("cuMemcpyDtoDAsync")
     }
 
     /// Copies `bytes` (a multiple of 16) with the SM copy kernel.
@@ -830,9 +840,21 @@ pub fn correctness_checks(gpu: &Gpu, seed: u64) -> Result<Vec<CheckResult>> {
         let wh: Vec<u16> = gpu.download(&w, b * n * k)?;
         let xh: Vec<u16> = gpu.download(&x, b * m * k)?;
         let yh: Vec<u16> = gpu.download(&y, b * m * n)?;
-        let (got, want) = gemm_ref(b, m, n, k, |i| bf16_to_f32(wh[i]), |i| bf16_to_f32(xh[i]), &yh);
+        let (got, want) = gemm_ref(
+            b,
+            m,
+            n,
+            k,
+            |i| bf16_to_f32(wh[i]),
+            |i| bf16_to_f32(xh[i]),
+            &yh,
+        );
         let e = rel_err(&got, &want);
-        let name = if b == 1 { "gemm_bf16" } else { "gemm_bf16_batched" };
+        let name = if b == 1 {
+            "gemm_bf16"
+        } else {
+            "gemm_bf16_batched"
+        };
         out.push(CheckResult {
             name: name.into(),
             rel_err: e,
@@ -863,7 +885,11 @@ pub fn correctness_checks(gpu: &Gpu, seed: u64) -> Result<Vec<CheckResult>> {
             &yh,
         );
         let e = rel_err(&got, &want);
-        let name = if b == 1 { "gemm_fp8" } else { "gemm_fp8_batched" };
+        let name = if b == 1 {
+            "gemm_fp8"
+        } else {
+            "gemm_fp8_batched"
+        };
         out.push(CheckResult {
             name: name.into(),
             rel_err: e,
@@ -874,7 +900,11 @@ pub fn correctness_checks(gpu: &Gpu, seed: u64) -> Result<Vec<CheckResult>> {
     // Decode attention with a context that leaves partial chunks.
     let a = gpu.attn;
     let (bsz, ctx) = (3usize, 1000usize);
-    let (hkv, g, d) = (a.kv_heads as usize, a.q_per_kv as usize, a.head_dim as usize);
+    let (hkv, g, d) = (
+        a.kv_heads as usize,
+        a.q_per_kv as usize,
+        a.head_dim as usize,
+    );
     let hq = hkv * g;
     let q = gpu.alloc(bsz * hq * d * 2)?;
     let kc = gpu.alloc(bsz * hkv * ctx * d * 2)?;
@@ -913,7 +943,9 @@ pub fn correctness_checks(gpu: &Gpu, seed: u64) -> Result<Vec<CheckResult>> {
             let scores: Vec<f64> = (0..ctx)
                 .map(|t| {
                     (0..d)
-                        .map(|j| bf16_to_f32(qrow[j]) as f64 * bf16_to_f32(kh[base + t * d + j]) as f64)
+                        .map(|j| {
+                            bf16_to_f32(qrow[j]) as f64 * bf16_to_f32(kh[base + t * d + j]) as f64
+                        })
                         .sum::<f64>()
                         * scale
                 })
@@ -1000,7 +1032,13 @@ mod tests {
             };
             let ptx = compile_kernels(attn, 90).unwrap();
             let src = ptx.to_src();
-            for k in ["decode_attn_partial", "decode_attn_combine", "rope_kv_append", "copy_kernel", "fill_fp8"] {
+            for k in [
+                "decode_attn_partial",
+                "decode_attn_combine",
+                "rope_kv_append",
+                "copy_kernel",
+                "fill_fp8",
+            ] {
                 assert!(src.contains(k), "{k} missing from the PTX");
             }
         }

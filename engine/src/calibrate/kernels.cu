@@ -84,6 +84,7 @@ extern "C" __global__ void silu_mul(const bf16_t* gu, bf16_t* out, int tokens, i
 // partial: [B, Hq, splits, HEAD_DIM] unnormalised sums, ml: [B, Hq, splits, 2] (max, sum) in log2 units.
 // Block = 128 threads = 8 half-warps; each half-warp owns one token at a time, each lane 8 dims (16 B).
 #define HALVES 8
+#define TOK 4
 extern "C" __global__ void __launch_bounds__(128) decode_attn_partial(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
     float* __restrict__ partial, float* __restrict__ ml, int hkv, int ctx, int chunk, float scale_log2) {
@@ -107,41 +108,69 @@ extern "C" __global__ void __launch_bounds__(128) decode_attn_partial(
         for (int j = 0; j < 8; j++) acc[g][j] = 0.f; }
     const u64 base = ((u64)b * hkv + kvh) * (u64)ctx * HEAD_DIM;
     const int t0 = split * chunk, t1 = min(ctx, t0 + chunk);
-    for (int t = t0 + half; t < t1; t += 2 * HALVES) {
-        // Two tokens per iteration so that four 16-byte loads are in flight per lane.
-        const int ta = t, tb = t + HALVES;
-        const bool hb = tb < t1;
-        uint4 ka = *reinterpret_cast<const uint4*>(k + base + (u64)ta * HEAD_DIM + lane * 8);
-        uint4 va = *reinterpret_cast<const uint4*>(v + base + (u64)ta * HEAD_DIM + lane * 8);
-        uint4 kb = make_uint4(0, 0, 0, 0), vb = make_uint4(0, 0, 0, 0);
-        if (hb) {
-            kb = *reinterpret_cast<const uint4*>(k + base + (u64)tb * HEAD_DIM + lane * 8);
-            vb = *reinterpret_cast<const uint4*>(v + base + (u64)tb * HEAD_DIM + lane * 8);
+    // TOK tokens per half-warp per iteration: 2·TOK 16-byte loads in flight per lane, TOK·GQA
+    // independent dot-product reductions, and one softmax rescale per TOK tokens.
+    for (int t = t0 + half; t < t1; t += TOK * HALVES) {
+        uint4 kr[TOK], vr[TOK];
+#pragma unroll
+        for (int u = 0; u < TOK; u++) {
+            const int tt = t + u * HALVES;
+            if (tt < t1) {
+                kr[u] = *reinterpret_cast<const uint4*>(k + base + (u64)tt * HEAD_DIM + lane * 8);
+                vr[u] = *reinterpret_cast<const uint4*>(v + base + (u64)tt * HEAD_DIM + lane * 8);
+            } else {
+                kr[u] = make_uint4(0, 0, 0, 0);
+                vr[u] = kr[u];
+            }
         }
+        float sc[TOK][GQA];
 #pragma unroll
-        for (int which = 0; which < 2; which++) {
-            if (which == 1 && !hb) break;
-            const uint4 kr = which ? kb : ka, vr = which ? vb : va;
-            const bf16_t* kh = reinterpret_cast<const bf16_t*>(&kr);
-            const bf16_t* vh = reinterpret_cast<const bf16_t*>(&vr);
-            float kf[8], vf[8];
+        for (int u = 0; u < TOK; u++) {
+            const bf16_t* kh = reinterpret_cast<const bf16_t*>(&kr[u]);
+            float kf[8];
 #pragma unroll
-            for (int j = 0; j < 8; j++) { kf[j] = bf2f(kh[j]); vf[j] = bf2f(vh[j]); }
+            for (int j = 0; j < 8; j++) kf[j] = bf2f(kh[j]);
 #pragma unroll
             for (int g = 0; g < GQA; g++) {
-                float s = 0.f;
+                float a = 0.f;
 #pragma unroll
-                for (int j = 0; j < 8; j++) s += qr[g][j] * kf[j];
-#pragma unroll
-                for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(hmask, s, o);
-                const float mn = fmaxf(m[g], s);
-                const float corr = exp2f(m[g] - mn);
-                const float p = exp2f(s - mn);
-                l[g] = l[g] * corr + p;
-#pragma unroll
-                for (int j = 0; j < 8; j++) acc[g][j] = acc[g][j] * corr + p * vf[j];
-                m[g] = mn;
+                for (int j = 0; j < 8; j++) a += qr[g][j] * kf[j];
+                sc[u][g] = a;
             }
+        }
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) {
+#pragma unroll
+            for (int u = 0; u < TOK; u++) {
+#pragma unroll
+                for (int g = 0; g < GQA; g++) sc[u][g] += __shfl_xor_sync(hmask, sc[u][g], o);
+            }
+        }
+#pragma unroll
+        for (int u = 1; u < TOK; u++) {
+            if (t + u * HALVES >= t1) {
+#pragma unroll
+                for (int g = 0; g < GQA; g++) sc[u][g] = NEG_INF;
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < GQA; g++) {
+            float mn = m[g];
+#pragma unroll
+            for (int u = 0; u < TOK; u++) mn = fmaxf(mn, sc[u][g]);
+            const float corr = exp2f(m[g] - mn);
+            float p[TOK], psum = 0.f;
+#pragma unroll
+            for (int u = 0; u < TOK; u++) { p[u] = exp2f(sc[u][g] - mn); psum += p[u]; }
+            l[g] = l[g] * corr + psum;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                float a = acc[g][j] * corr;
+#pragma unroll
+                for (int u = 0; u < TOK; u++) a += p[u] * bf2f(reinterpret_cast<const bf16_t*>(&vr[u])[j]);
+                acc[g][j] = a;
+            }
+            m[g] = mn;
         }
     }
     // Merge the 8 half-warps through shared memory.

@@ -15,4 +15,4 @@ pub mod measure;
 
 pub use curves::{Dtype, MeasuredCurves};
 pub use shapes::ModelShape;
-pub use steps::{Roofline, StepComparison, StepMeasurement, StepMode};
+pub use steps::{StepComparison, StepMeasurement, StepMode};

@@ -164,7 +164,10 @@ mod tests {
     fn moe_model_lists_one_expert_and_no_dense_ffn() {
         let m = ModelShape::deepseek_v4_flash();
         let g = m.gemms();
-        assert!(g.iter().any(|s| s.name.ends_with("expert_gate_up") && s.n == 4096));
+        assert!(
+            g.iter()
+                .any(|s| s.name.ends_with("expert_gate_up") && s.n == 4096)
+        );
         assert!(!g.iter().any(|s| s.name.ends_with("gate_up_proj")));
     }
 }

@@ -3,8 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::curves::{Dtype, MeasuredCurves};
-use super::shapes::ModelShape;
+use std::collections::BTreeMap;
+
+use crate::cost::{CostModel, Parallelism, RankLoad};
+use crate::profiles::{GpuSpec, ModelSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -29,126 +31,52 @@ pub struct StepMeasurement {
     pub runner: String,
 }
 
-/// Datasheet numbers and derates of the roofline step model (spec §7.4).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Roofline {
-    pub hbm_gbps: f64,
-    pub bf16_tflops: f64,
-    pub eta_bw: f64,
-    pub eta_f: f64,
-    pub tau_layer_us: f64,
-}
-
-impl Roofline {
-    /// H200 SXM datasheet (4.8 TB/s, 989 dense bf16 TFLOP/s) with the spec's mid-range derates.
-    pub fn h200_datasheet() -> Self {
-        Roofline {
-            hbm_gbps: 4800.0,
-            bf16_tflops: 989.0,
-            eta_bw: 0.8,
-            eta_f: 0.6,
-            tau_layer_us: 20.0,
-        }
+/// The engine's load for a measured step on one GPU (TP 1).
+pub fn rank_load(cm: &CostModel, s: &StepMeasurement) -> RankLoad {
+    match s.mode {
+        StepMode::Decode => RankLoad {
+            tokens: s.batch,
+            logits: s.batch,
+            kv_read_bytes: s.batch as f64 * cm.kv_read_bytes(s.ctx),
+            attn_flops: s.batch as f64 * cm.attn_flops(1, s.ctx, false),
+            graph: true,
+            draft: None,
+        },
+        StepMode::Prefill => RankLoad {
+            tokens: s.tokens,
+            logits: 1,
+            kv_read_bytes: cm.kv_read_bytes(s.ctx + s.tokens),
+            attn_flops: cm.attn_flops(s.tokens, s.ctx + s.tokens, true),
+            graph: false,
+            draft: None,
+        },
     }
 }
 
-/// Bytes and FLOPs of one step of a dense bf16 model.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct StepWork {
-    pub weight_bytes: f64,
-    pub kv_bytes: f64,
-    pub act_bytes: f64,
-    pub gemm_flops: f64,
-    pub attn_flops: f64,
+/// The cost model's GPU time for a step (µs): its step time less the host-side terms
+/// (`tau_step`, the eager overhead), which a chain of kernels run alone does not pay.
+pub fn predict_gpu_us(cm: &CostModel, s: &StepMeasurement) -> f64 {
+    let load = rank_load(cm, s);
+    let c = &cm.gpu.cost;
+    let host = c.tau_step_us + if load.graph { 0.0 } else { c.eager_overhead_us };
+    cm.step(&[load]).total.as_secs_f64() * 1e6 - host
 }
 
-/// Activation bytes per token per layer moved by the elementwise kernels and GEMM inputs /
-/// outputs (norms, residual adds, rotary, SiLU), in elements.
-fn act_elems_per_token_layer(m: &ModelShape) -> f64 {
-    let (h, d) = (m.hidden as f64, m.head_dim as f64);
-    let qkv = (m.q_heads + 2 * m.kv_heads) as f64 * d;
-    let attn = m.q_heads as f64 * d;
-    let f = m.ffn as f64;
-    // norms 2·(2h), adds 2·(3h), GEMM in/out: qkv (h + qkv), o (attn + h), gate_up (h + 2f),
-    // down (f + h), attention q/out (2·attn), rotary (2·qkv), SiLU (3f).
-    4.0 * h + 6.0 * h + (h + qkv) + (attn + h) + (h + 2.0 * f) + (f + h) + 2.0 * attn + 2.0 * qkv + 3.0 * f
-}
-
-/// The work of a step. Decode: `batch` tokens over `ctx` context each; prefill: `tokens` new
-/// tokens of one request after `ctx` cached ones (logits for the last token only).
-pub fn step_work(m: &ModelShape, s: &StepMeasurement) -> StepWork {
-    let l = m.layers as f64;
-    let t = s.tokens as f64;
-    let (hq, hkv, d) = (m.q_heads as f64, m.kv_heads as f64, m.head_dim as f64);
-    let layer_params = m.dense_layer_params() as f64;
-    let head_params = (m.vocab * m.hidden) as f64;
-    let kv_per_token_layer = 2.0 * hkv * d * 2.0;
-    let (kv_tokens, attn_pairs, lm_rows) = match s.mode {
-        StepMode::Decode => {
-            let b = s.batch as f64;
-            (b * s.ctx as f64, b * s.ctx as f64, b)
-        }
-        StepMode::Prefill => {
-            let (p, e) = (s.ctx as f64, t);
-            (p + e, e * (p + e / 2.0), 1.0)
-        }
-    };
-    StepWork {
-        weight_bytes: 2.0 * (l * layer_params + head_params),
-        kv_bytes: l * kv_tokens * kv_per_token_layer,
-        act_bytes: 2.0 * t * l * act_elems_per_token_layer(m),
-        gemm_flops: 2.0 * (t * l * layer_params + lm_rows * head_params),
-        // QKᵀ and PV: 2 FLOPs per multiply-add, two products.
-        attn_flops: 4.0 * hq * d * attn_pairs * l,
+fn single_gpu() -> Parallelism {
+    Parallelism {
+        tp: 1,
+        attn_dp: 1,
+        ep: 1,
+        moe_a2a: false,
+        dp_lm_head: false,
     }
-}
-
-/// Roofline prediction (spec §7.4, GPU part only: no τ_step host overhead, no comm).
-pub fn predict_roofline(m: &ModelShape, s: &StepMeasurement, r: &Roofline) -> f64 {
-    let w = step_work(m, s);
-    let bytes = w.weight_bytes + w.kv_bytes + w.act_bytes;
-    let t_mem = bytes / (r.hbm_gbps * 1e3 * r.eta_bw);
-    let t_flop = (w.gemm_flops + w.attn_flops) / (r.bf16_tflops * 1e6 * r.eta_f);
-    m.layers as f64 * r.tau_layer_us + t_mem.max(t_flop)
-}
-
-/// Kernels per layer in the decode chain (norms, GEMMs, rotary/KV append, attention ×2,
-/// adds, SiLU) and in the prefill chain (one attention kernel).
-pub const DECODE_KERNELS_PER_LAYER: f64 = 12.0;
-
-/// Prediction from measured curves: each GEMM from its shape's curve at M, decode attention
-/// from the attention curve at its KV bytes, the elementwise kernels at copy bandwidth plus
-/// one graph node each. Prefill attention has no measured kernel here and is taken at the
-/// best measured bf16 GEMM rate. `None` when a curve is missing.
-pub fn predict_measured(m: &ModelShape, s: &StepMeasurement, c: &MeasuredCurves) -> Option<f64> {
-    let l = m.layers as f64;
-    let t = s.tokens as f64;
-    let (h, d) = (m.hidden, m.head_dim);
-    let qkv_n = (m.q_heads + 2 * m.kv_heads) * d;
-    let g = |n: u64, k: u64, rows: f64| c.gemm_time_us(n, k, Dtype::Bf16, rows);
-    let mut layer = g(qkv_n, h, t)? + g(h, m.q_heads * d, t)?;
-    if m.ffn > 0 {
-        layer += g(2 * m.ffn, h, t)? + g(h, m.ffn, t)?;
-    }
-    let w = step_work(m, s);
-    let attn = match s.mode {
-        StepMode::Decode => c.attention.as_ref()?.time_us(w.kv_bytes / l)?,
-        StepMode::Prefill => w.attn_flops / l / (c.peak_tflops(Dtype::Bf16)? * 1e6),
-    };
-    // Elementwise kernels: 6 per layer besides GEMMs and attention.
-    let elementwise = w.act_bytes / l / (c.copy.gbps * 1e3) + 6.0 * c.launch.graph_node_us;
-    let lm_rows = match s.mode {
-        StepMode::Decode => s.batch as f64,
-        StepMode::Prefill => 1.0,
-    };
-    let head = g(m.vocab, h, lm_rows)?;
-    Some(l * (layer + attn + elementwise) + head)
 }
 
 /// One row of the predicted-vs-measured table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepComparison {
     pub step: StepMeasurement,
+    /// From the measured profile; `None` if it has no curves for this model.
     pub predicted_measured_us: Option<f64>,
     pub predicted_datasheet_us: f64,
 }
@@ -164,18 +92,36 @@ impl StepComparison {
     }
 }
 
+/// Predicts every step from the measured profile and from the datasheet profile. Steps of a
+/// runner whose name starts with the peer run's framework (e.g. "PyTorch") are predicted from
+/// the peer's kernel curves, since that is what the runner executed.
 pub fn compare(
-    m: &ModelShape,
+    model: &ModelSpec,
     steps: &[StepMeasurement],
-    measured: &MeasuredCurves,
-    datasheet: &Roofline,
+    measured: &GpuSpec,
+    datasheet: &GpuSpec,
 ) -> Vec<StepComparison> {
+    let env = BTreeMap::new();
+    let cm = CostModel::new(model, measured, single_gpu(), &env);
+    let peer = measured.measured.as_ref().and_then(|m| {
+        let framework = m.peer.as_ref()?.name.split_whitespace().next()?.to_string();
+        let mut g = measured.clone();
+        g.measured = m.with_peer_kernels();
+        Some((framework, CostModel::new(model, &g, single_gpu(), &env)))
+    });
+    let cd = CostModel::new(model, datasheet, single_gpu(), &env);
     steps
         .iter()
-        .map(|s| StepComparison {
-            step: s.clone(),
-            predicted_measured_us: predict_measured(m, s, measured),
-            predicted_datasheet_us: predict_roofline(m, s, datasheet),
+        .map(|s| {
+            let cm = match &peer {
+                Some((fw, pm)) if s.runner.starts_with(fw.as_str()) => pm,
+                _ => &cm,
+            };
+            StepComparison {
+                step: s.clone(),
+                predicted_measured_us: cm.uses_measured_curves().then(|| predict_gpu_us(cm, s)),
+                predicted_datasheet_us: predict_gpu_us(&cd, s),
+            }
         })
         .collect()
 }
@@ -212,41 +158,12 @@ mod tests {
         }
     }
 
+    /// A measured profile whose every GEMM takes 10 µs, decode attention 5 µs per layer,
+    /// with free elementwise kernels: the step is the sum of those operator times.
     #[test]
-    fn decode_work_of_llama_8b_matches_hand_counts() {
-        let m = ModelShape::llama_3_1_8b();
-        let w = step_work(&m, &decode(1, 4096));
-        // ~7.5B bf16 parameters read once: ~15 GB.
-        assert!((14.9e9..15.1e9).contains(&w.weight_bytes), "{}", w.weight_bytes);
-        // 4096 tokens × 32 layers × (K + V: 8 heads × 128 × 2 B × 2) = 512 MiB.
-        assert_eq!(w.kv_bytes, 4096.0 * 32.0 * 4096.0);
-    }
-
-    #[test]
-    fn roofline_is_memory_bound_for_small_decode_and_compute_bound_for_big_prefill() {
-        let m = ModelShape::llama_3_1_8b();
-        let r = Roofline::h200_datasheet();
-        let t1 = predict_roofline(&m, &decode(1, 1024), &r);
-        // 15 GB at 3.84 TB/s ≈ 3.9 ms plus 32 × 20 µs.
-        assert!((4300.0..4800.0).contains(&t1), "{t1}");
-        let pf = StepMeasurement {
-            mode: StepMode::Prefill,
-            batch: 1,
-            ctx: 0,
-            tokens: 8192,
-            measured_us: 1.0,
-            runner: "test".into(),
-        };
-        let w = step_work(&m, &pf);
-        let t = predict_roofline(&m, &pf, &r);
-        let compute = (w.gemm_flops + w.attn_flops) / (989.0 * 0.6 * 1e6);
-        assert!((t - 640.0 - compute).abs() < 1e-6);
-    }
-
-    #[test]
-    fn measured_prediction_sums_the_curves() {
-        let m = ModelShape::llama_3_1_8b();
-        // Flat curves: every GEMM 10 µs, attention 5 µs, no elementwise cost.
+    fn measured_profile_sums_operator_curves() {
+        let model = ModelSpec::lookup("llama-3.1-8b").unwrap();
+        let mut gpu = GpuSpec::lookup("h200").unwrap();
         let flat = |n: u64, k: u64| GemmCurve {
             name: String::new(),
             n,
@@ -255,12 +172,13 @@ mod tests {
             points: vec![GemmPoint {
                 m: 1,
                 us: 10.0,
-                tflops: 1.0,
+                // A rate so high that attention score FLOPs cost nothing.
+                tflops: 1e9,
             }],
         };
-        let shapes: Vec<_> = m.gemms().iter().map(|s| flat(s.n, s.k)).collect();
-        let c = MeasuredCurves {
-            gemm: shapes,
+        let shapes = crate::calibrate::ModelShape::llama_3_1_8b().gemms();
+        gpu.measured = Some(MeasuredCurves {
+            gemm: shapes.iter().map(|s| flat(s.n, s.k)).collect(),
             attention: Some(AttentionCurve {
                 kv_heads: 8,
                 q_per_kv: 4,
@@ -268,27 +186,26 @@ mod tests {
                 points: vec![AttentionPoint {
                     batch: 1,
                     ctx: 1 << 30,
-                    kv_bytes: 1 << 40,
+                    kv_bytes: 1 << 50,
                     us: 5.0,
                     gbps: 1.0,
                 }],
             }),
-            copy: CopyPoint {
-                bytes: 1,
-                us: 1.0,
-                gbps: f64::INFINITY,
-                memcpy_gbps: f64::INFINITY,
-            },
             ..Default::default()
-        };
-        // Decode batch 1: M=1 below the first point is flat; the head too.
-        let p = predict_measured(&m, &decode(1, 1024), &c).unwrap();
-        assert!((p - (32.0 * (4.0 * 10.0 + 5.0) + 10.0)).abs() < 1e-9, "{p}");
-        // No curves at all: no prediction.
-        assert_eq!(
-            predict_measured(&m, &decode(1, 1024), &MeasuredCurves::default()),
-            None
+        });
+        gpu.datasheet.hbm_bandwidth = f64::INFINITY;
+        let rows = compare(
+            &model,
+            &[decode(1, 1024)],
+            &gpu,
+            &GpuSpec::lookup("h200").unwrap(),
         );
+        let p = rows[0].predicted_measured_us.unwrap();
+        // 32 layers × (4 GEMMs + attention) + the LM head.
+        assert!((p - (32.0 * (4.0 * 10.0 + 5.0) + 10.0)).abs() < 1e-6, "{p}");
+        // The datasheet profile has no curves: a roofline prediction of ~15 GB at 3.84 TB/s.
+        let d = rows[0].predicted_datasheet_us;
+        assert!((4000.0..5500.0).contains(&d), "{d}");
     }
 
     #[test]
