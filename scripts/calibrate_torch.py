@@ -194,10 +194,10 @@ class Llama:
         a = F.silu(gu[:, : self.F]) * gu[:, self.F:]
         return x + a @ self.wd[l].t()
 
-    def decode(self, x, kcs, vcs, c):
+    def decode(self, x, kcs, vcs, c, layers=None, head=True):
         b = x.shape[0]
         pos = torch.full((1,), c - 1, device="cuda")
-        for l in range(self.L):
+        for l in range(self.L if layers is None else layers):
             h = F.rms_norm(x, (self.H,), self.norm[2 * l], 1e-6)
             qkv = h @ self.wqkv[l].t()
             q = qkv[:, : self.hq * self.d].view(b, self.hkv, self.hq // self.hkv, self.d)
@@ -210,13 +210,15 @@ class Llama:
             o = F.scaled_dot_product_attention(q, kc, vc).reshape(b, self.hq * self.d)
             x = x + o @ self.wo[l].t()
             x = self.layer_ffn(x, l)
+        if not head:
+            return x
         h = F.rms_norm(x, (self.H,), self.norm[2 * self.L], 1e-6)
         return h @ self.lm.t()
 
-    def prefill(self, x):
+    def prefill(self, x, layers=None, head=True):
         e = x.shape[0]
         pos = torch.arange(e, device="cuda")
-        for l in range(self.L):
+        for l in range(self.L if layers is None else layers):
             h = F.rms_norm(x, (self.H,), self.norm[2 * l], 1e-6)
             qkv = h @ self.wqkv[l].t()
             q = qkv[:, : self.hq * self.d].view(e, self.hq, self.d).transpose(0, 1)
@@ -228,6 +230,8 @@ class Llama:
             o = F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True)
             x = x + o[0].transpose(0, 1).reshape(e, self.hq * self.d) @ self.wo[l].t()
             x = self.layer_ffn(x, l)
+        if not head:
+            return x
         h = F.rms_norm(x[-1:], (self.H,), self.norm[2 * self.L], 1e-6)
         return h @ self.lm.t()
 
@@ -248,6 +252,16 @@ def run_steps(decode_steps, prefill_chunks):
         log(f"torch decode batch {b:>4} ctx {c:>6}: {us:9.1f} µs")
         out.append({"mode": "decode", "batch": b, "ctx": c, "tokens": b, "measured_us": us,
                     "runner": "PyTorch (CUDA graph, SDPA)"})
+    # One layer alone, as graphs: decode at batch 1 / 1K context and a 4K-token prefill chunk
+    # (what this chain's non-GEMM, non-attention kernels cost, for the peer's fitted terms).
+    per = 1 * m.hkv * 1024 * m.d
+    kc1, vc1 = pool[:per].view(1, m.hkv, 1024, m.d), pool[per:2 * per].view(1, m.hkv, 1024, m.d)
+    x1 = rand((1, m.H))
+    layer = {"decode_us": graph_replay_us(lambda i: m.decode(x1, [kc1], [vc1], 1024, layers=1, head=False), 1, replays=9)}
+    x4 = rand((4096, m.H))
+    layer["prefill_tokens"] = 4096
+    layer["prefill_us"] = graph_replay_us(lambda i: m.prefill(x4, layers=1, head=False), 1, replays=9)
+    log(f"torch one layer: decode b1 c1024 {layer['decode_us']:.1f} µs, prefill 4096 {layer['prefill_us']:.1f} µs")
     del pool
     torch.cuda.empty_cache()
     attn_only, eager = [], []
@@ -269,7 +283,7 @@ def run_steps(decode_steps, prefill_chunks):
             f"(attention alone {a_us:.1f} µs per layer)")
         out.append({"mode": "prefill", "batch": 1, "ctx": 0, "tokens": e, "measured_us": us,
                     "runner": "PyTorch (CUDA graph, SDPA flash)"})
-    return out, attn_only, eager
+    return out, attn_only, eager, layer
 
 
 def main():
@@ -333,7 +347,8 @@ def main():
     chunks = [1024, 2048, 4096, 8192, 16384]
     if a.quick:
         decode_steps, chunks = [(1, 1024), (32, 4096)], [1024, 8192]
-    steps, attn_prefill, eager = run_steps(decode_steps, chunks)
+    steps, attn_prefill, eager, layer = run_steps(decode_steps, chunks)
+    res["layer"] = layer
     res["attention_prefill"] = attn_prefill
     res["prefill_eager"] = eager
     res["seconds"] = time.time() - t0

@@ -138,8 +138,6 @@ impl MeasuredPath {
         let mut gemms = Vec::new();
         let mut experts = (None, None);
         let mut head = None;
-        let mut qkv_n = 0;
-        let mut ffn = 0;
         for g in shape.gemms() {
             let name = g.name.rsplit('/').next().unwrap_or(&g.name).to_string();
             let mk = |n: u64, k: u64, bpp: f64, count: f64| StepGemm {
@@ -154,18 +152,12 @@ impl MeasuredPath {
                     head = Some(mk((g.n as f64 / lm_split) as u64, g.k, b.head, 1.0));
                 }
                 "qkv_proj" | "q_b_proj" | "o_a_proj" => {
-                    if name == "qkv_proj" {
-                        qkv_n = g.n;
-                    }
                     gemms.push(mk(g.n / attn_tp, g.k, b.attention, layers))
                 }
                 "o_proj" | "o_b_proj" => gemms.push(mk(g.n, g.k / attn_tp, b.attention, layers)),
                 // Low-rank down-projections are small and replicated.
                 "q_a_proj" | "kv_proj" => gemms.push(mk(g.n, g.k, b.attention, layers)),
-                "gate_up_proj" => {
-                    ffn = g.n / 2;
-                    gemms.push(mk(g.n / tp, g.k, b.ffn, dense_layers))
-                }
+                "gate_up_proj" => gemms.push(mk(g.n / tp, g.k, b.ffn, dense_layers)),
                 "down_proj" => gemms.push(mk(g.n, g.k / tp, b.ffn, dense_layers)),
                 "expert_gate_up" => {
                     let moe = model.moe_layers as f64;
@@ -174,7 +166,6 @@ impl MeasuredPath {
                     }
                     let bpp = model.experts.as_ref().map_or(b.ffn, |e| e.bytes_per_param);
                     experts.0 = Some(mk(g.n, g.k, bpp, moe));
-                    ffn = ffn.max(g.n / 2);
                 }
                 "expert_down" => {
                     let moe = model.moe_layers as f64;
@@ -187,8 +178,6 @@ impl MeasuredPath {
                 _ => gemms.push(mk(g.n, g.k, b.attention, layers)),
             }
         }
-        let h = shape.hidden as f64;
-        let qkv = if qkv_n > 0 { qkv_n as f64 } else { h };
         Some(MeasuredPath {
             gemms,
             head: head?,
@@ -196,10 +185,7 @@ impl MeasuredPath {
                 (Some(a), Some(b)) => Some((a, b)),
                 _ => None,
             },
-            // Norms (2 × read + write), residual adds (2 × 2 reads + write), rotary on q/k
-            // (read + write) and SiLU-and-multiply (2 reads + write), bf16.
-            elementwise_bytes_per_token: 2.0
-                * (10.0 * h + 2.0 * qkv / attn_tp as f64 + 3.0 * ffn as f64 / tp as f64),
+            elementwise_bytes_per_token: shape.elementwise_bytes_per_token(attn_tp, tp),
         })
     }
 }
@@ -337,7 +323,8 @@ impl CostModel {
         let attn_compute = r.attn_flops / attn_tp / rate;
         ops += attn_compute.max(kv_s);
         let elementwise = layers
-            * (c.fitted.tau_elementwise_us * 1e-6 + t * p.elementwise_bytes_per_token / self.bw);
+            * (c.fitted.tau_elementwise_us * 1e-6
+                + c.fitted.elementwise_traffic * t * p.elementwise_bytes_per_token / self.bw);
         (elementwise, ops)
     }
 

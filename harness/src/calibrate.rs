@@ -8,7 +8,8 @@ use clap::{Args, Subcommand};
 use engine::GpuSpec;
 use engine::ModelSpec;
 use engine::calibrate::curves::{
-    AttentionCurve, CopyPoint, GemmCurve, MoeCurve, PeerRun, PrefillAttentionPoint,
+    AttentionCurve, CopyPoint, Fitted, GemmCurve, MeasuredCurves, MoeCurve, PeerLayer, PeerRun,
+    PrefillAttentionPoint,
 };
 use engine::calibrate::shapes::ModelShape;
 use engine::calibrate::steps::{self, StepComparison, StepMeasurement};
@@ -292,6 +293,7 @@ struct PeerJson {
     attention: Option<AttentionCurve>,
     #[serde(default)]
     attention_prefill: Vec<PrefillAttentionPoint>,
+    layer: Option<PeerLayer>,
 }
 
 #[derive(Deserialize)]
@@ -308,6 +310,38 @@ struct PeerGemmPoint {
     m: u64,
     us: Option<f64>,
     tflops: Option<f64>,
+}
+
+/// The peer chain's per-layer terms from one layer timed alone (the peer script runs the
+/// Llama-3.1-8B shape): at decode, what the layer costs beyond its GEMMs and attention; at
+/// prefill, how much more elementwise traffic than one fused pass per kernel it moves.
+fn peer_fitted(m: &MeasuredCurves, layer: &PeerLayer, shape: &ModelShape) -> Option<Fitted> {
+    use engine::calibrate::Dtype;
+    let pc = m.with_peer_kernels()?;
+    let gemms: Vec<(u64, u64)> = shape
+        .gemms()
+        .iter()
+        .filter(|g| !g.name.ends_with("lm_head"))
+        .map(|g| (g.n, g.k))
+        .collect();
+    let gemm_us = |rows: f64| -> Option<f64> {
+        gemms
+            .iter()
+            .map(|&(n, k)| pc.gemm_time_us(n, k, Dtype::Bf16, rows))
+            .sum()
+    };
+    let kv = (1024 * 2 * shape.kv_heads * shape.head_dim * 2) as f64;
+    let tau = (layer.decode_us - gemm_us(1.0)? - pc.attention.as_ref()?.time_us(1.0, kv)?).max(0.0);
+    let t = layer.prefill_tokens as f64;
+    let attn_flops = 4.0 * (shape.q_heads * shape.head_dim) as f64 * t * t / 2.0;
+    let attn_us = attn_flops / (pc.prefill_attention_tflops(t)? * 1e6);
+    let rest = layer.prefill_us - gemm_us(t)? - attn_us - tau;
+    let fused_us = t * shape.elementwise_bytes_per_token(1, 1) / (pc.copy.gbps * 1e3);
+    Some(Fitted {
+        tau_elementwise_us: tau,
+        elementwise_traffic: (rest / fused_us).max(0.0),
+        ..m.fitted
+    })
 }
 
 fn import_peer(a: ImportPeerArgs) -> Result<()> {
@@ -360,8 +394,16 @@ fn import_peer(a: ImportPeerArgs) -> Result<()> {
         gemm,
         moe: p.moe,
         attention: p.attention,
+        layer: p.layer,
+        fitted: None,
     });
     m.prefill_attention = p.attention_prefill;
+    if let Some(layer) = p.layer {
+        let f = peer_fitted(m, &layer, &ModelShape::llama_3_1_8b());
+        if let (Some(f), Some(peer)) = (f, m.peer.as_mut()) {
+            peer.fitted = Some(f);
+        }
+    }
     write_atomic(&a.profile, &profile_yaml(&g)?)?;
     println!("{}: peer run and prefill-attention curve imported", path);
     Ok(())
@@ -531,6 +573,13 @@ pub fn report_markdown(g: &GpuSpec, ms: &[u64]) -> Result<String> {
         m.launch.layer_chain_kernels,
         m.launch.layer_chain_us
     ));
+    if let Some((pl, pf)) = peer.and_then(|p| p.layer.zip(p.fitted)) {
+        s.push_str(&format!(
+            "\nPeer chain, one layer as a graph: decode (batch 1, 1K context) {:.1} µs, of which {:.1} µs beyond \
+             its GEMMs and attention; prefill of {} tokens {:.1} µs, elementwise traffic {:.1}× one fused pass per kernel.\n",
+            pl.decode_us, pf.tau_elementwise_us, pl.prefill_tokens, pl.prefill_us, pf.elementwise_traffic
+        ));
+    }
     s.push_str(&format!(
         "\nGEMM `Y[M,N] = X[M,K]·W[N,K]ᵀ`, µs (TFLOP/s); ratio = peer time / sweep time.\n\n\
          | weight | N×K | dtype | M | sweep µs | sweep TFLOP/s | {pname} µs | peer TFLOP/s | ratio |\n\
@@ -674,7 +723,6 @@ fn check(a: CheckArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::calibrate::curves::MeasuredCurves;
     use engine::calibrate::steps::StepMode;
 
     #[test]

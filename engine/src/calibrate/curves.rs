@@ -84,6 +84,22 @@ pub struct PeerRun {
     #[serde(default)]
     pub moe: Vec<MoeCurve>,
     pub attention: Option<AttentionCurve>,
+    /// One layer of the peer's own chain, timed alone (see [`PeerLayer`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer: Option<PeerLayer>,
+    /// The peer chain's per-layer terms, derived from `layer` and the peer's curves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fitted: Option<Fitted>,
+}
+
+/// One layer of the peer framework's model chain as a CUDA graph.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct PeerLayer {
+    /// Decode, batch 1, 1K context.
+    pub decode_us: f64,
+    pub prefill_tokens: u64,
+    /// Prefill of `prefill_tokens` (prefix 0).
+    pub prefill_us: f64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -327,6 +343,9 @@ impl MeasuredCurves {
         if p.attention.is_some() {
             c.attention = p.attention.clone();
         }
+        if let Some(f) = p.fitted {
+            c.fitted = f;
+        }
         Some(c)
     }
 
@@ -342,7 +361,7 @@ impl MeasuredCurves {
 
 /// Cost-model parameters derived from the curves against a datasheet: what fraction of the
 /// datasheet's bandwidth and FLOP rate the GPU reached, and the per-layer fixed cost.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Fitted {
     /// Measured copy bandwidth / datasheet HBM bandwidth.
     pub eta_bw: f64,
@@ -361,6 +380,29 @@ pub struct Fitted {
     /// small kernels (norms, rotary, residual adds, SiLU) cost per layer.
     #[serde(default)]
     pub tau_elementwise_us: f64,
+    /// Elementwise traffic relative to fused kernels (norms, rotary, residual adds, SiLU each
+    /// one pass): 1 for the calibrated chain; an unfused framework chain moves more.
+    #[serde(default = "one")]
+    pub elementwise_traffic: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl Default for Fitted {
+    fn default() -> Self {
+        Fitted {
+            eta_bw: 0.0,
+            eta_f_bf16: 0.0,
+            eta_f_fp8: 0.0,
+            eta_bw_attention: 0.0,
+            tau_layer_us: 0.0,
+            tau_kernel_us: 0.0,
+            tau_elementwise_us: 0.0,
+            elementwise_traffic: 1.0,
+        }
+    }
 }
 
 impl MeasuredCurves {
@@ -405,6 +447,7 @@ impl MeasuredCurves {
             tau_layer_us: (self.launch.layer_chain_us - stream_us).max(0.0),
             tau_kernel_us: self.launch.graph_node_us,
             tau_elementwise_us: parts.map_or(0.0, |p| (self.launch.layer_chain_us - p).max(0.0)),
+            elementwise_traffic: 1.0,
         }
     }
 }

@@ -127,6 +127,21 @@ impl ModelShape {
         out
     }
 
+    /// Bytes one token moves per layer through the elementwise kernels when each is one fused
+    /// pass (bf16): norms (2 × read + write), residual adds (2 × two reads + write), rotary on
+    /// q and k (read + write) and SiLU-and-multiply (two reads + write); `attn_tp` and `tp`
+    /// split the head and FFN dimensions.
+    pub fn elementwise_bytes_per_token(&self, attn_tp: u64, tp: u64) -> f64 {
+        let h = self.hidden as f64;
+        let qkv = ((self.q_heads + 2 * self.kv_heads) * self.head_dim) as f64;
+        let ffn = if self.ffn > 0 {
+            self.ffn
+        } else {
+            self.moe.as_ref().map_or(0, |m| m.expert_ffn)
+        } as f64;
+        2.0 * (10.0 * h + 2.0 * qkv / attn_tp.max(1) as f64 + 3.0 * ffn / tp.max(1) as f64)
+    }
+
     /// Parameters in one layer's dense (non-routed) GEMMs.
     pub fn dense_layer_params(&self) -> u64 {
         self.gemms()
