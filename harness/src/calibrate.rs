@@ -228,7 +228,20 @@ fn gpu(a: GpuArgs) -> Result<()> {
         .find(|m| m.moe.is_none())
         .cloned()
         .unwrap_or_else(ModelShape::llama_3_1_8b);
-    let run = measure::run(&opts, &mut |line| eprintln!("{line}")).context("GPU calibration")?;
+    // cudarc panics when a CUDA library cannot be loaded; turn that into an error with the fix.
+    let run = std::panic::catch_unwind(|| measure::run(&opts, &mut |line| eprintln!("{line}")))
+        .map_err(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            anyhow::anyhow!(
+                "could not load CUDA ({msg}); put the folders of libcuda (the driver's), libcublas, \
+                 libcublasLt and libnvrtc (CUDA 13) on LD_LIBRARY_PATH"
+            )
+        })?
+        .context("GPU calibration")?;
     let mut curves = run.curves;
     let ds = &base.datasheet;
     let layer_gemms: Vec<(u64, u64)> = dense

@@ -1,1 +1,19 @@
 //! `sweep`: plan, run and report AgentX recipe sweeps against the reference engine or real servers.
+//!
+//! Configuration (InferenceX master config, serving recipes, golden acceptance lengths and the
+//! append-only `perf-changelog.yaml`) is read exactly as it is and turned into a sweep plan.
+
+pub mod changelog;
+pub mod cmd;
+pub mod gate;
+pub mod golden_al;
+pub mod metrics;
+pub mod pareto;
+pub mod plan;
+pub mod problem;
+pub mod recipe;
+pub mod records;
+pub mod repo;
+pub mod report;
+pub mod results;
+pub mod yaml;

@@ -1,4 +1,6 @@
 use clap::{Parser, Subcommand};
+use harness::cmd;
+use std::process::ExitCode;
 
 mod calibrate;
 
@@ -12,14 +14,32 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Check the master config, serving recipes, golden AL curves and changelog; list every problem.
+    Validate(cmd::validate::Args),
+    /// Show the sweep a PR label would run (canary, matrices, fail-fast, resolved commands).
+    Plan(cmd::plan::Args),
+    /// Check or append to perf-changelog.yaml.
+    #[command(subcommand)]
+    Changelog(cmd::changelog::Command),
+    /// Regenerate a run's charts, report.md and report.html.
+    Report(cmd::results::ReportArgs),
+    /// CI verdict for a run: gate.json, JUnit XML and the exit code.
+    Gate(cmd::results::GateArgs),
+    /// Per-point deltas between two runs, with the noise estimated from bootstrap intervals.
+    Compare(cmd::results::CompareArgs),
     /// Measure a GPU into a hardware profile and check the cost model against it.
     #[command(subcommand)]
     Calibrate(calibrate::CalibrateCommand),
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Calibrate(c) => calibrate::run(c),
+fn main() -> anyhow::Result<ExitCode> {
+    match Cli::parse().command {
+        Command::Validate(a) => cmd::validate::run(&a),
+        Command::Plan(a) => cmd::plan::run(&a),
+        Command::Changelog(c) => cmd::changelog::run(&c),
+        Command::Report(a) => cmd::results::report(&a),
+        Command::Gate(a) => cmd::results::gate(&a),
+        Command::Compare(a) => cmd::results::compare(&a),
+        Command::Calibrate(c) => calibrate::run(c).map(|()| ExitCode::SUCCESS),
     }
 }

@@ -1,0 +1,64 @@
+//! Command-line subcommands: argument structs (clap) and their implementations.
+
+pub mod changelog;
+pub mod plan;
+pub mod results;
+pub mod validate;
+
+use crate::problem::Problems;
+use crate::repo::Repo;
+use std::path::PathBuf;
+
+/// Where the repository's inputs are; each path can be overridden.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct RepoArgs {
+    /// Repository root (default: the nearest ancestor of the current directory with recipes/master.yaml).
+    #[arg(long, global = true)]
+    pub root: Option<PathBuf>,
+    /// Master config file(s), loaded in order (default: recipes/master.yaml).
+    #[arg(long = "master", global = true)]
+    pub master: Vec<PathBuf>,
+    /// runners.yaml (default: recipes/runners.yaml when present).
+    #[arg(long, global = true)]
+    pub runners: Option<PathBuf>,
+    /// perf-changelog.yaml (default: the repository's).
+    #[arg(long, global = true)]
+    pub changelog: Option<PathBuf>,
+    /// Folder of golden acceptance-length curves (default: golden_al/).
+    #[arg(long = "golden-al", global = true)]
+    pub golden_al: Option<PathBuf>,
+}
+
+impl RepoArgs {
+    /// The repository layout with any overrides applied. Explicit paths alone work outside a repository.
+    pub fn repo(&self) -> Result<Repo, Problems> {
+        let explicit = !self.master.is_empty() || self.changelog.is_some() || self.golden_al.is_some();
+        let mut r = match &self.root {
+            Some(root) => Repo::at(root),
+            None => match Repo::discover(&std::env::current_dir().unwrap_or_default()) {
+                Ok(r) => r,
+                Err(e) if !explicit => return Err(e),
+                Err(_) => {
+                    let mut r = Repo::at(&std::env::current_dir().unwrap_or_default());
+                    r.master_files.clear();
+                    r.runners_file = None;
+                    r.golden_dir = None;
+                    r
+                }
+            },
+        };
+        if !self.master.is_empty() {
+            r.master_files = self.master.clone();
+        }
+        if let Some(x) = &self.runners {
+            r.runners_file = Some(x.clone());
+        }
+        if let Some(x) = &self.changelog {
+            r.changelog = x.clone();
+        }
+        if let Some(x) = &self.golden_al {
+            r.golden_dir = Some(x.clone());
+        }
+        Ok(r)
+    }
+}

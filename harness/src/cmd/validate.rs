@@ -1,0 +1,137 @@
+//! `sweep validate`: every configuration check over the repository, all problems listed.
+
+use super::RepoArgs;
+use crate::changelog::{self, Changelog};
+use crate::problem::{Problem, Problems};
+use crate::recipe::serving::Recipe;
+use crate::recipe::{Master, Runners};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+}
+
+/// What was checked, for the success line.
+#[derive(Debug, Default, PartialEq)]
+pub struct Summary {
+    pub master_configs: usize,
+    pub master_files: usize,
+    pub recipes: usize,
+    pub recipe_points: usize,
+    pub changelog_entries: Option<usize>,
+    pub golden_files: Option<usize>,
+    pub warnings: Vec<String>,
+}
+
+pub fn check(args: &Args) -> Result<Summary, Problems> {
+    let repo = args.repo.repo()?;
+    let mut p = Problems::default();
+    let mut s = Summary { master_files: repo.master_files.len(), ..Default::default() };
+    let master = if repo.master_files.is_empty() { None } else { p.take(Master::load(&repo.master_files)) };
+    let runners = repo.runners_file.as_deref().and_then(|f| p.take(Runners::load(f)));
+    let golden = repo.golden_dir.as_deref().and_then(|d| p.take(crate::golden_al::GoldenAl::load_dir(d)));
+    s.golden_files = golden.as_ref().map(|g| g.files.len());
+    if let Some(m) = &master {
+        s.master_configs = m.len();
+        if let Some(r) = &runners {
+            for e in &m.entries {
+                if !r.labels.contains_key(&e.runner) {
+                    s.warnings.push(format!(
+                        "{}: runner label `{}` is not in {}",
+                        e.key,
+                        e.runner,
+                        repo.runners_file.as_ref().map(|f| f.display().to_string()).unwrap_or_default()
+                    ));
+                }
+            }
+        }
+    }
+    let changelog_given = args.repo.changelog.is_some() || repo.changelog.is_file();
+    if changelog_given
+        && (args.repo.changelog.is_some() || args.repo.master.is_empty())
+        && let Some(cl) = p.take(Changelog::load(&repo.changelog))
+    {
+        {
+            s.changelog_entries = Some(cl.entries.len());
+            if let (Some(m), Some(last)) = (&master, cl.entries.last()) {
+                for pat in &last.config_keys {
+                    if changelog::resolve_pattern(pat, m.keys()).is_empty() {
+                        p.push(Problem::new(
+                            &cl.file,
+                            Some(last.line),
+                            "",
+                            format!("config key `{pat}` of the latest entry matches no master config"),
+                            "fix the key or add the config to the master file",
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    // Serving recipes (only for the repository's own master config).
+    if let Some(m) = &master
+        && args.repo.master.is_empty()
+    {
+        for f in repo.recipe_files() {
+            let Some(r) = p.take(Recipe::load(&f)) else { continue };
+            s.recipes += 1;
+            let Some(e) = m.get(&r.config_key) else {
+                p.push(Problem::new(
+                    &f,
+                    None,
+                    "config-key",
+                    format!("recipe config key `{}` is not in the master config", r.config_key),
+                    "add the config to recipes/master.yaml or fix the key",
+                ));
+                continue;
+            };
+            if f.file_stem().map(|x| x.to_string_lossy() != r.config_key).unwrap_or(true) {
+                p.push(Problem::new(
+                    &f,
+                    None,
+                    "config-key",
+                    format!("recipe for `{}` is in a file with another name", r.config_key),
+                    format!("rename the file to recipes/{}.yaml", r.config_key),
+                ));
+            }
+            if p.take(r.match_master(e)).is_none() {
+                continue;
+            }
+            for (ai, a) in r.arms.iter().enumerate() {
+                for pi in 0..a.points.len() {
+                    if p.take(r.resolve(ai, pi, &e.model_prefix, golden.as_ref())).is_some() {
+                        s.recipe_points += 1;
+                    }
+                }
+            }
+        }
+    }
+    p.into_result(s)
+}
+
+pub fn run(args: &Args) -> anyhow::Result<std::process::ExitCode> {
+    match check(args) {
+        Ok(s) => {
+            for w in &s.warnings {
+                eprintln!("warning: {w}");
+            }
+            let mut parts = vec![format!("{} master configs in {} file(s)", s.master_configs, s.master_files)];
+            if s.recipes > 0 {
+                parts.push(format!("{} serving recipes ({} points resolved)", s.recipes, s.recipe_points));
+            }
+            if let Some(n) = s.changelog_entries {
+                parts.push(format!("{n} changelog entries"));
+            }
+            if let Some(n) = s.golden_files {
+                parts.push(format!("{n} golden AL files"));
+            }
+            println!("ok: {}", parts.join(", "));
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        Err(p) => {
+            eprintln!("{p}");
+            Ok(std::process::ExitCode::FAILURE)
+        }
+    }
+}

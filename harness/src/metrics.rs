@@ -1,0 +1,388 @@
+//! Point aggregates: the InferenceX agentic aggregate (spec `agentx.md` §6–§7, §10) computed with
+//! polars from the per-request records. One definition per metric, as the spec writes it:
+//! statistics over successful profiling records, percentiles by linear interpolation between
+//! order statistics, interactivity as the reciprocal of an ITL statistic (never a mean of 1/ITL).
+
+use crate::records::{Phase, Record};
+use polars::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// Percentiles reported for every latency metric.
+pub const QUANTILES: [(&str, f64); 5] = [("p50", 0.50), ("p75", 0.75), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99)];
+
+/// Statistics of one metric (population std).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub n: usize,
+    pub mean: f64,
+    pub p50: f64,
+    pub p75: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub std: f64,
+}
+
+impl Stats {
+    fn json(&self) -> Value {
+        json!({"mean": self.mean, "p50": self.p50, "p75": self.p75, "p90": self.p90, "p95": self.p95, "p99": self.p99, "std": self.std})
+    }
+    /// `1 / stat` for every statistic; `std` is the population std of the reciprocals.
+    fn reciprocal(&self, std_of_recip: f64) -> Value {
+        let inv = |x: f64| if x > 0.0 { 1.0 / x } else { 0.0 };
+        json!({"mean": inv(self.mean), "p50": inv(self.p50), "p75": inv(self.p75), "p90": inv(self.p90), "p95": inv(self.p95), "p99": inv(self.p99), "std": std_of_recip})
+    }
+}
+
+/// The spec's percentile, for reference and cross-checks: `k = (n−1)·p`, linear between order statistics.
+pub fn percentile_linear(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let k = (sorted.len() - 1) as f64 * p;
+    let lo = k.floor() as usize;
+    let hi = (lo + 1).min(sorted.len() - 1);
+    sorted[lo] + (k - lo as f64) * (sorted[hi] - sorted[lo])
+}
+
+/// Statistics of a column with polars, over values that are finite and > 0.
+fn stats(df: &DataFrame, name: &str) -> PolarsResult<Stats> {
+    let mut exprs =
+        vec![col(name).count().cast(DataType::Float64).alias("n"), col(name).mean().alias("mean"), col(name).std(0).alias("std")];
+    for (k, q) in QUANTILES {
+        exprs.push(col(name).quantile(lit(q), QuantileMethod::Linear).alias(k));
+    }
+    let out = df.clone().lazy().filter(col(name).gt(lit(0.0))).select(exprs).collect()?;
+    let g = |k: &str| -> PolarsResult<f64> { Ok(out.column(k)?.f64()?.get(0).unwrap_or(0.0)) };
+    let n = g("n")? as usize;
+    if n == 0 {
+        return Ok(Stats::default());
+    }
+    Ok(Stats { n, mean: g("mean")?, p50: g("p50")?, p75: g("p75")?, p90: g("p90")?, p95: g("p95")?, p99: g("p99")?, std: g("std")? })
+}
+
+/// The successful profiling records as a polars frame (seconds and tokens).
+pub fn record_frame(records: &[Record]) -> PolarsResult<DataFrame> {
+    let fin = |x: Option<f64>| x.filter(|v| v.is_finite());
+    let s = |ns: Option<u64>| ns.map(|v| v as f64 / 1e9);
+    let ok: Vec<&Record> = records.iter().filter(|r| r.phase == Phase::Profiling && r.ok()).collect();
+    df!(
+        "ttft" => ok.iter().map(|r| s(r.ttft_ns())).collect::<Vec<_>>(),
+        "e2el" => ok.iter().map(|r| s(r.e2el_ns())).collect::<Vec<_>>(),
+        "itl" => ok.iter().map(|r| fin(r.itl_ns().map(|x| x / 1e9))).collect::<Vec<_>>(),
+        "full_response_itl" => ok.iter().map(|r| fin(r.full_response_itl_ns().map(|x| x / 1e9))).collect::<Vec<_>>(),
+        "e2e_per_token" => ok.iter().map(|r| match (r.e2el_ns(), r.output_tokens) { (Some(e), Some(o)) if e > 0 && o > 0 => Some(e as f64 / 1e9 / o as f64), _ => None }).collect::<Vec<_>>(),
+        "inv_itl" => ok.iter().map(|r| fin(r.itl_ns().filter(|x| *x > 0.0).map(|x| 1e9 / x))).collect::<Vec<_>>(),
+        "inv_e2e_per_token" => ok.iter().map(|r| match (r.e2el_ns(), r.output_tokens) { (Some(e), Some(o)) if e > 0 && o > 0 => Some(o as f64 * 1e9 / e as f64), _ => None }).collect::<Vec<_>>(),
+        "isl" => ok.iter().map(|r| r.input_tokens.map(|x| x as f64)).collect::<Vec<_>>(),
+        "osl" => ok.iter().map(|r| r.output_tokens.map(|x| x as f64)).collect::<Vec<_>>(),
+        "osl_expected" => ok.iter().map(|r| r.expected_output_tokens.map(|x| x as f64)).collect::<Vec<_>>(),
+        "start_ns" => ok.iter().map(|r| r.start_ns as f64).collect::<Vec<_>>(),
+        "end_ns" => ok.iter().map(|r| r.end_ns as f64).collect::<Vec<_>>(),
+    )
+}
+
+/// Identity and provenance of a point, copied into its aggregate.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PointContext {
+    /// The InferenceX identity fields (hw, conc, image, model, topology, …).
+    pub identity: Map<String, Value>,
+    pub num_gpus: u32,
+    /// `measured` or `predicted`.
+    pub result_kind: String,
+    /// Engine and hardware profiles (predicted) or the server's `/server_info` summary (measured).
+    pub profiles: Value,
+    pub target: String,
+    pub trace_set: String,
+    pub seed: u64,
+    pub concurrency: u32,
+    pub profile_duration_s: f64,
+    /// Highest sampled CPU use of the harness process (fraction of one core × cores), if known.
+    pub client_cpu_max: Option<f64>,
+    /// The run was cancelled (live abort, root warmup failure).
+    pub cancelled: bool,
+    /// Server-reported metrics (from the engine or a `/metrics` scrape).
+    pub server_metrics: Option<Value>,
+}
+
+/// The headline numbers of a point, used by reports, Pareto and the gate.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub requests_ok: usize,
+    pub requests_error: usize,
+    pub tput_per_gpu: f64,
+    pub output_tput_per_gpu: f64,
+    pub input_tput_per_gpu: f64,
+    pub ttft: Stats,
+    pub e2el: Stats,
+    pub itl: Stats,
+    /// 1 / ITL p90, tok/s/user.
+    pub intvty_p90: f64,
+    /// 1 / p90(E2EL / OSL), tok/s/user: the North Star x-axis.
+    pub e2e_norm_intvty_p90: f64,
+    pub theoretical_cache_hit_rate: f64,
+    pub valid: bool,
+    pub invalid_reasons: Vec<String>,
+    pub submission_valid: bool,
+    pub submission_invalid_reasons: Vec<String>,
+}
+
+/// Error category: the error's `type`, else the text before the first `:` (≤ 120 chars).
+fn category(r: &Record) -> Option<String> {
+    let e = r.error.as_ref()?;
+    let k = if !e.kind.is_empty() { e.kind.clone() } else { e.message.split(':').next().unwrap_or_default().to_string() };
+    Some(k.chars().take(120).collect())
+}
+
+/// Computes the aggregate JSON (InferenceX agentic shape plus sweep's provenance) and its summary.
+pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value, Summary)> {
+    let df = record_frame(records)?;
+    let gpus = ctx.num_gpus.max(1) as f64;
+    let (ttft, e2el, itl, fr_itl) = (stats(&df, "ttft")?, stats(&df, "e2el")?, stats(&df, "itl")?, stats(&df, "full_response_itl")?);
+    let (e2e_r, isl, osl, osl_exp) = (stats(&df, "e2e_per_token")?, stats(&df, "isl")?, stats(&df, "osl")?, stats(&df, "osl_expected")?);
+    let inv_itl_std = stats(&df, "inv_itl")?.std;
+    let inv_e2e_std = stats(&df, "inv_e2e_per_token")?.std;
+
+    let ok: Vec<&Record> = records.iter().filter(|r| r.phase == Phase::Profiling && r.ok()).collect();
+    let prof: Vec<&Record> = records.iter().filter(|r| r.phase == Phase::Profiling).collect();
+    let sum_isl: u64 = ok.iter().filter_map(|r| r.input_tokens).sum();
+    let sum_osl: u64 = ok.iter().filter_map(|r| r.output_tokens).sum();
+    let duration = match (ok.iter().map(|r| r.start_ns).min(), ok.iter().map(|r| r.end_ns).max()) {
+        (Some(a), Some(b)) if b > a => (b - a) as f64 / 1e9,
+        _ => 0.0,
+    };
+    let tps = |x: u64| if duration > 0.0 { x as f64 / duration } else { 0.0 };
+    let (in_tps, out_tps, tot_tps) = (tps(sum_isl), tps(sum_osl), tps(sum_isl + sum_osl));
+
+    // QPS over consecutive 1 s windows from the first to the last completion.
+    let mut ends: Vec<u64> = ok.iter().map(|r| r.end_ns).collect();
+    ends.sort_unstable();
+    let qps_counts: Vec<Option<f64>> = match (ends.first(), ends.last()) {
+        (Some(&a), Some(&b)) => {
+            let n = ((b - a) / 1_000_000_000 + 1) as usize;
+            let mut c = vec![0.0; n];
+            for e in &ends {
+                c[((e - a) / 1_000_000_000) as usize] += 1.0;
+            }
+            c.into_iter().map(Some).collect()
+        }
+        _ => Vec::new(),
+    };
+    let qps_df = df!("qps" => qps_counts.clone())?;
+    let mut qps = if qps_counts.is_empty() { Stats::default() } else { stats_nonneg(&qps_df, "qps")? };
+    qps.n = qps_counts.len();
+
+    let hit: u64 = ok.iter().map(|r| r.theoretical_hit_blocks).sum();
+    let tot_blocks: u64 = ok.iter().map(|r| r.theoretical_total_blocks).sum();
+    let theo = if tot_blocks > 0 { hit as f64 / tot_blocks as f64 } else { 0.0 };
+
+    // Accounting.
+    let records_total = records.len();
+    let warmup_dropped = records.iter().filter(|r| r.phase != Phase::Profiling).count();
+    let error_dropped = records.iter().filter(|r| r.error.is_some()).count();
+    let mut cats: BTreeMap<String, u64> = BTreeMap::new();
+    for r in records {
+        if let Some(c) = category(r) {
+            *cats.entry(c).or_default() += 1;
+        }
+    }
+    let prof_errors = prof.iter().filter(|r| r.error.is_some()).count();
+    let prof_cancelled = prof.iter().filter(|r| r.was_cancelled && r.error.is_none()).count();
+    let completed = prof.len() - prof_cancelled;
+    let overflow = prof.iter().filter(|r| r.error.as_ref().is_some_and(|e| e.is_context_overflow())).count();
+
+    // Validity (a point fails) and submission validity (reported with reasons).
+    let mut invalid = Vec::new();
+    if completed == 0 || ok.is_empty() {
+        invalid.push("no_successful_requests".to_string());
+    } else if prof_errors as f64 / completed as f64 > 0.10 {
+        invalid.push(format!(
+            "error_rate_exceeded ({prof_errors}/{completed} = {:.1} % > 10 %)",
+            100.0 * prof_errors as f64 / completed as f64
+        ));
+    }
+    if ctx.cancelled {
+        invalid.push("run_cancelled".into());
+    }
+    let mut sub_invalid = Vec::new();
+    if ctx.profile_duration_s < 900.0 {
+        sub_invalid.push(format!("unsafe_override (profile {:.0} s < 900 s)", ctx.profile_duration_s));
+    }
+    if completed > 0 && overflow as f64 / completed as f64 > 0.01 {
+        sub_invalid.push(format!("context_overflow_rate_exceeded ({overflow}/{completed})"));
+    }
+    let observed = ok.iter().filter(|r| r.ttft_ns().is_some() && (r.output_tokens.unwrap_or(0) < 2 || r.itl_ns().is_some())).count();
+    if !prof.is_empty() && (observed as f64) < 0.98 * completed.max(1) as f64 {
+        sub_invalid.push(format!("insufficient_profile_metric_coverage ({observed}/{completed})"));
+    }
+    if let Some(cpu) = ctx.client_cpu_max
+        && cpu > 0.85
+    {
+        sub_invalid.push(format!("client_saturation (harness CPU {:.0} %)", cpu * 100.0));
+    }
+    if ctx.cancelled {
+        sub_invalid.push("run_cancelled".into());
+    }
+    let valid = invalid.is_empty();
+
+    let intvty = itl.reciprocal(inv_itl_std);
+    let e2e_norm = e2e_r.reciprocal(inv_e2e_std);
+    let summary = Summary {
+        requests_ok: ok.len(),
+        requests_error: prof_errors,
+        tput_per_gpu: tot_tps / gpus,
+        output_tput_per_gpu: out_tps / gpus,
+        input_tput_per_gpu: in_tps / gpus,
+        ttft: ttft.clone(),
+        e2el: e2el.clone(),
+        itl: itl.clone(),
+        intvty_p90: if itl.p90 > 0.0 { 1.0 / itl.p90 } else { 0.0 },
+        e2e_norm_intvty_p90: if e2e_r.p90 > 0.0 { 1.0 / e2e_r.p90 } else { 0.0 },
+        theoretical_cache_hit_rate: theo,
+        valid,
+        invalid_reasons: invalid.clone(),
+        submission_valid: sub_invalid.is_empty() && valid,
+        submission_invalid_reasons: sub_invalid.clone(),
+    };
+
+    let mut agg = ctx.identity.clone();
+    agg.insert("scenario_type".into(), json!("agentic-coding"));
+    agg.insert("result_kind".into(), json!(ctx.result_kind));
+    agg.insert("profiles".into(), ctx.profiles.clone());
+    agg.insert("target".into(), json!(ctx.target));
+    agg.insert("trace_set".into(), json!(ctx.trace_set));
+    agg.insert("seed".into(), json!(ctx.seed));
+    agg.insert("num_gpus".into(), json!(ctx.num_gpus));
+    agg.insert("num_requests_total".into(), json!(records_total));
+    agg.insert("num_requests_successful".into(), json!(ok.len()));
+    agg.insert(
+        "request_accounting".into(),
+        json!({
+            "records_total": records_total,
+            "records_profiled": ok.len(),
+            "records_dropped_total": records_total - ok.len(),
+            "records_warmup_dropped": warmup_dropped,
+            "records_error_dropped": error_dropped,
+            "records_cancelled": records.iter().filter(|r| r.was_cancelled).count(),
+            "context_overflow_count": overflow,
+            "error_categories": cats,
+        }),
+    );
+    agg.insert(
+        "request_metrics".into(),
+        json!({
+            "qps": {"window_seconds": 1, "samples": qps.n, "mean": qps.mean, "p50": qps.p50, "p75": qps.p75, "p90": qps.p90, "p95": qps.p95, "std": qps.std},
+            "latency": {
+                "ttft": ttft.json(), "e2el": e2el.json(), "itl": itl.json(), "tpot": itl.json(),
+                "intvty": intvty, "e2e_norm_intvty": e2e_norm,
+                "full_response_itl": fr_itl.json(), "full_response_intvty": fr_itl.reciprocal(0.0),
+            },
+            "tokens": {"input": isl.json(), "output_actual": osl.json(), "output_expected": osl_exp.json()},
+            "throughput": {
+                "input": {"tokens_per_second": in_tps},
+                "output": {"tokens_per_second": out_tps},
+                "total": {"tokens_per_second": tot_tps},
+                "duration_seconds": duration,
+                "per_gpu": {"total_tput_tps": tot_tps / gpus, "output_tput_tps": out_tps / gpus, "input_tput_tps": in_tps / gpus},
+            },
+            "cache": {"theoretical_cache_hit_rate": theo},
+        }),
+    );
+    agg.insert("server_metrics".into(), ctx.server_metrics.clone().unwrap_or(json!({"present": false})));
+    agg.insert("tput_per_gpu".into(), json!(tot_tps / gpus));
+    agg.insert("validity".into(), json!({"valid": valid, "reasons": invalid, "submission_valid": summary.submission_valid, "submission_invalid_reasons": sub_invalid}));
+    Ok((round_json(Value::Object(agg)), summary))
+}
+
+/// Statistics over values ≥ 0 (QPS windows may be empty).
+fn stats_nonneg(df: &DataFrame, name: &str) -> PolarsResult<Stats> {
+    let mut exprs = vec![col(name).mean().alias("mean"), col(name).std(0).alias("std")];
+    for (k, q) in QUANTILES {
+        exprs.push(col(name).quantile(lit(q), QuantileMethod::Linear).alias(k));
+    }
+    let out = df.clone().lazy().select(exprs).collect()?;
+    let g = |k: &str| -> PolarsResult<f64> { Ok(out.column(k)?.f64()?.get(0).unwrap_or(0.0)) };
+    Ok(Stats {
+        n: df.height(),
+        mean: g("mean")?,
+        p50: g("p50")?,
+        p75: g("p75")?,
+        p90: g("p90")?,
+        p95: g("p95")?,
+        p99: g("p99")?,
+        std: g("std")?,
+    })
+}
+
+/// Rounds every float to 5 decimals; finite integral floats ≥ 1 become integers (spec §6.1).
+pub fn round_json(v: Value) -> Value {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            let x = n.as_f64().unwrap_or(0.0);
+            if !x.is_finite() {
+                return Value::Null;
+            }
+            let r = (x * 1e5).round() / 1e5;
+            if r >= 1.0 && r.fract() == 0.0 && r < 9.0e15 { json!(r as i64) } else { json!(r) }
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(round_json).collect()),
+        Value::Object(m) => Value::Object(m.into_iter().map(|(k, v)| (k, round_json(v))).collect()),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::RecordError;
+    use crate::records::tests::rec;
+
+    #[test]
+    fn polars_percentiles_match_a_hand_computation() {
+        // E2EL values 1, 2, 3, 4, 10 s: k = (n−1)·p.
+        let recs: Vec<Record> =
+            [1000u64, 2000, 3000, 4000, 10000].iter().enumerate().map(|(i, &e)| rec(i as u64 * 100, 100, e, 100, 11)).collect();
+        let (_, s) = aggregate(&recs, &PointContext { num_gpus: 1, profile_duration_s: 3600.0, ..Default::default() }).unwrap();
+        // p90: k = 3.6 → 4 + 0.6 × (10 − 4) = 7.6; p75: k = 3 → 4; p50: 3.
+        assert!((s.e2el.p90 - 7.6).abs() < 1e-9, "{}", s.e2el.p90);
+        assert!((s.e2el.p75 - 4.0).abs() < 1e-9);
+        assert!((s.e2el.p50 - 3.0).abs() < 1e-9);
+        let mut sorted = vec![1.0, 2.0, 3.0, 4.0, 10.0];
+        sorted.sort_by(f64::total_cmp);
+        assert!((percentile_linear(&sorted, 0.9) - s.e2el.p90).abs() < 1e-12);
+        // Population std of 1,2,3,4,10: mean 4, var (9+4+1+0+36)/5 = 10.
+        assert!((s.e2el.std - 10f64.sqrt()).abs() < 1e-9);
+    }
+
+    #[test]
+    fn throughput_interactivity_and_accounting() {
+        let mut recs = vec![rec(0, 500, 10_500, 10_000, 101), rec(1000, 500, 5_500, 20_000, 51)];
+        let mut warm = rec(0, 1, 2, 5, 1);
+        warm.phase = Phase::Warmup;
+        recs.push(warm);
+        let mut bad = rec(2000, 1, 2, 5, 1);
+        bad.error = Some(RecordError { kind: "http_500".into(), message: "x".into(), status: Some(500) });
+        recs.push(bad);
+        let (agg, s) = aggregate(&recs, &PointContext { num_gpus: 4, profile_duration_s: 3600.0, ..Default::default() }).unwrap();
+        // duration: first ok start 0 → last ok end 10.5 s (+100 ns) ; tokens 30,152.
+        let dur = (10_500_000_000u64 + 100) as f64 / 1e9;
+        assert!((s.tput_per_gpu - (30_000.0 + 152.0) / dur / 4.0).abs() < 1e-6);
+        // ITLs: (10.5−0.5)/100 = 0.1 s and (5.5−0.5)/50 = 0.1 s → P90 interactivity 10 tok/s/user.
+        assert!((s.intvty_p90 - 10.0).abs() < 1e-9);
+        assert_eq!(agg["request_accounting"]["records_total"], 4);
+        assert_eq!(agg["request_accounting"]["records_warmup_dropped"], 1);
+        assert_eq!(agg["request_accounting"]["error_categories"]["http_500"], 1);
+        // 1 error of 3 profiling records: 33 % > 10 % → invalid.
+        assert!(!s.valid && s.invalid_reasons[0].starts_with("error_rate_exceeded"));
+        assert_eq!(agg["num_requests_successful"], 2);
+    }
+
+    #[test]
+    fn rounding_rules() {
+        assert_eq!(round_json(json!(2.0)), json!(2));
+        assert_eq!(round_json(json!(0.123456789)), json!(0.12346));
+        assert_eq!(round_json(json!(0.5)), json!(0.5));
+    }
+}

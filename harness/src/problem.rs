@@ -1,0 +1,166 @@
+//! Actionable problems: every configuration error names the file, line, YAML path and the fix.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// One problem found in an input file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem {
+    pub file: PathBuf,
+    pub line: Option<usize>,
+    /// YAML path (`key.scenarios.agentic-coding[0].search-space[1].tp`), empty when not applicable.
+    pub path: String,
+    pub message: String,
+    pub fix: String,
+}
+
+impl Problem {
+    pub fn new(file: &Path, line: Option<usize>, path: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) -> Self {
+        Problem { file: file.to_path_buf(), line, path: path.into(), message: message.into(), fix: fix.into() }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        write!(f, ": ")?;
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        write!(f, "{}", self.message)?;
+        if !self.fix.is_empty() {
+            write!(f, "\n    fix: {}", self.fix)?;
+        }
+        Ok(())
+    }
+}
+
+/// A non-empty list of problems; the error type of every loader and validator.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Problems(pub Vec<Problem>);
+
+impl Problems {
+    pub fn one(p: Problem) -> Self {
+        Problems(vec![p])
+    }
+    pub fn io(file: &Path, e: &std::io::Error) -> Self {
+        let fix = if e.kind() == std::io::ErrorKind::NotFound {
+            "check the path (relative paths are resolved from the current directory)"
+        } else {
+            "check the file's permissions"
+        };
+        Problems::one(Problem::new(file, None, "", format!("cannot read: {e}"), fix))
+    }
+    pub fn push(&mut self, p: Problem) {
+        self.0.push(p);
+    }
+    pub fn extend(&mut self, other: Problems) {
+        self.0.extend(other.0);
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// `Ok(v)` when empty, else `Err(self)`.
+    pub fn into_result<T>(self, v: T) -> Result<T, Problems> {
+        if self.0.is_empty() { Ok(v) } else { Err(self) }
+    }
+    /// Collects the problems of a fallible step, returning its value when it succeeded.
+    pub fn take<T>(&mut self, r: Result<T, Problems>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.extend(e);
+                None
+            }
+        }
+    }
+}
+
+impl fmt::Display for Problems {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        for (i, p) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "error: {p}")?;
+        }
+        if n > 1 {
+            write!(f, "\n{n} problems")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Problems {}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync, rename.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// The closest candidate by edit distance, for "did you mean" hints.
+pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_suggests_close_words_only() {
+        let c = ["conc-list", "conc-start", "conc-end", "spec-decoding"];
+        assert_eq!(nearest("conc-lst", c), Some("conc-list"));
+        assert_eq!(nearest("spec-decode", c), Some("spec-decoding"));
+        assert_eq!(nearest("zzzzzz", c), None);
+    }
+
+    #[test]
+    fn atomic_write_replaces_whole_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("a.json");
+        atomic_write(&p, b"first").unwrap();
+        atomic_write(&p, b"second").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"second");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "no temp file left behind");
+    }
+
+    #[test]
+    fn display_names_file_line_path_and_fix() {
+        let p = Problem::new(Path::new("m.yaml"), Some(7), "k.tp", "tp must be > 0", "set tp: 1 or more");
+        assert_eq!(p.to_string(), "m.yaml:7: k.tp: tp must be > 0\n    fix: set tp: 1 or more");
+    }
+}

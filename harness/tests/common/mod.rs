@@ -1,0 +1,59 @@
+//! Shared helpers for the integration tests: the real `sweep` binary and the shared data.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("harness is in the workspace").to_path_buf()
+}
+
+/// `SWEEP_SHARED_DATA` (relative paths are taken from the workspace root). Real-data tests are
+/// `#[ignore]`d and run by `.ci/run`; when the data is absent they fail with a plain message.
+pub fn shared_data() -> PathBuf {
+    let raw = std::env::var("SWEEP_SHARED_DATA").unwrap_or_else(|_| "../shared/data".into());
+    let p = PathBuf::from(&raw);
+    let p = if p.is_absolute() { p } else { workspace_root().join(p) };
+    assert!(p.join("README.md").is_file(), "shared data not found at {} (set SWEEP_SHARED_DATA to the shared/data folder)", p.display());
+    p
+}
+
+pub fn sweep(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sweep")).args(args).current_dir(cwd).output().expect("run sweep")
+}
+
+pub fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// A copy of the repository's configuration (recipes, golden AL, changelog) in a temp dir.
+pub fn repo_copy() -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    let root = workspace_root();
+    for sub in ["recipes", "golden_al"] {
+        std::fs::create_dir_all(d.path().join(sub)).unwrap();
+        for e in std::fs::read_dir(root.join(sub)).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), d.path().join(sub).join(e.file_name())).unwrap();
+        }
+    }
+    std::fs::copy(root.join("perf-changelog.yaml"), d.path().join("perf-changelog.yaml")).unwrap();
+    d
+}
+
+pub fn git(dir: &Path, args: &[&str]) {
+    let o = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git");
+    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Replaces `from` (which must occur) in a file.
+pub fn edit(path: &Path, from: &str, to: &str) {
+    let t = std::fs::read_to_string(path).unwrap();
+    assert!(t.contains(from), "{} does not contain {from:?}", path.display());
+    std::fs::write(path, t.replacen(from, to, 1)).unwrap();
+}
