@@ -6,12 +6,8 @@ use engine::calibrate::steps::{self, StepMeasurement, StepMode};
 use engine::{GpuSpec, ModelSpec};
 
 fn measured_steps() -> Vec<StepMeasurement> {
-    let mut v: Vec<StepMeasurement> =
-        serde_json::from_str(include_str!("data/h200/rust-steps.json")).unwrap();
-    v.extend(
-        serde_json::from_str::<Vec<StepMeasurement>>(include_str!("data/h200/torch-steps.json"))
-            .unwrap(),
-    );
+    let mut v: Vec<StepMeasurement> = serde_json::from_str(include_str!("data/h200/rust-steps.json")).unwrap();
+    v.extend(serde_json::from_str::<Vec<StepMeasurement>>(include_str!("data/h200/torch-steps.json")).unwrap());
     v
 }
 
@@ -54,30 +50,12 @@ fn peer_steps_are_predicted_from_the_peer_kernels() {
     let measured = GpuSpec::lookup("h200-measured").unwrap();
     let datasheet = GpuSpec::lookup("h200").unwrap();
     let s = measured_steps();
-    let torch_b1 = s
-        .iter()
-        .find(|x| {
-            x.runner.starts_with("PyTorch")
-                && x.mode == StepMode::Decode
-                && x.batch == 1
-                && x.ctx == 65536
-        })
-        .unwrap();
-    let cudarc_b1 = s
-        .iter()
-        .find(|x| x.runner.contains("cudarc") && x.batch == 1 && x.ctx == 65536)
-        .unwrap();
-    let rows = steps::compare(
-        &model,
-        &[torch_b1.clone(), cudarc_b1.clone()],
-        &measured,
-        &datasheet,
-    );
+    let torch_b1 =
+        s.iter().find(|x| x.runner.starts_with("PyTorch") && x.mode == StepMode::Decode && x.batch == 1 && x.ctx == 65536).unwrap();
+    let cudarc_b1 = s.iter().find(|x| x.runner.contains("cudarc") && x.batch == 1 && x.ctx == 65536).unwrap();
+    let rows = steps::compare(&model, &[torch_b1.clone(), cudarc_b1.clone()], &measured, &datasheet);
     // PyTorch's decode attention does not split the KV: at batch 1 and 64K context it is
     // several times slower, and the prediction from its own curves follows it.
-    let (pt, pc) = (
-        rows[0].predicted_measured_us.unwrap(),
-        rows[1].predicted_measured_us.unwrap(),
-    );
+    let (pt, pc) = (rows[0].predicted_measured_us.unwrap(), rows[1].predicted_measured_us.unwrap());
     assert!(pt > 2.0 * pc, "{pt} vs {pc}");
 }

@@ -8,8 +8,7 @@ use clap::{Args, Subcommand};
 use engine::GpuSpec;
 use engine::ModelSpec;
 use engine::calibrate::curves::{
-    AttentionCurve, CopyPoint, Fitted, GemmCurve, MeasuredCurves, MoeCurve, PeerLayer, PeerRun,
-    PrefillAttentionPoint,
+    AttentionCurve, CopyPoint, Fitted, GemmCurve, MeasuredCurves, MoeCurve, PeerLayer, PeerRun, PrefillAttentionPoint,
 };
 use engine::calibrate::shapes::ModelShape;
 use engine::calibrate::steps::{self, StepComparison, StepMeasurement};
@@ -37,11 +36,7 @@ pub struct ReportArgs {
     #[arg(long, default_value = "h200-measured")]
     pub profile: String,
     /// M values shown in the GEMM table.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "1,16,128,1024,4096,16384"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "1,16,128,1024,4096,16384")]
     pub ms: Vec<u64>,
     /// Write the tables here as well as printing them.
     #[arg(long)]
@@ -126,32 +121,19 @@ fn load_model(name: &str) -> Result<ModelShape> {
     }
     let p = Path::new(name);
     if !p.exists() {
-        bail!(
-            "--model {name}: neither a built-in model ({}) nor an existing YAML file",
-            ModelShape::builtin_names().join(", ")
-        );
+        bail!("--model {name}: neither a built-in model ({}) nor an existing YAML file", ModelShape::builtin_names().join(", "));
     }
     let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
     serde_yaml_ng::from_str(&text).with_context(|| {
-        format!(
-            "{}: not a model shape (fields: name, layers, hidden, q_heads, kv_heads, head_dim, ffn, vocab, moe)",
-            p.display()
-        )
+        format!("{}: not a model shape (fields: name, layers, hidden, q_heads, kv_heads, head_dim, ffn, vocab, moe)", p.display())
     })
 }
 
 /// Writes `text` to `path` through a temporary file in the same folder and a rename.
 pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("out"),
-        std::process::id()
-    ));
+    let tmp = dir.join(format!(".{}.tmp{}", path.file_name().and_then(|n| n.to_str()).unwrap_or("out"), std::process::id()));
     std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(())
@@ -160,19 +142,14 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
 pub fn load_profile(name: &str) -> Result<GpuSpec> {
     let g = GpuSpec::lookup(name).with_context(|| format!("hardware profile {name}"))?;
     if g.measured.is_none() {
-        bail!(
-            "hardware profile {name} has no `measured` section; write one with `sweep calibrate gpu --out <file>`"
-        );
+        bail!("hardware profile {name} has no `measured` section; write one with `sweep calibrate gpu --out <file>`");
     }
     Ok(g)
 }
 
 /// The YAML of a measured profile, with a header saying where it came from.
 pub fn profile_yaml(g: &GpuSpec) -> Result<String> {
-    let m = g
-        .measured
-        .as_ref()
-        .context("profile has no measured section")?;
+    let m = g.measured.as_ref().context("profile has no measured section")?;
     let header = format!(
         "# Hardware profile measured by `sweep calibrate gpu` on {} ({}), driver {}, CUDA {}, cuBLAS {}.\n\
          # datasheet: published facts; cost: roofline parameters fitted from the curves (used where no\n\
@@ -183,31 +160,21 @@ pub fn profile_yaml(g: &GpuSpec) -> Result<String> {
 }
 
 fn load_steps(path: &Path) -> Result<Vec<StepMeasurement>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| {
-        format!(
-            "{}: expected a JSON list of step measurements (mode, batch, ctx, tokens, measured_us, runner)",
-            path.display()
-        )
+        format!("{}: expected a JSON list of step measurements (mode, batch, ctx, tokens, measured_us, runner)", path.display())
     })
 }
 
 #[cfg(not(feature = "cuda"))]
 fn gpu(_a: GpuArgs) -> Result<()> {
-    bail!(
-        "this sweep was built without GPU support; rebuild with `cargo build --release --features cuda`"
-    )
+    bail!("this sweep was built without GPU support; rebuild with `cargo build --release --features cuda`")
 }
 
 #[cfg(feature = "cuda")]
 fn gpu(a: GpuArgs) -> Result<()> {
     use engine::calibrate::measure::{self, CalibrateOptions};
-    let models = a
-        .models
-        .iter()
-        .map(|m| load_model(m))
-        .collect::<Result<Vec<_>>>()?;
+    let models = a.models.iter().map(|m| load_model(m)).collect::<Result<Vec<_>>>()?;
     let opts = if a.quick {
         let mut o = CalibrateOptions::quick(models, a.device, a.seed);
         if a.no_steps {
@@ -222,20 +189,11 @@ fn gpu(a: GpuArgs) -> Result<()> {
         o
     };
     let base = GpuSpec::lookup(&a.base).with_context(|| format!("--base {}", a.base))?;
-    let dense = opts
-        .models
-        .iter()
-        .find(|m| m.moe.is_none())
-        .cloned()
-        .unwrap_or_else(ModelShape::llama_3_1_8b);
+    let dense = opts.models.iter().find(|m| m.moe.is_none()).cloned().unwrap_or_else(ModelShape::llama_3_1_8b);
     // cudarc panics when a CUDA library cannot be loaded; turn that into an error with the fix.
     let run = std::panic::catch_unwind(|| measure::run(&opts, &mut |line| eprintln!("{line}")))
         .map_err(|p| {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
+            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
             anyhow::anyhow!(
                 "could not load CUDA ({msg}); put the folders of libcuda (the driver's), libcublas, \
                  libcublasLt and libnvrtc (CUDA 13) on LD_LIBRARY_PATH"
@@ -244,12 +202,7 @@ fn gpu(a: GpuArgs) -> Result<()> {
         .context("GPU calibration")?;
     let mut curves = run.curves;
     let ds = &base.datasheet;
-    let layer_gemms: Vec<(u64, u64)> = dense
-        .gemms()
-        .iter()
-        .filter(|g| !g.name.ends_with("lm_head"))
-        .map(|g| (g.n, g.k))
-        .collect();
+    let layer_gemms: Vec<(u64, u64)> = dense.gemms().iter().filter(|g| !g.name.ends_with("lm_head")).map(|g| (g.n, g.k)).collect();
     let attn_bytes = (1024 * 2 * dense.kv_heads * dense.head_dim * 2) as f64;
     curves.fitted = curves.fit(
         ds.hbm_bandwidth / 1e9,
@@ -269,15 +222,9 @@ fn gpu(a: GpuArgs) -> Result<()> {
     gpu.cost.calibrated = true;
     gpu.measured = Some(curves);
     write_atomic(&a.out, &profile_yaml(&gpu)?)?;
-    let steps_out = a
-        .steps_out
-        .unwrap_or_else(|| a.out.with_file_name(format!("{}-steps.json", a.name)));
+    let steps_out = a.steps_out.unwrap_or_else(|| a.out.with_file_name(format!("{}-steps.json", a.name)));
     write_atomic(&steps_out, &serde_json::to_string_pretty(&run.steps)?)?;
-    println!(
-        "measured profile written to {} (steps: {})",
-        a.out.display(),
-        steps_out.display()
-    );
+    println!("measured profile written to {} (steps: {})", a.out.display(), steps_out.display());
     println!(
         "copy {:.0} GB/s (eta_bw {:.2}); bf16 peak {:.0} TFLOP/s (eta {:.2}); fp8 peak {:.0} TFLOP/s (eta {:.2}); \
          tau_layer {:.1} µs, elementwise {:.1} µs per layer",
@@ -331,18 +278,8 @@ struct PeerGemmPoint {
 fn peer_fitted(m: &MeasuredCurves, layer: &PeerLayer, shape: &ModelShape) -> Option<Fitted> {
     use engine::calibrate::Dtype;
     let pc = m.with_peer_kernels()?;
-    let gemms: Vec<(u64, u64)> = shape
-        .gemms()
-        .iter()
-        .filter(|g| !g.name.ends_with("lm_head"))
-        .map(|g| (g.n, g.k))
-        .collect();
-    let gemm_us = |rows: f64| -> Option<f64> {
-        gemms
-            .iter()
-            .map(|&(n, k)| pc.gemm_time_us(n, k, Dtype::Bf16, rows))
-            .sum()
-    };
+    let gemms: Vec<(u64, u64)> = shape.gemms().iter().filter(|g| !g.name.ends_with("lm_head")).map(|g| (g.n, g.k)).collect();
+    let gemm_us = |rows: f64| -> Option<f64> { gemms.iter().map(|&(n, k)| pc.gemm_time_us(n, k, Dtype::Bf16, rows)).sum() };
     let kv = (1024 * 2 * shape.kv_heads * shape.head_dim * 2) as f64;
     let tau = (layer.decode_us - gemm_us(1.0)? - pc.attention.as_ref()?.time_us(1.0, kv)?).max(0.0);
     let t = layer.prefill_tokens as f64;
@@ -350,34 +287,19 @@ fn peer_fitted(m: &MeasuredCurves, layer: &PeerLayer, shape: &ModelShape) -> Opt
     let attn_us = attn_flops / (pc.prefill_attention_tflops(t)? * 1e6);
     let rest = layer.prefill_us - gemm_us(t)? - attn_us - tau;
     let fused_us = t * shape.elementwise_bytes_per_token(1, 1) / (pc.copy.gbps * 1e3);
-    Some(Fitted {
-        tau_elementwise_us: tau,
-        elementwise_traffic: (rest / fused_us).max(0.0),
-        ..m.fitted
-    })
+    Some(Fitted { tau_elementwise_us: tau, elementwise_traffic: (rest / fused_us).max(0.0), ..m.fitted })
 }
 
 fn import_peer(a: ImportPeerArgs) -> Result<()> {
     let path = a.profile.display().to_string();
     let mut g = GpuSpec::from_file(&a.profile).with_context(|| format!("reading {path}"))?;
-    let text = std::fs::read_to_string(&a.peer)
-        .with_context(|| format!("reading {}", a.peer.display()))?;
+    let text = std::fs::read_to_string(&a.peer).with_context(|| format!("reading {}", a.peer.display()))?;
     let p: PeerJson = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "{}: not the JSON of scripts/calibrate_torch.py --out (device, torch, copy, gemm, attention)",
-            a.peer.display()
-        )
+        format!("{}: not the JSON of scripts/calibrate_torch.py --out (device, torch, copy, gemm, attention)", a.peer.display())
     })?;
-    let m = g.measured.as_mut().with_context(|| {
-        format!("{path} has no measured section; run `sweep calibrate gpu` first")
-    })?;
+    let m = g.measured.as_mut().with_context(|| format!("{path} has no measured section; run `sweep calibrate gpu` first"))?;
     if p.device != m.device {
-        bail!(
-            "{} was measured on {}, the profile on {}: import runs from the same GPU only",
-            a.peer.display(),
-            p.device,
-            m.device
-        );
+        bail!("{} was measured on {}, the profile on {}: import runs from the same GPU only", a.peer.display(), p.device, m.device);
     }
     let gemm = p
         .gemm
@@ -391,13 +313,7 @@ fn import_peer(a: ImportPeerArgs) -> Result<()> {
             points: c
                 .points
                 .into_iter()
-                .filter_map(|q| {
-                    Some(engine::calibrate::curves::GemmPoint {
-                        m: q.m,
-                        us: q.us?,
-                        tflops: q.tflops?,
-                    })
-                })
+                .filter_map(|q| Some(engine::calibrate::curves::GemmPoint { m: q.m, us: q.us?, tflops: q.tflops? }))
                 .collect(),
         })
         .collect();
@@ -479,13 +395,10 @@ pub fn comparison_markdown(rows: &[StepComparison], datasheet: &GpuSpec) -> Stri
     if runners.len() > 1 {
         s.push_str("\nPer runner (median / worst |error|, measured profile; datasheet profile):\n");
         for runner in runners {
-            let sub: Vec<&StepComparison> =
-                rows.iter().filter(|r| r.step.runner == runner).collect();
+            let sub: Vec<&StepComparison> = rows.iter().filter(|r| r.step.runner == runner).collect();
             let em: Vec<f64> = sub.iter().filter_map(|r| r.err_measured()).collect();
             let ed: Vec<f64> = sub.iter().map(|r| r.err_datasheet()).collect();
-            if let (Some((m1, w1)), Some((m2, w2))) =
-                (steps::error_summary(&em), steps::error_summary(&ed))
-            {
+            if let (Some((m1, w1)), Some((m2, w2))) = (steps::error_summary(&em), steps::error_summary(&ed)) {
                 s.push_str(&format!(
                     "- {runner} ({} steps): {:.1} % / {:.1} %; {:.1} % / {:.1} %\n",
                     sub.len(),
@@ -503,10 +416,7 @@ pub fn comparison_markdown(rows: &[StepComparison], datasheet: &GpuSpec) -> Stri
 /// The profile's ceilings and curves as Markdown, next to the datasheet and the peer run.
 pub fn report_markdown(g: &GpuSpec, ms: &[u64]) -> Result<String> {
     use engine::calibrate::Dtype;
-    let m = g
-        .measured
-        .as_ref()
-        .context("profile has no measured section")?;
+    let m = g.measured.as_ref().context("profile has no measured section")?;
     let peer = m.peer.as_ref();
     let pname = peer.map_or("peer (not run)".to_string(), |p| p.name.clone());
     let ds = &g.datasheet;
@@ -516,19 +426,11 @@ pub fn report_markdown(g: &GpuSpec, ms: &[u64]) -> Result<String> {
         m.date, m.device, m.sm_count, m.driver, m.cuda_driver, m.cublas, m.nvrtc, pname
     );
     let peer_peak = |d: Dtype| {
-        peer.and_then(|p| {
-            p.gemm
-                .iter()
-                .filter(|c| c.dtype == d)
-                .flat_map(|c| c.points.iter().map(|q| q.tflops))
-                .reduce(f64::max)
-        })
+        peer.and_then(|p| p.gemm.iter().filter(|c| c.dtype == d).flat_map(|c| c.points.iter().map(|q| q.tflops)).reduce(f64::max))
     };
     let opt = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.0}"));
     s.push_str("| ceiling | datasheet | sweep (cudarc) | ratio to datasheet | ");
-    s.push_str(&format!(
-        "{pname} | sweep / peer |\n|---|---:|---:|---:|---:|---:|\n"
-    ));
+    s.push_str(&format!("{pname} | sweep / peer |\n|---|---:|---:|---:|---:|---:|\n"));
     let rows = [
         (
             "HBM copy, GB/s (read + write; best of SM kernel and memcpy)",
@@ -536,18 +438,8 @@ pub fn report_markdown(g: &GpuSpec, ms: &[u64]) -> Result<String> {
             m.copy.gbps,
             peer.map(|p| p.copy.gbps.max(p.copy.memcpy_gbps)),
         ),
-        (
-            "  SM copy kernel in a graph, GB/s",
-            ds.hbm_bandwidth / 1e9,
-            m.copy.kernel_gbps,
-            peer.map(|p| p.copy.gbps),
-        ),
-        (
-            "  memcpy (eager), GB/s",
-            ds.hbm_bandwidth / 1e9,
-            m.copy.memcpy_gbps,
-            peer.map(|p| p.copy.memcpy_gbps),
-        ),
+        ("  SM copy kernel in a graph, GB/s", ds.hbm_bandwidth / 1e9, m.copy.kernel_gbps, peer.map(|p| p.copy.gbps)),
+        ("  memcpy (eager), GB/s", ds.hbm_bandwidth / 1e9, m.copy.memcpy_gbps, peer.map(|p| p.copy.memcpy_gbps)),
         (
             "dense bf16 GEMM, best TFLOP/s over shapes and M",
             ds.flops.bf16 / 1e12,
@@ -599,11 +491,7 @@ pub fn report_markdown(g: &GpuSpec, ms: &[u64]) -> Result<String> {
          |---|---|---|---:|---:|---:|---:|---:|---:|\n"
     ));
     for c in &m.gemm {
-        let pc = peer.and_then(|p| {
-            p.gemm
-                .iter()
-                .find(|q| q.n == c.n && q.k == c.k && q.dtype == c.dtype)
-        });
+        let pc = peer.and_then(|p| p.gemm.iter().find(|q| q.n == c.n && q.k == c.k && q.dtype == c.dtype));
         for q in c.points.iter().filter(|q| ms.contains(&q.m)) {
             let pp = pc.and_then(|pc| pc.points.iter().find(|x| x.m == q.m));
             s.push_str(&format!(
@@ -628,11 +516,7 @@ pub fn report_markdown(g: &GpuSpec, ms: &[u64]) -> Result<String> {
              |---|---|---:|---:|---:|---:|---:|---:|---:|\n"
         ));
         for c in &m.moe {
-            let pc = peer.and_then(|p| {
-                p.moe
-                    .iter()
-                    .find(|q| q.n == c.n && q.k == c.k && q.dtype == c.dtype)
-            });
+            let pc = peer.and_then(|p| p.moe.iter().find(|q| q.n == c.n && q.k == c.k && q.dtype == c.dtype));
             for q in c.points.iter().filter(|q| ms.contains(&q.tokens)) {
                 let pp = pc.and_then(|pc| pc.points.iter().find(|x| x.tokens == q.tokens));
                 s.push_str(&format!(
@@ -661,11 +545,7 @@ pub fn report_markdown(g: &GpuSpec, ms: &[u64]) -> Result<String> {
         let mut pts = a.points.clone();
         pts.sort_by_key(|p| (p.batch, p.ctx));
         for q in pts {
-            let pp = pa.and_then(|pa| {
-                pa.points
-                    .iter()
-                    .find(|x| x.batch == q.batch && x.ctx == q.ctx)
-            });
+            let pp = pa.and_then(|pa| pa.points.iter().find(|x| x.batch == q.batch && x.ctx == q.ctx));
             s.push_str(&format!(
                 "| {} | {} | {:.0} | {:.1} | {:.0} | {} | {} |\n",
                 q.batch,
@@ -683,20 +563,12 @@ pub fn report_markdown(g: &GpuSpec, ms: &[u64]) -> Result<String> {
             "\nCausal prefill attention (flash, {pname}), one layer, prefix 0.\n\n| tokens | µs | TFLOP/s |\n|---:|---:|---:|\n"
         ));
         for q in &m.prefill_attention {
-            s.push_str(&format!(
-                "| {} | {:.1} | {:.0} |\n",
-                q.tokens, q.us, q.tflops
-            ));
+            s.push_str(&format!("| {} | {:.1} | {:.0} |\n", q.tokens, q.us, q.tflops));
         }
     }
     s.push_str("\nCorrectness checks (fresh random inputs, outputs poisoned first, float64 CPU reference):");
     for c in &m.checks {
-        s.push_str(&format!(
-            " {} {:.1e}{};",
-            c.name,
-            c.rel_err,
-            if c.pass { "" } else { " FAILED" }
-        ));
+        s.push_str(&format!(" {} {:.1e}{};", c.name, c.rel_err, if c.pass { "" } else { " FAILED" }));
     }
     s.push('\n');
     Ok(s)
@@ -714,8 +586,7 @@ fn report(a: ReportArgs) -> Result<()> {
 
 fn check(a: CheckArgs) -> Result<()> {
     let measured = load_profile(&a.profile)?;
-    let datasheet =
-        GpuSpec::lookup(&a.datasheet).with_context(|| format!("--datasheet {}", a.datasheet))?;
+    let datasheet = GpuSpec::lookup(&a.datasheet).with_context(|| format!("--datasheet {}", a.datasheet))?;
     let model = ModelSpec::lookup(&a.model).with_context(|| format!("--model {}", a.model))?;
     let mut all = Vec::new();
     for p in &a.steps {
@@ -741,27 +612,13 @@ mod tests {
     #[test]
     fn unknown_model_error_names_the_built_ins() {
         let e = load_model("no-such-model").unwrap_err().to_string();
-        assert!(
-            e.contains("llama-3.1-8b") && e.contains("no-such-model"),
-            "{e}"
-        );
+        assert!(e.contains("llama-3.1-8b") && e.contains("no-such-model"), "{e}");
     }
 
     #[test]
     fn markdown_reports_errors_per_row_and_summary() {
-        let step = StepMeasurement {
-            mode: StepMode::Decode,
-            batch: 1,
-            ctx: 1024,
-            tokens: 1,
-            measured_us: 1000.0,
-            runner: "r".into(),
-        };
-        let rows = vec![StepComparison {
-            step,
-            predicted_measured_us: Some(1100.0),
-            predicted_datasheet_us: 800.0,
-        }];
+        let step = StepMeasurement { mode: StepMode::Decode, batch: 1, ctx: 1024, tokens: 1, measured_us: 1000.0, runner: "r".into() };
+        let rows = vec![StepComparison { step, predicted_measured_us: Some(1100.0), predicted_datasheet_us: 800.0 }];
         let md = comparison_markdown(&rows, &GpuSpec::lookup("h200").unwrap());
         assert!(md.contains("+10.0 %"), "{md}");
         assert!(md.contains("-20.0 %"), "{md}");
@@ -771,10 +628,7 @@ mod tests {
     #[test]
     fn profile_without_curves_is_refused_with_the_fix() {
         let e = format!("{:#}", load_profile("h200").unwrap_err());
-        assert!(
-            e.contains("measured") && e.contains("sweep calibrate gpu"),
-            "{e}"
-        );
+        assert!(e.contains("measured") && e.contains("sweep calibrate gpu"), "{e}");
     }
 
     #[test]
@@ -783,10 +637,7 @@ mod tests {
         let p = dir.path().join("x.yaml");
         let mut g = GpuSpec::lookup("h200").unwrap();
         g.name = "x".into();
-        g.measured = Some(MeasuredCurves {
-            device: "NVIDIA H200".into(),
-            ..Default::default()
-        });
+        g.measured = Some(MeasuredCurves { device: "NVIDIA H200".into(), ..Default::default() });
         write_atomic(&p, &profile_yaml(&g).unwrap()).unwrap();
         assert_eq!(GpuSpec::from_file(&p).unwrap(), g);
     }

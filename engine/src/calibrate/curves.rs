@@ -229,11 +229,7 @@ impl GemmCurve {
 impl MoeCurve {
     /// Time in µs for `tokens` routed tokens (each to `top_k` experts).
     pub fn time_us(&self, tokens: f64) -> Option<f64> {
-        let pts: Vec<(f64, f64)> = self
-            .points
-            .iter()
-            .map(|p| (p.tokens as f64, p.us))
-            .collect();
+        let pts: Vec<(f64, f64)> = self.points.iter().map(|p| (p.tokens as f64, p.us)).collect();
         interp_rate(&pts, tokens)
     }
 }
@@ -255,24 +251,13 @@ impl AttentionCurve {
         batches.dedup();
         // Bandwidth (bytes/µs) of measured batch `mb` at `per_req` bytes per request.
         let bw_at = |mb: u64| -> Option<f64> {
-            let pts: Vec<(f64, f64)> = self
-                .points
-                .iter()
-                .filter(|p| p.batch == mb)
-                .map(|p| (p.kv_bytes as f64 / mb as f64, p.us))
-                .collect();
+            let pts: Vec<(f64, f64)> =
+                self.points.iter().filter(|p| p.batch == mb).map(|p| (p.kv_bytes as f64 / mb as f64, p.us)).collect();
             let us = interp_rate(&pts, per_req)?;
             Some(mb as f64 * per_req / us)
         };
-        let lo = batches
-            .iter()
-            .rev()
-            .find(|&&x| x as f64 <= b)
-            .or(batches.first())?;
-        let hi = batches
-            .iter()
-            .find(|&&x| x as f64 >= b)
-            .or(batches.last())?;
+        let lo = batches.iter().rev().find(|&&x| x as f64 <= b).or(batches.first())?;
+        let hi = batches.iter().find(|&&x| x as f64 >= b).or(batches.last())?;
         let bw = if lo == hi {
             bw_at(*lo)?
         } else {
@@ -289,34 +274,22 @@ impl MeasuredCurves {
     /// nearest measured shape of the same dtype (by weight size) scaled by weight size, since
     /// both the weight-read and the FLOP terms grow with N·K. `None` when the dtype has no curve.
     pub fn gemm_time_us(&self, n: u64, k: u64, dtype: Dtype, m: f64) -> Option<f64> {
-        if let Some(c) = self
-            .gemm
-            .iter()
-            .find(|c| c.n == n && c.k == k && c.dtype == dtype)
-        {
+        if let Some(c) = self.gemm.iter().find(|c| c.n == n && c.k == k && c.dtype == dtype) {
             return c.time_us(m);
         }
         let size = (n * k) as f64;
-        let nearest = self
-            .gemm
-            .iter()
-            .filter(|c| c.dtype == dtype)
-            .min_by(|a, b| {
-                let da = ((a.n * a.k) as f64 / size).ln().abs();
-                let db = ((b.n * b.k) as f64 / size).ln().abs();
-                da.total_cmp(&db)
-            })?;
+        let nearest = self.gemm.iter().filter(|c| c.dtype == dtype).min_by(|a, b| {
+            let da = ((a.n * a.k) as f64 / size).ln().abs();
+            let db = ((b.n * b.k) as f64 / size).ln().abs();
+            da.total_cmp(&db)
+        })?;
         Some(nearest.time_us(m)? * size / (nearest.n * nearest.k) as f64)
     }
 
     /// FLOP rate (TFLOP/s) of causal prefill attention for a chunk of `tokens`, interpolated
     /// between measured chunks and flat beyond them. `None` without points.
     pub fn prefill_attention_tflops(&self, tokens: f64) -> Option<f64> {
-        let pts: Vec<(f64, f64)> = self
-            .prefill_attention
-            .iter()
-            .map(|p| (p.tokens as f64, p.tflops))
-            .collect();
+        let pts: Vec<(f64, f64)> = self.prefill_attention.iter().map(|p| (p.tokens as f64, p.tflops)).collect();
         let (first, last) = (pts.first()?, pts.last()?);
         if tokens <= first.0 {
             return Some(first.1);
@@ -351,11 +324,7 @@ impl MeasuredCurves {
 
     /// Best measured GEMM throughput for a dtype (TFLOP/s), over all shapes and M.
     pub fn peak_tflops(&self, dtype: Dtype) -> Option<f64> {
-        self.gemm
-            .iter()
-            .filter(|c| c.dtype == dtype)
-            .flat_map(|c| c.points.iter().map(|p| p.tflops))
-            .reduce(f64::max)
+        self.gemm.iter().filter(|c| c.dtype == dtype).flat_map(|c| c.points.iter().map(|p| p.tflops)).reduce(f64::max)
     }
 }
 
@@ -419,25 +388,13 @@ impl MeasuredCurves {
         layer_gemms: &[(u64, u64)],
         attn_kv_bytes: f64,
     ) -> Fitted {
-        let attn_gbps = self
-            .attention
-            .as_ref()
-            .and_then(|a| a.points.iter().max_by_key(|p| p.kv_bytes))
-            .map_or(0.0, |p| p.gbps);
-        let stream_us = if self.copy.gbps > 0.0 {
-            layer_weight_bytes / (self.copy.gbps * 1e3)
-        } else {
-            0.0
-        };
+        let attn_gbps = self.attention.as_ref().and_then(|a| a.points.iter().max_by_key(|p| p.kv_bytes)).map_or(0.0, |p| p.gbps);
+        let stream_us = if self.copy.gbps > 0.0 { layer_weight_bytes / (self.copy.gbps * 1e3) } else { 0.0 };
         let parts: Option<f64> = layer_gemms
             .iter()
             .map(|&(n, k)| self.gemm_time_us(n, k, Dtype::Bf16, 1.0))
             .sum::<Option<f64>>()
-            .zip(
-                self.attention
-                    .as_ref()
-                    .and_then(|a| a.time_us(1.0, attn_kv_bytes)),
-            )
+            .zip(self.attention.as_ref().and_then(|a| a.time_us(1.0, attn_kv_bytes)))
             .map(|(g, a)| g + a);
         Fitted {
             eta_bw: self.copy.gbps / hbm_gbps,
@@ -463,14 +420,7 @@ mod tests {
             n: 4096,
             k: 4096,
             dtype: Dtype::Bf16,
-            points: pts
-                .iter()
-                .map(|&(m, us)| GemmPoint {
-                    m,
-                    us,
-                    tflops: 2.0 * m as f64 * 4096.0 * 4096.0 / us / 1e6,
-                })
-                .collect(),
+            points: pts.iter().map(|&(m, us)| GemmPoint { m, us, tflops: 2.0 * m as f64 * 4096.0 * 4096.0 / us / 1e6 }).collect(),
         }
     }
 
@@ -486,10 +436,7 @@ mod tests {
 
     #[test]
     fn unknown_shape_scales_the_nearest_curve_and_unknown_dtype_falls_back() {
-        let mc = MeasuredCurves {
-            gemm: vec![curve()],
-            ..Default::default()
-        };
+        let mc = MeasuredCurves { gemm: vec![curve()], ..Default::default() };
         assert_eq!(mc.gemm_time_us(4096, 4096, Dtype::Bf16, 256.0), Some(20.0));
         // Twice the weight: twice the time.
         assert_eq!(mc.gemm_time_us(8192, 4096, Dtype::Bf16, 256.0), Some(40.0));
@@ -498,24 +445,13 @@ mod tests {
 
     #[test]
     fn attention_interpolates_per_request_bytes_then_batch() {
-        let pt = |batch: u64, ctx: u64, us: f64| AttentionPoint {
-            batch,
-            ctx,
-            kv_bytes: batch * ctx * 1000,
-            us,
-            gbps: 0.0,
-        };
+        let pt = |batch: u64, ctx: u64, us: f64| AttentionPoint { batch, ctx, kv_bytes: batch * ctx * 1000, us, gbps: 0.0 };
         let a = AttentionCurve {
             kv_heads: 8,
             q_per_kv: 4,
             head_dim: 128,
             // Batch 1: 1 byte/µs per 1000-byte token; batch 8: four times the bandwidth.
-            points: vec![
-                pt(1, 1000, 1000.0),
-                pt(1, 2000, 2000.0),
-                pt(8, 1000, 2000.0),
-                pt(8, 2000, 4000.0),
-            ],
+            points: vec![pt(1, 1000, 1000.0), pt(1, 2000, 2000.0), pt(8, 1000, 2000.0), pt(8, 2000, 4000.0)],
         };
         // Exact points.
         assert_eq!(a.time_us(1.0, 1e6), Some(1000.0));
@@ -532,11 +468,7 @@ mod tests {
 
     #[test]
     fn measured_curves_round_trip_through_yaml() {
-        let mc = MeasuredCurves {
-            date: "2026-11-29".into(),
-            gemm: vec![curve()],
-            ..Default::default()
-        };
+        let mc = MeasuredCurves { date: "2026-11-29".into(), gemm: vec![curve()], ..Default::default() };
         let y = serde_yaml_ng::to_string(&mc).unwrap();
         let back: MeasuredCurves = serde_yaml_ng::from_str(&y).unwrap();
         assert_eq!(back, mc);

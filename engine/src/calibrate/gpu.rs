@@ -14,9 +14,7 @@ use cudarc::cublaslt::result as lt;
 use cudarc::cublaslt::sys as lt_sys;
 use cudarc::driver::result as drv;
 use cudarc::driver::sys as drv_sys;
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 
 use super::curves::CheckResult;
@@ -25,15 +23,9 @@ use super::curves::CheckResult;
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
     #[error("CUDA driver error during {step}: {source}")]
-    Driver {
-        step: String,
-        source: cudarc::driver::DriverError,
-    },
+    Driver { step: String, source: cudarc::driver::DriverError },
     #[error("cuBLAS error during {step}: {source:?}")]
-    Blas {
-        step: String,
-        source: cudarc::cublas::result::CublasError,
-    },
+    Blas { step: String, source: cudarc::cublas::result::CublasError },
     #[error("NVRTC could not compile the calibration kernels: {0}")]
     Nvrtc(String),
     #[error("{0}")]
@@ -47,18 +39,12 @@ trait Ctx<T> {
 }
 impl<T> Ctx<T> for std::result::Result<T, cudarc::driver::DriverError> {
     fn at(self, step: &str) -> Result<T> {
-        self.map_err(|source| GpuError::Driver {
-            step: step.to_string(),
-            source,
-        })
+        self.map_err(|source| GpuError::Driver { step: step.to_string(), source })
     }
 }
 impl<T> Ctx<T> for std::result::Result<T, cudarc::cublas::result::CublasError> {
     fn at(self, step: &str) -> Result<T> {
-        self.map_err(|source| GpuError::Blas {
-            step: step.to_string(),
-            source,
-        })
+        self.map_err(|source| GpuError::Blas { step: step.to_string(), source })
     }
 }
 
@@ -123,13 +109,7 @@ enum Arg {
 }
 
 /// Launches `f` with `args`, which must match the kernel's signature in kernels.cu.
-fn launch(
-    f: &CudaFunction,
-    stream: &CudaStream,
-    grid: (u32, u32, u32),
-    block: (u32, u32, u32),
-    args: &[Arg],
-) -> Result<()> {
+fn launch(f: &CudaFunction, stream: &CudaStream, grid: (u32, u32, u32), block: (u32, u32, u32), args: &[Arg]) -> Result<()> {
     let mut b = stream.launch_builder(f);
     for a in args {
         match a {
@@ -138,11 +118,7 @@ fn launch(
             Arg::F32(v) => b.arg(v),
         };
     }
-    let cfg = LaunchConfig {
-        grid_dim: grid,
-        block_dim: block,
-        shared_mem_bytes: 0,
-    };
+    let cfg = LaunchConfig { grid_dim: grid, block_dim: block, shared_mem_bytes: 0 };
     // SAFETY: every call site passes arguments matching the kernel signature.
     unsafe { b.launch(cfg) }.at("kernel launch")?;
     Ok(())
@@ -157,15 +133,10 @@ pub fn compile_kernels(attn: AttnLayout, cc: i32) -> Result<cudarc::nvrtc::Ptx> 
     let arch: &'static str = Box::leak(format!("compute_{cc}").into_boxed_str());
     let opts = CompileOptions {
         arch: Some(arch),
-        options: vec![
-            format!("-DHEAD_DIM={}", attn.head_dim),
-            format!("-DGQA={}", attn.q_per_kv),
-            "--use_fast_math".into(),
-        ],
+        options: vec![format!("-DHEAD_DIM={}", attn.head_dim), format!("-DGQA={}", attn.q_per_kv), "--use_fast_math".into()],
         ..Default::default()
     };
-    compile_ptx_with_opts(include_str!("kernels.cu"), opts)
-        .map_err(|e| GpuError::Nvrtc(format!("{e:?}")))
+    compile_ptx_with_opts(include_str!("kernels.cu"), opts).map_err(|e| GpuError::Nvrtc(format!("{e:?}")))
 }
 
 impl Gpu {
@@ -179,11 +150,7 @@ impl Gpu {
         let (cc_major, cc_minor) = ctx.compute_capability().at("compute capability")?;
         let ptx = compile_kernels(attn, cc_major * 10 + cc_minor)?;
         let module = ctx.load_module(ptx).at("loading the kernel module")?;
-        let f = |name: &str| {
-            module
-                .load_function(name)
-                .at(&format!("loading kernel {name}"))
-        };
+        let f = |name: &str| module.load_function(name).at(&format!("loading kernel {name}"));
         let k = Kernels {
             fill_bf16: f("fill_bf16")?,
             fill_fp8: f("fill_fp8")?,
@@ -202,34 +169,19 @@ impl Gpu {
         // SAFETY: valid handle, stream and workspace that outlive the handle's use.
         unsafe {
             blas::set_stream(blas_h, stream.cu_stream() as _).at("cublasSetStream")?;
-            blas_sys::cublasSetWorkspace_v2(blas_h, blas_ws.ptr as *mut c_void, blas_ws.bytes)
-                .result()
-                .at("cublasSetWorkspace")?;
+            blas_sys::cublasSetWorkspace_v2(blas_h, blas_ws.ptr as *mut c_void, blas_ws.bytes).result().at("cublasSetWorkspace")?;
         }
-        let lt_h =
-            lt::create_handle().map_err(|e| GpuError::Other(format!("cublasLtCreate: {e:?}")))?;
+        let lt_h = lt::create_handle().map_err(|e| GpuError::Other(format!("cublasLtCreate: {e:?}")))?;
         let lt_ws = Self::alloc_raw(&ctx, LT_WORKSPACE)?;
         let ev0 = drv::event::create(drv_sys::CUevent_flags::CU_EVENT_DEFAULT).at("event")?;
         let ev1 = drv::event::create(drv_sys::CUevent_flags::CU_EVENT_DEFAULT).at("event")?;
-        Ok(Gpu {
-            ctx,
-            stream,
-            blas: blas_h,
-            _blas_ws: blas_ws,
-            lt: lt_h,
-            lt_ws,
-            k,
-            attn,
-            ev0,
-            ev1,
-        })
+        Ok(Gpu { ctx, stream, blas: blas_h, _blas_ws: blas_ws, lt: lt_h, lt_ws, k, attn, ev0, ev1 })
     }
 
     fn alloc_raw(ctx: &Arc<CudaContext>, bytes: usize) -> Result<DevBuf> {
         ctx.bind_to_thread().at("binding the context")?;
         // SAFETY: plain device allocation, freed by DevBuf's Drop.
-        let ptr = unsafe { drv::malloc_sync(bytes.max(256)) }
-            .at(&format!("allocating {} MiB", bytes >> 20))?;
+        let ptr = unsafe { drv::malloc_sync(bytes.max(256)) }.at(&format!("allocating {} MiB", bytes >> 20))?;
         Ok(DevBuf { ptr, bytes })
     }
 
@@ -244,10 +196,7 @@ impl Gpu {
     /// Device name, SM count, total memory.
     pub fn describe(&self) -> Result<(String, u32, u64)> {
         let name = self.ctx.name().at("device name")?;
-        let sms = self
-            .ctx
-            .attribute(drv_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .at("SM count")?;
+        let sms = self.ctx.attribute(drv_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).at("SM count")?;
         let mem = self.ctx.total_mem().at("total memory")?;
         Ok((name, sms as u32, mem as u64))
     }
@@ -256,15 +205,11 @@ impl Gpu {
     pub fn versions(&self) -> Result<(String, String, String)> {
         let mut v = 0i32;
         // SAFETY: out-pointer to a local.
-        unsafe { drv_sys::cuDriverGetVersion(&mut v) }
-            .result()
-            .at("cuDriverGetVersion")?;
+        unsafe { drv_sys::cuDriverGetVersion(&mut v) }.result().at("cuDriverGetVersion")?;
         let cuda = format!("{}.{}", v / 1000, (v % 1000) / 10);
         let mut bv = 0i32;
         // SAFETY: valid handle, out-pointer to a local.
-        unsafe { blas_sys::cublasGetVersion_v2(self.blas, &mut bv) }
-            .result()
-            .at("cublasGetVersion")?;
+        unsafe { blas_sys::cublasGetVersion_v2(self.blas, &mut bv) }.result().at("cublasGetVersion")?;
         let cublas = format!("{}.{}.{}", bv / 10000, (bv % 10000) / 100, bv % 100);
         let (mut maj, mut min) = (0i32, 0i32);
         // SAFETY: out-pointers to locals.
@@ -279,47 +224,27 @@ impl Gpu {
     /// Fills `n` bf16 values with uniform random numbers in [-scale, scale).
     pub fn fill_bf16(&self, buf: &DevBuf, n: usize, seed: u64, scale: f32) -> Result<()> {
         let (p, n64) = (buf.ptr, n as u64);
-        launch(
-            &self.k.fill_bf16,
-            &self.stream,
-            (2048, 1, 1),
-            (256, 1, 1),
-            &[Arg::U64(p), Arg::U64(n64), Arg::U64(seed), Arg::F32(scale)],
-        )
+        launch(&self.k.fill_bf16, &self.stream, (2048, 1, 1), (256, 1, 1), &[Arg::U64(p), Arg::U64(n64), Arg::U64(seed), Arg::F32(scale)])
     }
 
     /// Fills `n` bytes with random non-zero, non-NaN FP8 e4m3 values.
     pub fn fill_fp8(&self, buf: &DevBuf, n: usize, seed: u64) -> Result<()> {
         let (p, n64) = (buf.ptr, n as u64);
-        launch(
-            &self.k.fill_fp8,
-            &self.stream,
-            (2048, 1, 1),
-            (256, 1, 1),
-            &[Arg::U64(p), Arg::U64(n64), Arg::U64(seed)],
-        )
+        launch(&self.k.fill_fp8, &self.stream, (2048, 1, 1), (256, 1, 1), &[Arg::U64(p), Arg::U64(n64), Arg::U64(seed)])
     }
 
     pub fn memset(&self, buf: &DevBuf, byte: u8) -> Result<()> {
         // SAFETY: the range lies inside the allocation.
-        unsafe { drv_sys::cuMemsetD8Async(buf.ptr, byte, buf.bytes, self.stream.cu_stream()) }
-            .result()
-            .at("cuMemsetD8Async")
+        unsafe { drv_sys::cuMemsetD8Async(buf.ptr, byte, buf.bytes, self.stream.cu_stream()) }.result().at("cuMemsetD8Async")
     }
 
     pub fn download<T: Copy + Default>(&self, buf: &DevBuf, n: usize) -> Result<Vec<T>> {
         self.sync()?;
         let mut out = vec![T::default(); n];
         // SAFETY: n elements of T fit in the buffer (callers size them so).
-        unsafe {
-            drv_sys::cuMemcpyDtoH_v2(
-                out.as_mut_ptr() as *mut c_void,
-                buf.ptr,
-                n * std::mem::size_of::<T>(),
-            )
-        }
-        .result()
-        .at("copy to host")?;
+        unsafe { drv_sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, buf.ptr, n * std::mem::size_of::<T>()) }
+            .result()
+            .at("copy to host")?;
         Ok(out)
     }
 
@@ -358,16 +283,7 @@ impl Gpu {
 
     /// `batch` independent bf16 GEMMs with strided operands (one per expert).
     #[allow(clippy::too_many_arguments)]
-    pub fn gemm_bf16_batched(
-        &self,
-        batch: usize,
-        m: usize,
-        n: usize,
-        k: usize,
-        w: u64,
-        x: u64,
-        y: u64,
-    ) -> Result<()> {
+    pub fn gemm_bf16_batched(&self, batch: usize, m: usize, n: usize, k: usize, w: u64, x: u64, y: u64) -> Result<()> {
         let (alpha, beta) = (1.0f32, 0.0f32);
         // SAFETY: buffers sized by the caller for `batch` strided problems.
         unsafe {
@@ -438,52 +354,25 @@ impl Gpu {
 
     pub fn rmsnorm(&self, rows: usize, hidden: usize, x: u64, w: u64, y: u64) -> Result<()> {
         let h = hidden as i32;
-        launch(
-            &self.k.rmsnorm,
-            &self.stream,
-            (rows as u32, 1, 1),
-            (256, 1, 1),
-            &[Arg::U64(x), Arg::U64(w), Arg::U64(y), Arg::I32(h)],
-        )
+        launch(&self.k.rmsnorm, &self.stream, (rows as u32, 1, 1), (256, 1, 1), &[Arg::U64(x), Arg::U64(w), Arg::U64(y), Arg::I32(h)])
     }
 
     pub fn add_inplace(&self, n: usize, x: u64, y: u64) -> Result<()> {
         let n64 = n as u64;
         let blocks = n.div_ceil(256).clamp(1, 4096) as u32;
-        launch(
-            &self.k.add_inplace,
-            &self.stream,
-            (blocks, 1, 1),
-            (256, 1, 1),
-            &[Arg::U64(x), Arg::U64(y), Arg::U64(n64)],
-        )
+        launch(&self.k.add_inplace, &self.stream, (blocks, 1, 1), (256, 1, 1), &[Arg::U64(x), Arg::U64(y), Arg::U64(n64)])
     }
 
     pub fn silu_mul(&self, tokens: usize, ffn: usize, gu: u64, out: u64) -> Result<()> {
         let (t, f) = (tokens as i32, ffn as i32);
         let blocks = (tokens * ffn).div_ceil(256).clamp(1, 4096) as u32;
-        launch(
-            &self.k.silu_mul,
-            &self.stream,
-            (blocks, 1, 1),
-            (256, 1, 1),
-            &[Arg::U64(gu), Arg::U64(out), Arg::I32(t), Arg::I32(f)],
-        )
+        launch(&self.k.silu_mul, &self.stream, (blocks, 1, 1), (256, 1, 1), &[Arg::U64(gu), Arg::U64(out), Arg::I32(t), Arg::I32(f)])
     }
 
     /// Rotary embedding of the new token's q and k, and its k, v appended at `pos` of caches
     /// `[batch, kv_heads, ctx, head_dim]`.
     #[allow(clippy::too_many_arguments)]
-    pub fn rope_kv_append(
-        &self,
-        batch: usize,
-        qkv: u64,
-        qkv_stride: usize,
-        k: u64,
-        v: u64,
-        ctx: usize,
-        pos: usize,
-    ) -> Result<()> {
+    pub fn rope_kv_append(&self, batch: usize, qkv: u64, qkv_stride: usize, k: u64, v: u64, ctx: usize, pos: usize) -> Result<()> {
         launch(
             &self.k.rope_kv_append,
             &self.stream,
@@ -565,14 +454,7 @@ impl Gpu {
             &self.stream,
             ((batch * hq) as u32, 1, 1),
             (a.head_dim, 1, 1),
-            &[
-                Arg::U64(partial),
-                Arg::U64(ml),
-                Arg::U64(out),
-                Arg::I32(os),
-                Arg::I32(hq32),
-                Arg::I32(sp),
-            ],
+            &[Arg::U64(partial), Arg::U64(ml), Arg::U64(out), Arg::I32(os), Arg::I32(hq32), Arg::I32(sp)],
         )
     }
 
@@ -581,20 +463,13 @@ impl Gpu {
     /// Copies `bytes` device to device.
     pub fn copy(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
         // SAFETY: both ranges lie inside their allocations.
-        unsafe { drv::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream()) }
-            .at("cuMemcpyDtoDAsync")
+        unsafe { drv::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream()) }.at("cuMemcpyDtoDAsync")
     }
 
     /// Copies `bytes` (a multiple of 16) with the SM copy kernel.
     pub fn copy_kernel(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
         let n16 = (bytes / 16) as u64;
-        launch(
-            &self.k.copy_kernel,
-            &self.stream,
-            (132 * 8, 1, 1),
-            (512, 1, 1),
-            &[Arg::U64(src), Arg::U64(dst), Arg::U64(n16)],
-        )
+        launch(&self.k.copy_kernel, &self.stream, (132 * 8, 1, 1), (512, 1, 1), &[Arg::U64(src), Arg::U64(dst), Arg::U64(n16)])
     }
 
     /// Elapsed ms of `body` enqueued once between two events.
@@ -611,12 +486,7 @@ impl Gpu {
     /// Median µs per operation: `op(i)` enqueued `n` times into a CUDA graph, the graph
     /// replayed `replays` times. `n` is sized from one eager run so a replay lasts about
     /// `target_ms`.
-    pub fn time_graph(
-        &self,
-        target_ms: f64,
-        replays: usize,
-        op: &mut dyn FnMut(usize) -> Result<()>,
-    ) -> Result<f64> {
+    pub fn time_graph(&self, target_ms: f64, replays: usize, op: &mut dyn FnMut(usize) -> Result<()>) -> Result<f64> {
         for i in 0..3 {
             op(i)?;
         }
@@ -627,15 +497,8 @@ impl Gpu {
     }
 
     /// Median µs per operation for a graph of exactly `n` operations.
-    pub fn graph_replay_us(
-        &self,
-        n: usize,
-        replays: usize,
-        op: &mut dyn FnMut(usize) -> Result<()>,
-    ) -> Result<f64> {
-        self.stream
-            .begin_capture(drv_sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .at("begin graph capture")?;
+    pub fn graph_replay_us(&self, n: usize, replays: usize, op: &mut dyn FnMut(usize) -> Result<()>) -> Result<f64> {
+        self.stream.begin_capture(drv_sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).at("begin graph capture")?;
         let mut captured = Ok(());
         for i in 0..n {
             captured = op(i);
@@ -643,10 +506,7 @@ impl Gpu {
                 break;
             }
         }
-        let graph = self
-            .stream
-            .end_capture(drv_sys::CUgraphInstantiate_flags(0))
-            .at("end graph capture")?;
+        let graph = self.stream.end_capture(drv_sys::CUgraphInstantiate_flags(0)).at("end graph capture")?;
         captured?;
         let graph = graph.ok_or_else(|| GpuError::Other("captured an empty graph".into()))?;
         graph.upload().at("graph upload")?;
@@ -680,11 +540,7 @@ pub fn median(v: &mut [f64]) -> f64 {
     if n == 0 {
         return f64::NAN;
     }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
 
 /// A cuBLASLt FP8 (e4m3 × e4m3 → bf16) matmul with its chosen algorithm.
@@ -700,15 +556,10 @@ impl Fp8Plan {
     fn new(gpu: &Gpu, batch: usize, m: usize, n: usize, k: usize) -> Result<Self> {
         let e = |what: &str| {
             let what = what.to_string();
-            move |err: cudarc::cublaslt::result::CublasError| {
-                GpuError::Other(format!("cuBLASLt fp8 {what} (m={m} n={n} k={k}): {err:?}"))
-            }
+            move |err: cudarc::cublaslt::result::CublasError| GpuError::Other(format!("cuBLASLt fp8 {what} (m={m} n={n} k={k}): {err:?}"))
         };
-        let desc = lt::create_matmul_desc(
-            lt_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            lt_sys::cudaDataType::CUDA_R_32F,
-        )
-        .map_err(e("descriptor"))?;
+        let desc = lt::create_matmul_desc(lt_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, lt_sys::cudaDataType::CUDA_R_32F)
+            .map_err(e("descriptor"))?;
         // Hopper FP8 needs the "TN" layout: W (K×N column-major) transposed, X not.
         let ta: i32 = 1; // CUBLAS_OP_T
         // SAFETY: attribute buffers are locals of the documented types.
@@ -722,8 +573,7 @@ impl Fp8Plan {
             .map_err(e("transa"))?;
         }
         let layout = |ty, rows: usize, cols: usize, ld: usize, stride: usize| -> Result<_> {
-            let l = lt::create_matrix_layout(ty, rows as u64, cols as u64, ld as i64)
-                .map_err(e("layout"))?;
+            let l = lt::create_matrix_layout(ty, rows as u64, cols as u64, ld as i64).map_err(e("layout"))?;
             if batch > 1 {
                 let (bc, st) = (batch as i32, stride as i64);
                 // SAFETY: attribute buffers are locals of the documented types.
@@ -764,13 +614,7 @@ impl Fp8Plan {
             let _ = lt::destroy_matmul_pref(pref);
             h.map_err(e("heuristic"))?
         };
-        Ok(Fp8Plan {
-            desc,
-            a,
-            b,
-            c,
-            algo: heur.algo,
-        })
+        Ok(Fp8Plan { desc, a, b, c, algo: heur.algo })
     }
 }
 
@@ -798,11 +642,7 @@ pub fn fp8_e4m3_to_f32(b: u8) -> f32 {
     let s = if b & 0x80 != 0 { -1.0 } else { 1.0 };
     let e = ((b >> 3) & 0xF) as i32;
     let m = (b & 7) as f32;
-    if e == 0 {
-        s * m / 8.0 * 2f32.powi(-6)
-    } else {
-        s * (1.0 + m / 8.0) * 2f32.powi(e - 7)
-    }
+    if e == 0 { s * m / 8.0 * 2f32.powi(-6) } else { s * (1.0 + m / 8.0) * 2f32.powi(e - 7) }
 }
 
 /// ‖out − ref‖ / ‖ref‖; NaN or infinity anywhere gives infinity.
@@ -840,27 +680,10 @@ pub fn correctness_checks(gpu: &Gpu, seed: u64) -> Result<Vec<CheckResult>> {
         let wh: Vec<u16> = gpu.download(&w, b * n * k)?;
         let xh: Vec<u16> = gpu.download(&x, b * m * k)?;
         let yh: Vec<u16> = gpu.download(&y, b * m * n)?;
-        let (got, want) = gemm_ref(
-            b,
-            m,
-            n,
-            k,
-            |i| bf16_to_f32(wh[i]),
-            |i| bf16_to_f32(xh[i]),
-            &yh,
-        );
+        let (got, want) = gemm_ref(b, m, n, k, |i| bf16_to_f32(wh[i]), |i| bf16_to_f32(xh[i]), &yh);
         let e = rel_err(&got, &want);
-        let name = if b == 1 {
-            "gemm_bf16"
-        } else {
-            "gemm_bf16_batched"
-        };
-        out.push(CheckResult {
-            name: name.into(),
-            rel_err: e,
-            tolerance: 1e-2,
-            pass: e < 1e-2,
-        });
+        let name = if b == 1 { "gemm_bf16" } else { "gemm_bf16_batched" };
+        out.push(CheckResult { name: name.into(), rel_err: e, tolerance: 1e-2, pass: e < 1e-2 });
     }
     // FP8 GEMM and batched FP8 GEMM.
     for b in [1usize, batch] {
@@ -875,36 +698,15 @@ pub fn correctness_checks(gpu: &Gpu, seed: u64) -> Result<Vec<CheckResult>> {
         let wh: Vec<u8> = gpu.download(&w, b * n * k)?;
         let xh: Vec<u8> = gpu.download(&x, b * m * k)?;
         let yh: Vec<u16> = gpu.download(&y, b * m * n)?;
-        let (got, want) = gemm_ref(
-            b,
-            m,
-            n,
-            k,
-            |i| fp8_e4m3_to_f32(wh[i]),
-            |i| fp8_e4m3_to_f32(xh[i]),
-            &yh,
-        );
+        let (got, want) = gemm_ref(b, m, n, k, |i| fp8_e4m3_to_f32(wh[i]), |i| fp8_e4m3_to_f32(xh[i]), &yh);
         let e = rel_err(&got, &want);
-        let name = if b == 1 {
-            "gemm_fp8"
-        } else {
-            "gemm_fp8_batched"
-        };
-        out.push(CheckResult {
-            name: name.into(),
-            rel_err: e,
-            tolerance: 1e-2,
-            pass: e < 1e-2,
-        });
+        let name = if b == 1 { "gemm_fp8" } else { "gemm_fp8_batched" };
+        out.push(CheckResult { name: name.into(), rel_err: e, tolerance: 1e-2, pass: e < 1e-2 });
     }
     // Decode attention with a context that leaves partial chunks.
     let a = gpu.attn;
     let (bsz, ctx) = (3usize, 1000usize);
-    let (hkv, g, d) = (
-        a.kv_heads as usize,
-        a.q_per_kv as usize,
-        a.head_dim as usize,
-    );
+    let (hkv, g, d) = (a.kv_heads as usize, a.q_per_kv as usize, a.head_dim as usize);
     let hq = hkv * g;
     let q = gpu.alloc(bsz * hq * d * 2)?;
     let kc = gpu.alloc(bsz * hkv * ctx * d * 2)?;
@@ -916,18 +718,7 @@ pub fn correctness_checks(gpu: &Gpu, seed: u64) -> Result<Vec<CheckResult>> {
     gpu.memset(&o, 0xFF)?;
     let splits = gpu.attn_splits(bsz, ctx);
     let scratch = gpu.alloc(gpu.attn_scratch_bytes(bsz, splits))?;
-    gpu.decode_attention(
-        bsz,
-        ctx,
-        q.ptr,
-        hq * d,
-        kc.ptr,
-        vc.ptr,
-        o.ptr,
-        hq * d,
-        scratch.ptr,
-        splits,
-    )?;
+    gpu.decode_attention(bsz, ctx, q.ptr, hq * d, kc.ptr, vc.ptr, o.ptr, hq * d, scratch.ptr, splits)?;
     let qh: Vec<u16> = gpu.download(&q, bsz * hq * d)?;
     let kh: Vec<u16> = gpu.download(&kc, bsz * hkv * ctx * d)?;
     let vh: Vec<u16> = gpu.download(&vc, bsz * hkv * ctx * d)?;
@@ -941,48 +732,25 @@ pub fn correctness_checks(gpu: &Gpu, seed: u64) -> Result<Vec<CheckResult>> {
             let base = (b * hkv + kvh) * ctx * d;
             let qrow = &qh[(b * hq + h) * d..][..d];
             let scores: Vec<f64> = (0..ctx)
-                .map(|t| {
-                    (0..d)
-                        .map(|j| {
-                            bf16_to_f32(qrow[j]) as f64 * bf16_to_f32(kh[base + t * d + j]) as f64
-                        })
-                        .sum::<f64>()
-                        * scale
-                })
+                .map(|t| (0..d).map(|j| bf16_to_f32(qrow[j]) as f64 * bf16_to_f32(kh[base + t * d + j]) as f64).sum::<f64>() * scale)
                 .collect();
             let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let p: Vec<f64> = scores.iter().map(|s| (s - mx).exp()).collect();
             let sum: f64 = p.iter().sum();
             for j in 0..d {
-                let r: f64 = (0..ctx)
-                    .map(|t| p[t] * bf16_to_f32(vh[base + t * d + j]) as f64)
-                    .sum::<f64>()
-                    / sum;
+                let r: f64 = (0..ctx).map(|t| p[t] * bf16_to_f32(vh[base + t * d + j]) as f64).sum::<f64>() / sum;
                 want.push(r);
                 got.push(bf16_to_f32(oh[(b * hq + h) * d + j]) as f64);
             }
         }
     }
     let e = rel_err(&got, &want);
-    out.push(CheckResult {
-        name: "decode_attention".into(),
-        rel_err: e,
-        tolerance: 1e-2,
-        pass: e < 1e-2,
-    });
+    out.push(CheckResult { name: "decode_attention".into(), rel_err: e, tolerance: 1e-2, pass: e < 1e-2 });
     Ok(out)
 }
 
 /// Reference for `b` problems `Y = X·Wᵀ`; returns (device result, reference) as f64.
-fn gemm_ref(
-    b: usize,
-    m: usize,
-    n: usize,
-    k: usize,
-    w: impl Fn(usize) -> f32,
-    x: impl Fn(usize) -> f32,
-    y: &[u16],
-) -> (Vec<f64>, Vec<f64>) {
+fn gemm_ref(b: usize, m: usize, n: usize, k: usize, w: impl Fn(usize) -> f32, x: impl Fn(usize) -> f32, y: &[u16]) -> (Vec<f64>, Vec<f64>) {
     let mut got = Vec::with_capacity(b * m * n);
     let mut want = Vec::with_capacity(b * m * n);
     for p in 0..b {
@@ -1025,20 +793,10 @@ mod tests {
     #[ignore = "needs libnvrtc.so.13 on the library path"]
     fn kernels_compile_with_nvrtc() {
         for (kv, g) in [(8, 4), (8, 8), (1, 16)] {
-            let attn = AttnLayout {
-                kv_heads: kv,
-                q_per_kv: g,
-                head_dim: 128,
-            };
+            let attn = AttnLayout { kv_heads: kv, q_per_kv: g, head_dim: 128 };
             let ptx = compile_kernels(attn, 90).unwrap();
             let src = ptx.to_src();
-            for k in [
-                "decode_attn_partial",
-                "decode_attn_combine",
-                "rope_kv_append",
-                "copy_kernel",
-                "fill_fp8",
-            ] {
+            for k in ["decode_attn_partial", "decode_attn_combine", "rope_kv_append", "copy_kernel", "fill_fp8"] {
                 assert!(src.contains(k), "{k} missing from the PTX");
             }
         }

@@ -24,9 +24,7 @@ pub struct CalibrateOptions {
 
 impl CalibrateOptions {
     pub fn full(models: Vec<ModelShape>, device: usize, seed: u64) -> Self {
-        let ms = [
-            1u64, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
-        ];
+        let ms = [1u64, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384];
         let mut steps = Vec::new();
         for b in [1u64, 8, 32, 64, 128, 256] {
             for c in [1024u64, 4096, 16384, 65536] {
@@ -71,17 +69,10 @@ const REPLAYS: usize = 9;
 
 /// Runs the whole sweep, reporting progress lines through `log`.
 pub fn run(opts: &CalibrateOptions, log: &mut dyn FnMut(&str)) -> Result<CalibrationRun> {
-    let attn_model = opts
-        .models
-        .iter()
-        .find(|m| m.head_dim == 128 && m.q_heads % m.kv_heads == 0)
-        .cloned()
-        .unwrap_or_else(ModelShape::llama_3_1_8b);
-    let layout = AttnLayout {
-        kv_heads: attn_model.kv_heads as u32,
-        q_per_kv: (attn_model.q_heads / attn_model.kv_heads) as u32,
-        head_dim: 128,
-    };
+    let attn_model =
+        opts.models.iter().find(|m| m.head_dim == 128 && m.q_heads % m.kv_heads == 0).cloned().unwrap_or_else(ModelShape::llama_3_1_8b);
+    let layout =
+        AttnLayout { kv_heads: attn_model.kv_heads as u32, q_per_kv: (attn_model.q_heads / attn_model.kv_heads) as u32, head_dim: 128 };
     let gpu = Gpu::new(opts.device, layout)?;
     let (device, sm_count, memory_bytes) = gpu.describe()?;
     let (cuda_driver, cublas, nvrtc) = gpu.versions()?;
@@ -108,10 +99,7 @@ pub fn run(opts: &CalibrateOptions, log: &mut dyn FnMut(&str)) -> Result<Calibra
     }
 
     let copy = measure_copy(&gpu, opts.seed)?;
-    log(&format!(
-        "copy: kernel {:.0} GB/s, memcpy {:.0} GB/s (read + write)",
-        copy.kernel_gbps, copy.memcpy_gbps
-    ));
+    log(&format!("copy: kernel {:.0} GB/s, memcpy {:.0} GB/s (read + write)", copy.kernel_gbps, copy.memcpy_gbps));
     let launch = measure_launch(&gpu)?;
     log(&format!(
         "launch: eager {:.2} µs, graph node {:.2} µs, graph replay {:.2} µs",
@@ -127,16 +115,7 @@ pub fn run(opts: &CalibrateOptions, log: &mut dyn FnMut(&str)) -> Result<Calibra
             }
             seen.push((shape.n, shape.k));
             for dtype in [Dtype::Bf16, Dtype::Fp8] {
-                let c = measure_gemm(
-                    &gpu,
-                    log,
-                    &shape.name,
-                    shape.n,
-                    shape.k,
-                    dtype,
-                    &opts.ms,
-                    opts.seed,
-                )?;
+                let c = measure_gemm(&gpu, log, &shape.name, shape.n, shape.k, dtype, &opts.ms, opts.seed)?;
                 let best = c.points.iter().map(|p| p.tflops).fold(0.0, f64::max);
                 log(&format!(
                     "gemm {:<32} {:>6}x{:<6} {}: M={} {:.1} µs, best {:.0} TFLOP/s",
@@ -156,15 +135,10 @@ pub fn run(opts: &CalibrateOptions, log: &mut dyn FnMut(&str)) -> Result<Calibra
     let mut moe = Vec::new();
     for model in &opts.models {
         if let Some(m) = &model.moe {
-            for (name, n, k) in [
-                ("expert_gate_up", 2 * m.expert_ffn, model.hidden),
-                ("expert_down", model.hidden, m.expert_ffn),
-            ] {
+            for (name, n, k) in [("expert_gate_up", 2 * m.expert_ffn, model.hidden), ("expert_down", model.hidden, m.expert_ffn)] {
                 for dtype in [Dtype::Bf16, Dtype::Fp8] {
                     let name = format!("{}/{name}", model.name);
-                    let c = measure_moe(
-                        &gpu, log, &name, n, k, dtype, m.experts, m.top_k, &opts.ms, opts.seed,
-                    )?;
+                    let c = measure_moe(&gpu, log, &name, n, k, dtype, m.experts, m.top_k, &opts.ms, opts.seed)?;
                     log(&format!(
                         "moe  {:<32} {}: T={} {:.1} µs, T={} {:.1} µs",
                         name,
@@ -182,21 +156,13 @@ pub fn run(opts: &CalibrateOptions, log: &mut dyn FnMut(&str)) -> Result<Calibra
 
     let attention = measure_attention(&gpu, &opts.attn_batches, &opts.attn_ctx, opts.seed)?;
     for p in &attention.points {
-        log(&format!(
-            "attn batch {:>4} ctx {:>7}: {:>9.1} µs {:>6.0} GB/s",
-            p.batch, p.ctx, p.us, p.gbps
-        ));
+        log(&format!("attn batch {:>4} ctx {:>7}: {:>9.1} µs {:>6.0} GB/s", p.batch, p.ctx, p.us, p.gbps));
     }
 
     let mut steps = Vec::new();
     let mut launch = launch;
     if !opts.steps.is_empty() {
-        let dense = opts
-            .models
-            .iter()
-            .find(|m| m.moe.is_none() && m.head_dim == 128)
-            .cloned()
-            .unwrap_or_else(ModelShape::llama_3_1_8b);
+        let dense = opts.models.iter().find(|m| m.moe.is_none() && m.head_dim == 128).cloned().unwrap_or_else(ModelShape::llama_3_1_8b);
         let (chain_us, kernels, s) = run_decode_steps(&gpu, &dense, &opts.steps, opts.seed, log)?;
         launch.layer_chain_us = chain_us;
         launch.layer_chain_kernels = kernels;
@@ -234,10 +200,7 @@ pub fn run(opts: &CalibrateOptions, log: &mut dyn FnMut(&str)) -> Result<Calibra
 }
 
 fn today_utc() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = secs.div_euclid(86_400) + 719_468;
     let era = z.div_euclid(146_097);
@@ -253,9 +216,7 @@ fn today_utc() -> String {
 
 /// The NVIDIA driver version, from nvidia-smi or /proc; "unknown" when neither answers.
 fn driver_version() -> String {
-    if let Ok(out) = std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=driver_version", "--format=csv,noheader"])
-        .output()
+    if let Ok(out) = std::process::Command::new("nvidia-smi").args(["--query-gpu=driver_version", "--format=csv,noheader"]).output()
         && out.status.success()
     {
         let v = String::from_utf8_lossy(&out.stdout);
@@ -266,9 +227,7 @@ fn driver_version() -> String {
     std::fs::read_to_string("/proc/driver/nvidia/version")
         .ok()
         .and_then(|s| {
-            s.split_whitespace()
-                .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
-                .map(str::to_string)
+            s.split_whitespace().find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.')).map(str::to_string)
         })
         .unwrap_or_else(|| "unknown".into())
 }
@@ -278,9 +237,7 @@ fn measure_copy(gpu: &Gpu, seed: u64) -> Result<CopyPoint> {
     let src = gpu.alloc(bytes)?;
     let dst = gpu.alloc(bytes)?;
     gpu.fill_bf16(&src, bytes / 2, seed + 11, 1.0)?;
-    let us = gpu.time_graph(20.0, REPLAYS, &mut |_| {
-        gpu.copy_kernel(dst.ptr, src.ptr, bytes)
-    })?;
+    let us = gpu.time_graph(20.0, REPLAYS, &mut |_| gpu.copy_kernel(dst.ptr, src.ptr, bytes))?;
     gpu.copy(dst.ptr, src.ptr, bytes)?;
     let mut memcpy = Vec::new();
     for _ in 0..REPLAYS {
@@ -379,26 +336,13 @@ fn measure_gemm(
         let us = match timed() {
             Ok(us) => us,
             Err(e) => {
-                log(&format!(
-                    "gemm {name} {} M={m}: skipped: {e}",
-                    dtype.as_str()
-                ));
+                log(&format!("gemm {name} {} M={m}: skipped: {e}", dtype.as_str()));
                 continue;
             }
         };
-        points.push(GemmPoint {
-            m,
-            us,
-            tflops: 2.0 * m as f64 * n as f64 * k as f64 / us / 1e6,
-        });
+        points.push(GemmPoint { m, us, tflops: 2.0 * m as f64 * n as f64 * k as f64 / us / 1e6 });
     }
-    Ok(GemmCurve {
-        name: name.to_string(),
-        n: n as u64,
-        k: k as u64,
-        dtype,
-        points,
-    })
+    Ok(GemmCurve { name: name.to_string(), n: n as u64, k: k as u64, dtype, points })
 }
 
 /// Expected experts hit by `tokens` tokens routed uniformly to `top_k` of `experts`.
@@ -454,10 +398,7 @@ fn measure_moe(
         let us = match timed() {
             Ok(us) => us,
             Err(e) => {
-                log(&format!(
-                    "moe {name} {} T={t}: skipped: {e}",
-                    dtype.as_str()
-                ));
+                log(&format!("moe {name} {} T={t}: skipped: {e}", dtype.as_str()));
                 continue;
             }
         };
@@ -471,23 +412,10 @@ fn measure_moe(
             weight_gbps: (active * wbytes) as f64 / us / 1e3,
         });
     }
-    Ok(MoeCurve {
-        name: name.to_string(),
-        n,
-        k,
-        dtype,
-        experts,
-        top_k,
-        points,
-    })
+    Ok(MoeCurve { name: name.to_string(), n, k, dtype, experts, top_k, points })
 }
 
-fn measure_attention(
-    gpu: &Gpu,
-    batches: &[u64],
-    ctxs: &[u64],
-    seed: u64,
-) -> Result<AttentionCurve> {
+fn measure_attention(gpu: &Gpu, batches: &[u64], ctxs: &[u64], seed: u64) -> Result<AttentionCurve> {
     let a = gpu.attn;
     let (hkv, d) = (a.kv_heads as usize, a.head_dim as usize);
     let hq = hkv * a.q_per_kv as usize;
@@ -515,36 +443,14 @@ fn measure_attention(
             let slots = (pool_bytes / kv).max(1);
             let us = gpu.time_graph(GEMM_TARGET_MS, REPLAYS, &mut |i| {
                 let off = ((i % slots) * kv) as u64;
-                gpu.decode_attention(
-                    bu,
-                    cu,
-                    q.ptr,
-                    hq * d,
-                    k_pool.ptr + off,
-                    v_pool.ptr + off,
-                    out.ptr,
-                    hq * d,
-                    scratch.ptr,
-                    splits,
-                )
+                gpu.decode_attention(bu, cu, q.ptr, hq * d, k_pool.ptr + off, v_pool.ptr + off, out.ptr, hq * d, scratch.ptr, splits)
             })?;
             let bytes = 2 * kv;
-            points.push(AttentionPoint {
-                batch: b,
-                ctx: c,
-                kv_bytes: bytes as u64,
-                us,
-                gbps: bytes as f64 / us / 1e3,
-            });
+            points.push(AttentionPoint { batch: b, ctx: c, kv_bytes: bytes as u64, us, gbps: bytes as f64 / us / 1e3 });
         }
     }
     points.sort_by_key(|p| (p.kv_bytes, p.batch));
-    Ok(AttentionCurve {
-        kv_heads: hkv as u64,
-        q_per_kv: a.q_per_kv as u64,
-        head_dim: d as u64,
-        points,
-    })
+    Ok(AttentionCurve { kv_heads: hkv as u64, q_per_kv: a.q_per_kv as u64, head_dim: d as u64, points })
 }
 
 /// Device buffers of one dense model (bf16), laid out as a serving engine holds them.
@@ -568,12 +474,7 @@ fn run_decode_steps(
     log: &mut dyn FnMut(&str),
 ) -> Result<(f64, u32, Vec<StepMeasurement>)> {
     let (l, h, d) = (m.layers as usize, m.hidden as usize, m.head_dim as usize);
-    let (hq, hkv, f, v) = (
-        m.q_heads as usize,
-        m.kv_heads as usize,
-        m.ffn as usize,
-        m.vocab as usize,
-    );
+    let (hq, hkv, f, v) = (m.q_heads as usize, m.kv_heads as usize, m.ffn as usize, m.vocab as usize);
     let qkv_n = (hq + 2 * hkv) * d;
     let alloc_fill = |elems: usize, s: u64, scale: f32| -> Result<DevBuf> {
         let b = gpu.alloc(elems * 2)?;
@@ -619,18 +520,7 @@ fn run_decode_steps(
                 let wq = ws.qkv.ptr + (layer * qkv_n * h * 2) as u64;
                 gpu.gemm_bf16(b, qkv_n, h, wq, hbuf.ptr, qkv.ptr)?;
                 gpu.rope_kv_append(b, qkv.ptr, qkv_n, kc, vc, c, c - 1)?;
-                gpu.decode_attention(
-                    b,
-                    c,
-                    qkv.ptr,
-                    qkv_n,
-                    kc,
-                    vc,
-                    attn.ptr,
-                    hq * d,
-                    scratch.ptr,
-                    splits,
-                )?;
+                gpu.decode_attention(b, c, qkv.ptr, qkv_n, kc, vc, attn.ptr, hq * d, scratch.ptr, splits)?;
                 let wo = ws.o.ptr + (layer * h * hq * d * 2) as u64;
                 gpu.gemm_bf16(b, h, hq * d, wo, attn.ptr, tmp.ptr)?;
                 gpu.add_inplace(b * h, x.ptr, tmp.ptr)?;
@@ -654,25 +544,17 @@ fn run_decode_steps(
         // The residual stream must stay finite, or the timings would be of NaN arithmetic.
         let xs: Vec<u16> = gpu.download(&x, b * h)?;
         if xs.iter().any(|&u| !super::gpu::bf16_to_f32(u).is_finite()) {
-            return Err(GpuError::Other(
-                "decode step produced non-finite activations".into(),
-            ));
+            return Err(GpuError::Other("decode step produced non-finite activations".into()));
         }
         gpu.graph_replay_us(1, 7, &mut step)
     };
 
     chain.0 = step_graph(1, 1024, 1, false)?;
     chain.1 = 12;
-    log(&format!(
-        "layer chain (batch 1, ctx 1024, 12 kernels): {:.1} µs",
-        chain.0
-    ));
+    log(&format!("layer chain (batch 1, ctx 1024, 12 kernels): {:.1} µs", chain.0));
     for &(b, c) in steps {
         let us = step_graph(b as usize, c as usize, l, true)?;
-        log(&format!(
-            "decode step batch {b:>4} ctx {c:>6}: {:>9.1} µs",
-            us
-        ));
+        log(&format!("decode step batch {b:>4} ctx {c:>6}: {:>9.1} µs", us));
         out.push(StepMeasurement {
             mode: StepMode::Decode,
             batch: b,

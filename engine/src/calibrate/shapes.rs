@@ -74,12 +74,7 @@ impl ModelShape {
                 ("o_a_proj".into(), 8 * 1024, 4096),
                 ("o_b_proj".into(), 4096, 8 * 1024),
             ],
-            moe: Some(MoeShape {
-                experts: 256,
-                top_k: 6,
-                expert_ffn: 2048,
-                shared_experts: 1,
-            }),
+            moe: Some(MoeShape { experts: 256, top_k: 6, expert_ffn: 2048, shared_experts: 1 }),
         }
     }
 
@@ -99,11 +94,7 @@ impl ModelShape {
     /// The per-token weight GEMMs: attention projections, dense or shared FFN, one expert,
     /// LM head.
     pub fn gemms(&self) -> Vec<GemmShape> {
-        let g = |name: &str, n: u64, k: u64| GemmShape {
-            name: format!("{}/{name}", self.name),
-            n,
-            k,
-        };
+        let g = |name: &str, n: u64, k: u64| GemmShape { name: format!("{}/{name}", self.name), n, k };
         let mut out = Vec::new();
         if self.attn_gemms.is_empty() {
             let qkv = (self.q_heads + 2 * self.kv_heads) * self.head_dim;
@@ -134,21 +125,13 @@ impl ModelShape {
     pub fn elementwise_bytes_per_token(&self, attn_tp: u64, tp: u64) -> f64 {
         let h = self.hidden as f64;
         let qkv = ((self.q_heads + 2 * self.kv_heads) * self.head_dim) as f64;
-        let ffn = if self.ffn > 0 {
-            self.ffn
-        } else {
-            self.moe.as_ref().map_or(0, |m| m.expert_ffn)
-        } as f64;
+        let ffn = if self.ffn > 0 { self.ffn } else { self.moe.as_ref().map_or(0, |m| m.expert_ffn) } as f64;
         2.0 * (10.0 * h + 2.0 * qkv / attn_tp.max(1) as f64 + 3.0 * ffn / tp.max(1) as f64)
     }
 
     /// Parameters in one layer's dense (non-routed) GEMMs.
     pub fn dense_layer_params(&self) -> u64 {
-        self.gemms()
-            .iter()
-            .filter(|s| !s.name.ends_with("lm_head") && !s.name.contains("expert_"))
-            .map(|s| s.n * s.k)
-            .sum()
+        self.gemms().iter().filter(|s| !s.name.ends_with("lm_head") && !s.name.contains("expert_")).map(|s| s.n * s.k).sum()
     }
 }
 
@@ -162,13 +145,7 @@ mod tests {
         let names: Vec<_> = m.gemms().iter().map(|g| g.name.clone()).collect();
         assert_eq!(
             names,
-            [
-                "llama-3.1-8b/qkv_proj",
-                "llama-3.1-8b/o_proj",
-                "llama-3.1-8b/gate_up_proj",
-                "llama-3.1-8b/down_proj",
-                "llama-3.1-8b/lm_head"
-            ]
+            ["llama-3.1-8b/qkv_proj", "llama-3.1-8b/o_proj", "llama-3.1-8b/gate_up_proj", "llama-3.1-8b/down_proj", "llama-3.1-8b/lm_head"]
         );
         // 32 layers of 218M plus the 525M LM head (embeddings aside): about 7.5B.
         let total = m.layers * m.dense_layer_params() + m.vocab * m.hidden;
@@ -179,10 +156,7 @@ mod tests {
     fn moe_model_lists_one_expert_and_no_dense_ffn() {
         let m = ModelShape::deepseek_v4_flash();
         let g = m.gemms();
-        assert!(
-            g.iter()
-                .any(|s| s.name.ends_with("expert_gate_up") && s.n == 4096)
-        );
+        assert!(g.iter().any(|s| s.name.ends_with("expert_gate_up") && s.n == 4096));
         assert!(!g.iter().any(|s| s.name.ends_with("gate_up_proj")));
     }
 }

@@ -63,13 +63,7 @@ pub fn predict_gpu_us(cm: &CostModel, s: &StepMeasurement) -> f64 {
 }
 
 fn single_gpu() -> Parallelism {
-    Parallelism {
-        tp: 1,
-        attn_dp: 1,
-        ep: 1,
-        moe_a2a: false,
-        dp_lm_head: false,
-    }
+    Parallelism { tp: 1, attn_dp: 1, ep: 1, moe_a2a: false, dp_lm_head: false }
 }
 
 /// One row of the predicted-vs-measured table.
@@ -84,8 +78,7 @@ pub struct StepComparison {
 impl StepComparison {
     /// Signed relative error of the measured-profile prediction.
     pub fn err_measured(&self) -> Option<f64> {
-        self.predicted_measured_us
-            .map(|p| p / self.step.measured_us - 1.0)
+        self.predicted_measured_us.map(|p| p / self.step.measured_us - 1.0)
     }
     pub fn err_datasheet(&self) -> f64 {
         self.predicted_datasheet_us / self.step.measured_us - 1.0
@@ -95,12 +88,7 @@ impl StepComparison {
 /// Predicts every step from the measured profile and from the datasheet profile. Steps of a
 /// runner whose name starts with the peer run's framework (e.g. "PyTorch") are predicted from
 /// the peer's kernel curves, since that is what the runner executed.
-pub fn compare(
-    model: &ModelSpec,
-    steps: &[StepMeasurement],
-    measured: &GpuSpec,
-    datasheet: &GpuSpec,
-) -> Vec<StepComparison> {
+pub fn compare(model: &ModelSpec, steps: &[StepMeasurement], measured: &GpuSpec, datasheet: &GpuSpec) -> Vec<StepComparison> {
     let env = BTreeMap::new();
     let cm = CostModel::new(model, measured, single_gpu(), &env);
     let peer = measured.measured.as_ref().and_then(|m| {
@@ -134,11 +122,7 @@ pub fn error_summary(errs: &[f64]) -> Option<(f64, f64)> {
     let mut a: Vec<f64> = errs.iter().map(|e| e.abs()).collect();
     a.sort_by(f64::total_cmp);
     let n = a.len();
-    let med = if n % 2 == 1 {
-        a[n / 2]
-    } else {
-        (a[n / 2 - 1] + a[n / 2]) / 2.0
-    };
+    let med = if n % 2 == 1 { a[n / 2] } else { (a[n / 2 - 1] + a[n / 2]) / 2.0 };
     Some((med, a[n - 1]))
 }
 
@@ -148,14 +132,7 @@ mod tests {
     use crate::calibrate::curves::*;
 
     fn decode(batch: u64, ctx: u64) -> StepMeasurement {
-        StepMeasurement {
-            mode: StepMode::Decode,
-            batch,
-            ctx,
-            tokens: batch,
-            measured_us: 1.0,
-            runner: "test".into(),
-        }
+        StepMeasurement { mode: StepMode::Decode, batch, ctx, tokens: batch, measured_us: 1.0, runner: "test".into() }
     }
 
     /// A measured profile whose every GEMM takes 10 µs, decode attention 5 µs per layer,
@@ -183,23 +160,12 @@ mod tests {
                 kv_heads: 8,
                 q_per_kv: 4,
                 head_dim: 128,
-                points: vec![AttentionPoint {
-                    batch: 1,
-                    ctx: 1 << 30,
-                    kv_bytes: 1 << 50,
-                    us: 5.0,
-                    gbps: 1.0,
-                }],
+                points: vec![AttentionPoint { batch: 1, ctx: 1 << 30, kv_bytes: 1 << 50, us: 5.0, gbps: 1.0 }],
             }),
             ..Default::default()
         });
         gpu.datasheet.hbm_bandwidth = f64::INFINITY;
-        let rows = compare(
-            &model,
-            &[decode(1, 1024)],
-            &gpu,
-            &GpuSpec::lookup("h200").unwrap(),
-        );
+        let rows = compare(&model, &[decode(1, 1024)], &gpu, &GpuSpec::lookup("h200").unwrap());
         let p = rows[0].predicted_measured_us.unwrap();
         // 32 layers × (4 GEMMs + attention) + the LM head.
         assert!((p - (32.0 * (4.0 * 10.0 + 5.0) + 10.0)).abs() < 1e-6, "{p}");
