@@ -61,17 +61,8 @@ fn dep2_engine() -> Engine {
     .into_iter()
     .map(|(a, b)| (a.to_string(), b.to_string()))
     .collect();
-    let cfg = EngineConfig::from_args(&args, &env)
-        .unwrap()
-        .with_router_args(&["--policy", "cache_aware", "--dp-aware"])
-        .unwrap();
-    Engine::new(
-        cfg,
-        ModelSpec::lookup("deepseek-v4.1-flash").unwrap(),
-        GpuSpec::lookup("gb300").unwrap(),
-        42,
-    )
-    .unwrap()
+    let cfg = EngineConfig::from_args(&args, &env).unwrap().with_router_args(&["--policy", "cache_aware", "--dp-aware"]).unwrap();
+    Engine::new(cfg, ModelSpec::lookup("deepseek-v4.1-flash").unwrap(), GpuSpec::lookup("gb300").unwrap(), 42).unwrap()
 }
 
 /// Runs `duration` of simulated time at concurrency `conc`; returns
@@ -81,12 +72,7 @@ pub fn simulate(conc: usize, duration: Time, seed: u64) -> (u64, u64, u64, engin
     let mut rng = Rng::new(seed);
     let mut lanes: Vec<Lane> = (0..conc)
         .map(|i| {
-            let mut l = Lane {
-                blocks: Vec::new(),
-                next_block_id: 0,
-                ready_at: Time::from_millis(rng.below(30_000)),
-                in_flight: None,
-            };
+            let mut l = Lane { blocks: Vec::new(), next_block_id: 0, ready_at: Time::from_millis(rng.below(30_000)), in_flight: None };
             new_session(&mut l, &mut rng, i as u64 + 1);
             l
         })
@@ -98,11 +84,7 @@ pub fn simulate(conc: usize, duration: Time, seed: u64) -> (u64, u64, u64, engin
     let (mut finished, mut generated, mut events) = (0u64, 0u64, 0u64);
     let mut now = Time::ZERO;
     while now < duration {
-        let next_lane = lanes
-            .iter()
-            .filter(|l| l.in_flight.is_none())
-            .map(|l| l.ready_at)
-            .min();
+        let next_lane = lanes.iter().filter(|l| l.in_flight.is_none()).map(|l| l.ready_at).min();
         let t = match (next_lane, e.next_event_time()) {
             (None, None) => break,
             (Some(a), None) => a,
@@ -111,8 +93,7 @@ pub fn simulate(conc: usize, duration: Time, seed: u64) -> (u64, u64, u64, engin
         };
         now = t;
         e.advance(t, &mut out);
-        for i in 0..lanes.len() {
-            let l = &mut lanes[i];
+        for (i, l) in lanes.iter_mut().enumerate() {
             if l.in_flight.is_some() || l.ready_at > t {
                 continue;
             }
@@ -128,11 +109,7 @@ pub fn simulate(conc: usize, duration: Time, seed: u64) -> (u64, u64, u64, engin
             let out_blocks = out_tokens.div_ceil(BLOCK);
             push_blocks(l, out_blocks);
             let cont: Arc<[u64]> = l.blocks[prompt_blocks.len()..].into();
-            let mut r = Request::new(
-                next_id,
-                Prompt::from_chained(prompt_blocks, BLOCK as u32, len).unwrap(),
-                out_tokens as u32,
-            );
+            let mut r = Request::new(next_id, Prompt::from_chained(prompt_blocks, BLOCK as u32, len).unwrap(), out_tokens as u32);
             r.continuation = Some(cont);
             e.submit(t, r).unwrap();
             l.in_flight = Some((next_id, out_blocks));
@@ -142,10 +119,7 @@ pub fn simulate(conc: usize, duration: Time, seed: u64) -> (u64, u64, u64, engin
         e.advance(t, &mut out);
         for o in out.drain(..) {
             events += 1;
-            if let Output::Finished {
-                id, time, usage, ..
-            } = o
-            {
+            if let Output::Finished { id, time, usage, .. } = o {
                 finished += 1;
                 generated += usage.completion_tokens;
                 let lane = id_lane.remove(&id).unwrap();
@@ -159,15 +133,41 @@ pub fn simulate(conc: usize, duration: Time, seed: u64) -> (u64, u64, u64, engin
     (finished, generated, events, e.stats())
 }
 
+/// Per-turn prefix-cache cost on a 600K-token conversation, next to the cost of
+/// hashing the same prompt from token ids (what a real-token path pays first).
+fn radix(c: &mut Criterion) {
+    use engine::kv::{RadixTree, UnitKey};
+    let mut g = c.benchmark_group("prefix_cache_600k");
+    let tokens: Vec<u32> = (0..600_000u32).map(|i| i.wrapping_mul(2_654_435_761) >> 15).collect();
+    let base = Prompt::from_tokens(&tokens[..590_000], 64).unwrap();
+    let full = Prompt::from_tokens(&tokens, 64).unwrap();
+    g.bench_function("match_and_insert_turn", |b| {
+        b.iter_batched(
+            || {
+                let mut t = RadixTree::new();
+                t.insert(&UnitKey::new(base.blocks().clone(), None, 4), u32::MAX);
+                t
+            },
+            |mut t| {
+                let k = UnitKey::new(full.blocks().clone(), None, 4);
+                let m = t.match_prefix(&k, k.units(), true);
+                t.lock(m.node);
+                let ins = t.insert(&k, k.units());
+                t.unlock(m.node);
+                (m.units, ins.units)
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    g.bench_function("prompt_from_600k_token_ids", |b| b.iter(|| Prompt::from_tokens(&tokens, 64).unwrap().full_blocks()));
+    g.finish();
+}
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("engine_virtual_clock");
     g.sample_size(10);
-    g.bench_function("agentx_like_dep2_c160_10min", |b| {
-        b.iter(|| simulate(160, Time::from_secs(600), 42))
-    });
-    g.bench_function("agentx_like_dep2_c160_1h", |b| {
-        b.iter(|| simulate(160, Time::from_secs(3600), 42))
-    });
+    g.bench_function("agentx_like_dep2_c160_10min", |b| b.iter(|| simulate(160, Time::from_secs(600), 42)));
+    g.bench_function("agentx_like_dep2_c160_1h", |b| b.iter(|| simulate(160, Time::from_secs(3600), 42)));
     g.finish();
     let t0 = std::time::Instant::now();
     let (f, gtok, ev, st) = simulate(160, Time::from_secs(3600), 42);
@@ -187,5 +187,5 @@ fn bench(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, radix, bench);
 criterion_main!(benches);

@@ -61,13 +61,7 @@ impl SchedulePolicy {
     }
     /// Policies that need prefix matches to order the queue.
     pub fn is_cache_aware(self) -> bool {
-        matches!(
-            self,
-            SchedulePolicy::Lpm
-                | SchedulePolicy::DfsWeight
-                | SchedulePolicy::Hrrn
-                | SchedulePolicy::ShortestPrefillFirst
-        )
+        matches!(self, SchedulePolicy::Lpm | SchedulePolicy::DfsWeight | SchedulePolicy::Hrrn | SchedulePolicy::ShortestPrefillFirst)
     }
 }
 
@@ -297,20 +291,13 @@ pub enum ArgsError {
         "unknown flag '{flag}'{}; pass --allow-unknown-flags to accept it with a warning",
         suggestion.as_ref().map(|s| format!(" (did you mean '{s}'?)")).unwrap_or_default()
     )]
-    UnknownFlag {
-        flag: String,
-        suggestion: Option<String>,
-    },
+    UnknownFlag { flag: String, suggestion: Option<String> },
     #[error("flag '{flag}' needs a value")]
     MissingValue { flag: String },
     #[error("flag '{flag}' does not take a value (got '{value}')")]
     UnexpectedValue { flag: String, value: String },
     #[error("invalid value '{value}' for {name}: {reason}")]
-    InvalidValue {
-        name: String,
-        value: String,
-        reason: String,
-    },
+    InvalidValue { name: String, value: String, reason: String },
     #[error("unexpected positional argument '{0}'; SGLang flags start with --")]
     Positional(String),
     #[error("{0}")]
@@ -338,12 +325,7 @@ const FLAGS: &[(&str, &[&str], Arity, FlagStatus)] = &[
     ("attn-dp-size", &[], Value, Modelled),
     ("enable-dp-attention", &[], Bool, Modelled),
     ("ep-size", &["expert-parallel-size", "ep"], Value, Modelled),
-    (
-        "pp-size",
-        &["pipeline-parallel-size", "pp"],
-        Value,
-        AcceptedNotModelled,
-    ),
+    ("pp-size", &["pipeline-parallel-size", "pp"], Value, AcceptedNotModelled),
     ("max-running-requests", &[], Value, Modelled),
     ("max-total-tokens", &[], Value, Modelled),
     ("mem-fraction-static", &[], Value, Modelled),
@@ -356,36 +338,16 @@ const FLAGS: &[(&str, &[&str], Arity, FlagStatus)] = &[
     ("allow-auto-truncate", &[], Bool, FrontEnd),
     ("schedule-policy", &[], Value, Modelled),
     ("schedule-conservativeness", &[], Value, Modelled),
-    ("enable-mixed-chunk", &[], Bool, AcceptedNotModelled),
+    ("enable-mixed-chunk", &[], Bool, Modelled),
     ("prefill-decode-interval", &[], Value, Modelled),
     ("prefill-decode-interval-min-bs", &[], Value, Modelled),
-    (
-        "num-continuous-decode-steps",
-        &[],
-        Value,
-        AcceptedNotModelled,
-    ),
+    ("num-continuous-decode-steps", &[], Value, AcceptedNotModelled),
     // Overlap is always assumed on: the per-step CPU cost is in tau_step.
     ("disable-overlap-schedule", &[], Bool, AcceptedNotModelled),
     ("enable-priority-scheduling", &[], Bool, AcceptedNotModelled),
-    (
-        "priority-scheduling-preemption-threshold",
-        &[],
-        Value,
-        AcceptedNotModelled,
-    ),
-    (
-        "schedule-low-priority-values-first",
-        &[],
-        Bool,
-        AcceptedNotModelled,
-    ),
-    (
-        "disable-priority-preemption",
-        &[],
-        Bool,
-        AcceptedNotModelled,
-    ),
+    ("priority-scheduling-preemption-threshold", &[], Value, AcceptedNotModelled),
+    ("schedule-low-priority-values-first", &[], Bool, AcceptedNotModelled),
+    ("disable-priority-preemption", &[], Bool, AcceptedNotModelled),
     ("retraction-policy", &[], Value, Modelled),
     ("radix-eviction-policy", &[], Value, Modelled),
     ("disable-radix-cache", &[], Bool, Modelled),
@@ -393,56 +355,26 @@ const FLAGS: &[(&str, &[&str], Arity, FlagStatus)] = &[
     ("enable-dynamic-chunking", &[], Bool, AcceptedNotModelled),
     ("enable-prefill-delayer", &[], Bool, AcceptedNotModelled),
     ("min-free-slots-delay", &[], Value, AcceptedNotModelled),
-    (
-        "cuda-graph-max-bs-decode",
-        &["cuda-graph-max-bs"],
-        Value,
-        Modelled,
-    ),
+    ("cuda-graph-max-bs-decode", &["cuda-graph-max-bs"], Value, Modelled),
     ("cuda-graph-max-bs-prefill", &[], Value, AcceptedNotModelled),
     ("cuda-graph-bs-decode", &["cuda-graph-bs"], List, Modelled),
     ("cuda-graph-config", &[], Value, AcceptedNotModelled),
     ("disable-cuda-graph", &[], Bool, Modelled),
     ("cuda-graph-backend-decode", &[], Value, Modelled),
     // Prefill always runs eager in the cost model, which is what "disabled" asks for.
-    (
-        "cuda-graph-backend-prefill",
-        &[],
-        Value,
-        AcceptedNotModelled,
-    ),
+    ("cuda-graph-backend-prefill", &[], Value, AcceptedNotModelled),
     ("load-balance-method", &[], Value, Modelled),
     ("moe-a2a-backend", &[], Value, Modelled),
     ("enable-dp-lm-head", &[], Bool, Modelled),
-    (
-        "enable-dp-attention-local-control-broadcast",
-        &[],
-        Bool,
-        AcceptedNotModelled,
-    ),
+    ("enable-dp-attention-local-control-broadcast", &[], Bool, AcceptedNotModelled),
     ("speculative-algorithm", &[], Value, Modelled),
     ("speculative-num-steps", &[], Value, Modelled),
     ("speculative-eagle-topk", &[], Value, Modelled),
     ("speculative-num-draft-tokens", &[], Value, Modelled),
     ("speculative-dspark-block-size", &[], Value, Modelled),
-    (
-        "speculative-draft-model-path",
-        &[],
-        Value,
-        AcceptedNotModelled,
-    ),
-    (
-        "speculative-accept-threshold-single",
-        &[],
-        Value,
-        AcceptedNotModelled,
-    ),
-    (
-        "speculative-accept-threshold-acc",
-        &[],
-        Value,
-        AcceptedNotModelled,
-    ),
+    ("speculative-draft-model-path", &[], Value, AcceptedNotModelled),
+    ("speculative-accept-threshold-single", &[], Value, AcceptedNotModelled),
+    ("speculative-accept-threshold-acc", &[], Value, AcceptedNotModelled),
     ("speculative-adaptive", &[], Bool, AcceptedNotModelled),
     ("tokenizer-worker-num", &[], Value, FrontEnd),
     ("detokenizer-worker-num", &[], Value, FrontEnd),
@@ -460,12 +392,7 @@ const FLAGS: &[(&str, &[&str], Arity, FlagStatus)] = &[
     ("prompt-tokens-buckets", &[], List, FrontEnd),
     ("generation-tokens-buckets", &[], List, FrontEnd),
     ("extra-metric-labels", &[], Value, FrontEnd),
-    (
-        "tokenizer-metrics-allowed-custom-labels",
-        &[],
-        List,
-        FrontEnd,
-    ),
+    ("tokenizer-metrics-allowed-custom-labels", &[], List, FrontEnd),
     ("api-key", &[], Value, FrontEnd),
     ("host", &[], Value, FrontEnd),
     ("port", &[], Value, FrontEnd),
@@ -477,12 +404,7 @@ const FLAGS: &[(&str, &[&str], Arity, FlagStatus)] = &[
     ("quantization", &[], Value, AcceptedNotModelled),
     ("dtype", &[], Value, AcceptedNotModelled),
     ("attention-backend", &[], Value, AcceptedNotModelled),
-    (
-        "enable-decoder-swa-bounded-replay",
-        &[],
-        Bool,
-        AcceptedNotModelled,
-    ),
+    ("enable-decoder-swa-bounded-replay", &[], Bool, AcceptedNotModelled),
     ("swa-prefix-tails", &[], Value, AcceptedNotModelled),
     ("swa-full-tokens-ratio", &[], Value, AcceptedNotModelled),
     ("skip-server-warmup", &[], Bool, AcceptedNotModelled),
@@ -514,10 +436,7 @@ const ENVS: &[(&str, FlagStatus)] = &[
     ("SGLANG_DEFAULT_THINKING", FrontEnd),
     ("SGLANG_DSV41_REASONING_EFFORT", FrontEnd),
     ("SGLANG_TIMEOUT_KEEP_ALIVE", FrontEnd),
-    (
-        "SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP",
-        AcceptedNotModelled,
-    ),
+    ("SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP", AcceptedNotModelled),
     ("SGLANG_DSPARK_OPT_MARKOV_W2_BF16", AcceptedNotModelled),
     ("SGLANG_DSPARK_FOLDED_SAMPLING", AcceptedNotModelled),
     ("SGLANG_RAGGED_VERIFY_MODE", AcceptedNotModelled),
@@ -528,10 +447,7 @@ const ENVS: &[(&str, FlagStatus)] = &[
 
 fn lookup_flag(name: &str) -> Option<(&'static str, Arity, FlagStatus)> {
     let n = name.replace('_', "-");
-    FLAGS
-        .iter()
-        .find(|(c, al, _, _)| *c == n || al.contains(&n.as_str()))
-        .map(|&(c, _, a, s)| (c, a, s))
+    FLAGS.iter().find(|(c, al, _, _)| *c == n || al.contains(&n.as_str())).map(|&(c, _, a, s)| (c, a, s))
 }
 
 /// Levenshtein distance (small inputs only).
@@ -541,9 +457,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -565,35 +479,20 @@ fn parse_num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, ArgsError>
 where
     T::Err: std::fmt::Display,
 {
-    v.trim().parse::<T>().map_err(|e| ArgsError::InvalidValue {
-        name: name.to_string(),
-        value: v.to_string(),
-        reason: e.to_string(),
-    })
+    v.trim().parse::<T>().map_err(|e| ArgsError::InvalidValue { name: name.to_string(), value: v.to_string(), reason: e.to_string() })
 }
 
 fn parse_bool_env(v: &str) -> bool {
-    matches!(
-        v.trim().to_ascii_lowercase().as_str(),
-        "1" | "true" | "yes" | "on"
-    )
+    matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
 }
 
 impl EngineConfig {
     /// Parses SGLang server argv (without the program name / `-m sglang.launch_server`)
     /// and an environment map.
-    pub fn from_args<S: AsRef<str>>(
-        argv: &[S],
-        env: &BTreeMap<String, String>,
-    ) -> Result<EngineConfig, ArgsError> {
+    pub fn from_args<S: AsRef<str>>(argv: &[S], env: &BTreeMap<String, String>) -> Result<EngineConfig, ArgsError> {
         let argv: Vec<&str> = argv.iter().map(|s| s.as_ref()).collect();
-        let mut cfg = EngineConfig {
-            launch_command: argv.join(" "),
-            ..EngineConfig::default()
-        };
-        let allow_unknown = argv
-            .iter()
-            .any(|a| *a == "--allow-unknown-flags" || *a == "--allow_unknown_flags");
+        let mut cfg = EngineConfig { launch_command: argv.join(" "), ..EngineConfig::default() };
+        let allow_unknown = argv.iter().any(|a| *a == "--allow-unknown-flags" || *a == "--allow_unknown_flags");
         let mut enable_dp_attention = false;
         let mut attn_dp_given: Option<u32> = None;
         let mut lb_given = false;
@@ -610,10 +509,7 @@ impl EngineConfig {
             i += 1;
             let Some((canon, arity, status)) = lookup_flag(name) else {
                 if !allow_unknown {
-                    return Err(ArgsError::UnknownFlag {
-                        flag: format!("--{name}"),
-                        suggestion: suggest(name),
-                    });
+                    return Err(ArgsError::UnknownFlag { flag: format!("--{name}"), suggestion: suggest(name) });
                 }
                 // Take a following non-flag token as its value.
                 let value = inline.or_else(|| {
@@ -624,24 +520,14 @@ impl EngineConfig {
                         None
                     }
                 });
-                cfg.warnings.push(format!(
-                    "unknown flag --{name} accepted (--allow-unknown-flags); it has no effect"
-                ));
-                cfg.flags.push(FlagRecord {
-                    given: format!("--{name}"),
-                    canonical: name.to_string(),
-                    value,
-                    status: Unknown,
-                });
+                cfg.warnings.push(format!("unknown flag --{name} accepted (--allow-unknown-flags); it has no effect"));
+                cfg.flags.push(FlagRecord { given: format!("--{name}"), canonical: name.to_string(), value, status: Unknown });
                 continue;
             };
             let value: Option<String> = match arity {
                 Bool => {
                     if let Some(v) = inline {
-                        return Err(ArgsError::UnexpectedValue {
-                            flag: format!("--{name}"),
-                            value: v,
-                        });
+                        return Err(ArgsError::UnexpectedValue { flag: format!("--{name}"), value: v });
                     }
                     None
                 }
@@ -649,9 +535,7 @@ impl EngineConfig {
                     Some(v) => v,
                     None => {
                         if i >= argv.len() || (argv[i].starts_with("--") && argv[i].len() > 2) {
-                            return Err(ArgsError::MissingValue {
-                                flag: format!("--{name}"),
-                            });
+                            return Err(ArgsError::MissingValue { flag: format!("--{name}") });
                         }
                         i += 1;
                         argv[i - 1].to_string()
@@ -664,9 +548,7 @@ impl EngineConfig {
                         i += 1;
                     }
                     if vals.is_empty() {
-                        return Err(ArgsError::MissingValue {
-                            flag: format!("--{name}"),
-                        });
+                        return Err(ArgsError::MissingValue { flag: format!("--{name}") });
                     }
                     Some(vals.join(" "))
                 }
@@ -687,11 +569,7 @@ impl EngineConfig {
                 "mem-fraction-static" => {
                     let f: f64 = parse_num(&flag, v)?;
                     if !(f > 0.0 && f <= 1.0) {
-                        return Err(ArgsError::InvalidValue {
-                            name: flag,
-                            value: v.into(),
-                            reason: "must be in (0, 1]".into(),
-                        });
+                        return Err(ArgsError::InvalidValue { name: flag, value: v.into(), reason: "must be in (0, 1]".into() });
                     }
                     cfg.mem_fraction_static = Some(f)
                 }
@@ -702,11 +580,7 @@ impl EngineConfig {
                 "page-size" => {
                     let p: u32 = parse_num(&flag, v)?;
                     if p == 0 {
-                        return Err(ArgsError::InvalidValue {
-                            name: flag,
-                            value: v.into(),
-                            reason: "must be >= 1".into(),
-                        });
+                        return Err(ArgsError::InvalidValue { name: flag, value: v.into(), reason: "must be >= 1".into() });
                     }
                     cfg.page_size = Some(p)
                 }
@@ -741,39 +615,26 @@ impl EngineConfig {
                 "schedule-conservativeness" => cfg.schedule_conservativeness = parse_num(&flag, v)?,
                 "enable-mixed-chunk" => cfg.enable_mixed_chunk = true,
                 "prefill-decode-interval" => cfg.prefill_decode_interval = parse_num(&flag, v)?,
-                "prefill-decode-interval-min-bs" => {
-                    cfg.prefill_decode_interval_min_bs = parse_num(&flag, v)?
-                }
+                "prefill-decode-interval-min-bs" => cfg.prefill_decode_interval_min_bs = parse_num(&flag, v)?,
                 "disable-overlap-schedule" => cfg.disable_overlap_schedule = true,
-                "retraction-policy" => {
-                    if !matches!(v, "length" | "priority") {
-                        return Err(ArgsError::InvalidValue {
-                            name: flag,
-                            value: v.into(),
-                            reason: "choose length or priority".into(),
-                        });
-                    }
+                "retraction-policy" if !matches!(v, "length" | "priority") => {
+                    return Err(ArgsError::InvalidValue { name: flag, value: v.into(), reason: "choose length or priority".into() });
                 }
-                "radix-eviction-policy" => {
-                    if v != "lru" {
-                        if !matches!(v, "lfu" | "slru" | "priority" | "tlru") {
-                            return Err(ArgsError::InvalidValue {
-                                name: flag,
-                                value: v.into(),
-                                reason: "choose lru, lfu, slru, priority or tlru".into(),
-                            });
-                        }
-                        cfg.warnings
-                            .push(format!("--radix-eviction-policy {v} is simulated as lru"));
-                    }
+                "radix-eviction-policy" if !matches!(v, "lru" | "lfu" | "slru" | "priority" | "tlru") => {
+                    return Err(ArgsError::InvalidValue {
+                        name: flag,
+                        value: v.into(),
+                        reason: "choose lru, lfu, slru, priority or tlru".into(),
+                    });
+                }
+                "radix-eviction-policy" if v != "lru" => {
+                    cfg.warnings.push(format!("--radix-eviction-policy {v} is simulated as lru"));
                 }
                 "disable-radix-cache" => cfg.disable_radix_cache = true,
                 "stream-interval" => {
                     cfg.stream_interval = parse_num::<u32>(&flag, v)?.max(1);
                 }
-                "cuda-graph-max-bs-decode" => {
-                    cfg.cuda_graph_max_bs_decode = Some(parse_num(&flag, v)?)
-                }
+                "cuda-graph-max-bs-decode" => cfg.cuda_graph_max_bs_decode = Some(parse_num(&flag, v)?),
                 "cuda-graph-bs-decode" => {
                     let mut l = Vec::new();
                     for t in v.split_whitespace() {
@@ -784,9 +645,7 @@ impl EngineConfig {
                     cfg.cuda_graph_bs_decode = Some(l);
                 }
                 "disable-cuda-graph" => cfg.disable_cuda_graph_decode = true,
-                "cuda-graph-backend-decode" => {
-                    cfg.disable_cuda_graph_decode = v == "disabled" || v == "none"
-                }
+                "cuda-graph-backend-decode" => cfg.disable_cuda_graph_decode = v == "disabled" || v == "none",
                 "load-balance-method" => {
                     lb_given = true;
                     cfg.load_balance_method = match v {
@@ -826,38 +685,22 @@ impl EngineConfig {
                 }
                 "speculative-num-steps" => cfg.spec_mut().num_steps = Some(parse_num(&flag, v)?),
                 "speculative-eagle-topk" => cfg.spec_mut().eagle_topk = Some(parse_num(&flag, v)?),
-                "speculative-num-draft-tokens" => {
-                    cfg.spec_mut().num_draft_tokens = Some(parse_num(&flag, v)?)
-                }
-                "speculative-dspark-block-size" => {
-                    cfg.spec_mut().dspark_block_size = Some(parse_num(&flag, v)?)
-                }
-                "decode-log-interval" => {
-                    cfg.decode_log_interval = parse_num::<u32>(&flag, v)?.max(1)
-                }
+                "speculative-num-draft-tokens" => cfg.spec_mut().num_draft_tokens = Some(parse_num(&flag, v)?),
+                "speculative-dspark-block-size" => cfg.spec_mut().dspark_block_size = Some(parse_num(&flag, v)?),
+                "decode-log-interval" => cfg.decode_log_interval = parse_num::<u32>(&flag, v)?.max(1),
                 "enable-metrics" => cfg.enable_metrics = true,
                 "enable-cache-report" => cfg.enable_cache_report = true,
                 "random-seed" => cfg.random_seed = Some(parse_num(&flag, v)?),
                 _ => {}
             }
-            cfg.flags.push(FlagRecord {
-                given: format!("--{name}"),
-                canonical: canon.to_string(),
-                value,
-                status,
-            });
+            cfg.flags.push(FlagRecord { given: format!("--{name}"), canonical: canon.to_string(), value, status });
         }
         // Speculative counts given without an algorithm are an SGLang start-up error.
         if let Some(s) = &cfg.speculative
             && s.algorithm == SpecAlgorithm::Uno
-            && !cfg
-                .flags
-                .iter()
-                .any(|f| f.canonical == "speculative-algorithm")
+            && !cfg.flags.iter().any(|f| f.canonical == "speculative-algorithm")
         {
-            return Err(ArgsError::Conflict(
-                "speculative-* counts given without --speculative-algorithm".into(),
-            ));
+            return Err(ArgsError::Conflict("speculative-* counts given without --speculative-algorithm".into()));
         }
         // 0.5.5 `--enable-dp-attention --dp-size N` means N attention-DP groups in one
         // replica: rewritten to --attn-dp-size N, dp_size 1.
@@ -871,21 +714,16 @@ impl EngineConfig {
             cfg.attn_dp_size = a.max(1);
         }
         if cfg.tp_size == 0 || cfg.ep_size == 0 || cfg.dp_size == 0 {
-            return Err(ArgsError::Conflict(
-                "--tp-size, --ep-size and --dp-size must be >= 1".into(),
-            ));
+            return Err(ArgsError::Conflict("--tp-size, --ep-size and --dp-size must be >= 1".into()));
         }
-        if cfg.tp_size % cfg.attn_dp_size != 0 {
+        if !cfg.tp_size.is_multiple_of(cfg.attn_dp_size) {
             return Err(ArgsError::Conflict(format!(
                 "--tp-size {} must be divisible by the attention-DP size {}",
                 cfg.tp_size, cfg.attn_dp_size
             )));
         }
-        if cfg.tp_size % cfg.ep_size != 0 {
-            return Err(ArgsError::Conflict(format!(
-                "--tp-size {} must be divisible by --ep-size {}",
-                cfg.tp_size, cfg.ep_size
-            )));
+        if !cfg.tp_size.is_multiple_of(cfg.ep_size) {
+            return Err(ArgsError::Conflict(format!("--tp-size {} must be divisible by --ep-size {}", cfg.tp_size, cfg.ep_size)));
         }
         if cfg.dp_size > 1 {
             cfg.warnings.push(format!(
@@ -914,11 +752,7 @@ impl EngineConfig {
 
     fn apply_env(&mut self, env: &BTreeMap<String, String>) -> Result<(), ArgsError> {
         for (k, v) in env {
-            let status = ENVS
-                .iter()
-                .find(|(n, _)| n == k)
-                .map(|&(_, s)| s)
-                .unwrap_or(Unknown);
+            let status = ENVS.iter().find(|(n, _)| n == k).map(|&(_, s)| s).unwrap_or(Unknown);
             let e = &mut self.env;
             match k.as_str() {
                 "SGLANG_SIMULATE_ACC_LEN" => {
@@ -940,43 +774,25 @@ impl EngineConfig {
                 }
                 "SGLANG_SIMULATE_ACC_TOKEN_MODE" => e.simulate_acc_token_mode = v.clone(),
                 "SGLANG_INIT_NEW_TOKEN_RATIO" => e.init_new_token_ratio = parse_num(k, v)?,
-                "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR" => {
-                    e.min_new_token_ratio_factor = parse_num(k, v)?
-                }
-                "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS" => {
-                    e.new_token_ratio_decay_steps = parse_num::<u32>(k, v)?.max(1)
-                }
+                "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR" => e.min_new_token_ratio_factor = parse_num(k, v)?,
+                "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS" => e.new_token_ratio_decay_steps = parse_num::<u32>(k, v)?.max(1),
                 "SGLANG_RETRACT_DECODE_STEPS" => e.retract_decode_steps = parse_num(k, v)?,
-                "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION" => {
-                    e.clip_max_new_tokens_estimation = parse_num(k, v)?
-                }
+                "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION" => e.clip_max_new_tokens_estimation = parse_num(k, v)?,
                 "SGLANG_MAX_NEW_TOKENS_LIMIT" => e.max_new_tokens_limit = Some(parse_num(k, v)?),
                 "SGLANG_RADIX_FORCE_MISS" => e.radix_force_miss = parse_bool_env(v),
-                "IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD" => {
-                    e.in_batch_prefix_caching_check_threshold = parse_num(k, v)?
-                }
-                "IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD" => {
-                    e.in_batch_prefix_caching_deprioritize_threshold = parse_num(k, v)?
-                }
+                "IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD" => e.in_batch_prefix_caching_check_threshold = parse_num(k, v)?,
+                "IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD" => e.in_batch_prefix_caching_deprioritize_threshold = parse_num(k, v)?,
                 _ => {}
             }
             e.raw.insert(k.clone(), v.clone());
-            self.env_records.push(FlagRecord {
-                given: k.clone(),
-                canonical: k.clone(),
-                value: Some(v.clone()),
-                status,
-            });
+            self.env_records.push(FlagRecord { given: k.clone(), canonical: k.clone(), value: Some(v.clone()), status });
         }
         Ok(())
     }
 
     /// Parses the SGLang router's argv (`python -m sglang_router.launch_router ...`)
     /// and attaches it: with `--dp-aware` the router picks the attention-DP rank.
-    pub fn with_router_args<S: AsRef<str>>(
-        mut self,
-        argv: &[S],
-    ) -> Result<EngineConfig, ArgsError> {
+    pub fn with_router_args<S: AsRef<str>>(mut self, argv: &[S]) -> Result<EngineConfig, ArgsError> {
         self.router = Some(RouterConfig::from_args(argv)?);
         Ok(self)
     }
@@ -1020,10 +836,7 @@ impl RouterConfig {
             i += 1;
             let mut vals: Vec<String> = inline.into_iter().collect();
             // --worker-urls takes many values, other flags at most one
-            while i < argv.len()
-                && !argv[i].starts_with("--")
-                && (vals.is_empty() || name == "worker-urls")
-            {
+            while i < argv.len() && !argv[i].starts_with("--") && (vals.is_empty() || name == "worker-urls") {
                 vals.push(argv[i].to_string());
                 i += 1;
             }
@@ -1040,8 +853,7 @@ impl RouterConfig {
                             return Err(ArgsError::InvalidValue {
                                 name: flag,
                                 value: v,
-                                reason: "choose cache_aware, round_robin, random or power_of_two"
-                                    .into(),
+                                reason: "choose cache_aware, round_robin, random or power_of_two".into(),
                             });
                         }
                     };
@@ -1073,12 +885,7 @@ impl RouterConfig {
                 }
                 _ => AcceptedNotModelled,
             };
-            r.flags.push(FlagRecord {
-                given: flag.clone(),
-                canonical: flag,
-                value: (!vals.is_empty()).then(|| vals.join(" ")),
-                status,
-            });
+            r.flags.push(FlagRecord { given: flag.clone(), canonical: flag, value: (!vals.is_empty()).then(|| vals.join(" ")), status });
         }
         Ok(r)
     }
@@ -1123,60 +930,31 @@ mod tests {
     #[test]
     fn unknown_flag_suggests_nearest_and_can_be_allowed() {
         let e = parse(&["--max-runing-requests", "4"]).unwrap_err();
-        assert_eq!(
-            e,
-            ArgsError::UnknownFlag {
-                flag: "--max-runing-requests".into(),
-                suggestion: Some("--max-running-requests".into())
-            }
-        );
-        assert!(
-            e.to_string()
-                .contains("did you mean '--max-running-requests'")
-        );
+        assert_eq!(e, ArgsError::UnknownFlag { flag: "--max-runing-requests".into(), suggestion: Some("--max-running-requests".into()) });
+        assert!(e.to_string().contains("did you mean '--max-running-requests'"));
         let c = parse(&["--allow-unknown-flags", "--frobnicate", "3", "--tp", "2"]).unwrap();
         assert_eq!(c.tp_size, 2);
-        assert!(
-            c.flags
-                .iter()
-                .any(|f| f.status == FlagStatus::Unknown && f.value.as_deref() == Some("3"))
-        );
+        assert!(c.flags.iter().any(|f| f.status == FlagStatus::Unknown && f.value.as_deref() == Some("3")));
         assert_eq!(c.warnings.len(), 1);
     }
 
     #[test]
     fn old_load_balance_names_are_aliases() {
-        assert_eq!(
-            parse(&["--load-balance-method", "shortest_queue"])
-                .unwrap()
-                .load_balance_method,
-            LoadBalanceMethod::TotalRequests
-        );
-        assert_eq!(
-            parse(&["--load-balance-method", "minimum_tokens"])
-                .unwrap()
-                .load_balance_method,
-            LoadBalanceMethod::TotalTokens
-        );
+        assert_eq!(parse(&["--load-balance-method", "shortest_queue"]).unwrap().load_balance_method, LoadBalanceMethod::TotalRequests);
+        assert_eq!(parse(&["--load-balance-method", "minimum_tokens"]).unwrap().load_balance_method, LoadBalanceMethod::TotalTokens);
     }
 
     #[test]
     fn env_variables_are_parsed_and_recorded() {
         let mut env = BTreeMap::new();
         env.insert("SGLANG_SIMULATE_ACC_LEN".to_string(), "3.51".to_string());
-        env.insert(
-            "SGLANG_SIMULATE_ACC_METHOD".to_string(),
-            "multinomial".to_string(),
-        );
+        env.insert("SGLANG_SIMULATE_ACC_METHOD".to_string(), "multinomial".to_string());
         env.insert("SGLANG_NUMA_BIND_V2".to_string(), "0".to_string());
         env.insert("HOME".to_string(), "/root".to_string());
         let c = EngineConfig::from_args(&["--speculative-algorithm", "NEXTN"], &env).unwrap();
         assert_eq!(c.env.simulate_acc_len, Some(3.51));
         assert_eq!(c.env.simulate_acc_method, AccMethod::Multinomial);
-        assert_eq!(
-            c.speculative.as_ref().unwrap().algorithm,
-            SpecAlgorithm::Eagle
-        );
+        assert_eq!(c.speculative.as_ref().unwrap().algorithm, SpecAlgorithm::Eagle);
         let split = c.flag_split();
         assert!(split[&FlagStatus::AcceptedNotModelled].contains(&"SGLANG_NUMA_BIND_V2".into()));
         assert!(split[&FlagStatus::Unknown].contains(&"HOME".into()));
@@ -1184,20 +962,10 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_flag() {
-        let e = parse(&["--mem-fraction-static", "1.5"])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("--mem-fraction-static") && e.contains("(0, 1]"),
-            "{e}"
-        );
+        let e = parse(&["--mem-fraction-static", "1.5"]).unwrap_err().to_string();
+        assert!(e.contains("--mem-fraction-static") && e.contains("(0, 1]"), "{e}");
         let e = parse(&["--tp-size"]).unwrap_err();
-        assert_eq!(
-            e,
-            ArgsError::MissingValue {
-                flag: "--tp-size".into()
-            }
-        );
+        assert_eq!(e, ArgsError::MissingValue { flag: "--tp-size".into() });
     }
 
     #[test]
@@ -1217,12 +985,6 @@ mod tests {
         assert!(r.dp_aware);
         assert_eq!(r.cache_threshold, 0.3);
         assert_eq!(r.balance_abs_threshold, 64);
-        assert_eq!(
-            r.flags
-                .iter()
-                .filter(|f| f.status == FlagStatus::Modelled)
-                .count(),
-            2
-        );
+        assert_eq!(r.flags.iter().filter(|f| f.status == FlagStatus::Modelled).count(), 2);
     }
 }

@@ -41,15 +41,7 @@ impl Request {
     /// A request generating exactly `max_new_tokens` (`ignore_eos`), the way
     /// benchmark clients send them.
     pub fn new(id: RequestId, prompt: Prompt, max_new_tokens: u32) -> Request {
-        Request {
-            id,
-            prompt,
-            max_new_tokens: Some(max_new_tokens),
-            ignore_eos: true,
-            eos_after: None,
-            continuation: None,
-            dp_rank: None,
-        }
+        Request { id, prompt, max_new_tokens: Some(max_new_tokens), ignore_eos: true, eos_after: None, continuation: None, dp_rank: None }
     }
 }
 
@@ -57,19 +49,12 @@ impl Request {
 /// status codes and messages with [`SubmitError::status_code`] and `Display`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SubmitError {
-    #[error(
-        "The input ({input} tokens) is longer than the model's context length ({context} tokens)."
-    )]
+    #[error("The input ({input} tokens) is longer than the model's context length ({context} tokens).")]
     PromptTooLong { input: u64, context: u64 },
     #[error(
         "Requested token count exceeds the model's maximum context length of {context} tokens. You requested a total of {total} tokens: {input} tokens from the input messages and {max_new} tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit."
     )]
-    ContextExceeded {
-        input: u64,
-        max_new: u64,
-        total: u64,
-        context: u64,
-    },
+    ContextExceeded { input: u64, max_new: u64, total: u64, context: u64 },
     #[error(
         "Input length ({input} tokens) exceeds the maximum allowed length ({max} tokens). Use a shorter input or enable --allow-auto-truncate."
     )]
@@ -86,9 +71,7 @@ pub enum SubmitError {
     BlockSize { got: u32, page: u32, expected: u32 },
     #[error("data_parallel_rank {rank} out of range (attention-DP size {size})")]
     BadDpRank { rank: u32, size: u32 },
-    #[error(
-        "submit at {now} but the engine has unprocessed events at {pending}; call advance({now}) first"
-    )]
+    #[error("submit at {now} but the engine has unprocessed events at {pending}; call advance({now}) first")]
     NotAdvanced { now: Time, pending: Time },
 }
 
@@ -140,21 +123,9 @@ pub enum Output {
     /// Tokens became visible at `time` (end of the step that produced them).
     /// `count` tokens in one chunk: a speculative step or `--stream-interval`
     /// may deliver several at once. `generated` is the running total.
-    Tokens {
-        id: RequestId,
-        time: Time,
-        count: u32,
-        first: bool,
-        generated: u32,
-    },
+    Tokens { id: RequestId, time: Time, count: u32, first: bool, generated: u32 },
     /// The request ended (exactly once per admitted request).
-    Finished {
-        id: RequestId,
-        time: Time,
-        reason: FinishReason,
-        usage: Usage,
-        error: Option<RequestError>,
-    },
+    Finished { id: RequestId, time: Time, reason: FinishReason, usage: Usage, error: Option<RequestError> },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,6 +166,11 @@ struct Req {
     hrrn_mark: u64,
     /// Prefix match length (tokens) from the last queue-ordering pass.
     match_tokens: u64,
+    /// Tree node that match ends on.
+    match_node: NodeId,
+    /// In-batch prefix dedup: shares a prefix with an earlier queued request that
+    /// is not cached yet, so it waits for that one to populate the cache.
+    deprioritized: bool,
 }
 
 impl Req {
@@ -336,16 +312,10 @@ fn round_up(x: u64, page: u64) -> u64 {
 
 impl Engine {
     /// Resolves limits (KV pool, caps, graphs, speculation) and builds an idle engine.
-    pub fn new(
-        config: EngineConfig,
-        model: ModelSpec,
-        gpu: GpuSpec,
-        seed: u64,
-    ) -> Result<Engine, ConfigError> {
+    pub fn new(config: EngineConfig, model: ModelSpec, gpu: GpuSpec, seed: u64) -> Result<Engine, ConfigError> {
         let (limits, cost) = Limits::resolve(&config, &model, &gpu)?;
         let n = limits.attn_dp_size as usize;
-        let init_ratio =
-            (config.env.init_new_token_ratio * config.schedule_conservativeness).min(1.0);
+        let init_ratio = (config.env.init_new_token_ratio * config.schedule_conservativeness).min(1.0);
         let ranks = (0..n)
             .map(|_| Rank {
                 waiting: Vec::new(),
@@ -441,26 +411,15 @@ impl Engine {
         }
         let l = &self.limits;
         if input >= l.context_length {
-            return Err(SubmitError::PromptTooLong {
-                input,
-                context: l.context_length,
-            });
+            return Err(SubmitError::PromptTooLong { input, context: l.context_length });
         }
         if let Some(m) = r.max_new_tokens
             && input + m as u64 > l.context_length
         {
-            return Err(SubmitError::ContextExceeded {
-                input,
-                max_new: m as u64,
-                total: input + m as u64,
-                context: l.context_length,
-            });
+            return Err(SubmitError::ContextExceeded { input, max_new: m as u64, total: input + m as u64, context: l.context_length });
         }
         if input >= l.max_req_input_len {
-            return Err(SubmitError::ExceedsKvPool {
-                input,
-                max: l.max_req_input_len,
-            });
+            return Err(SubmitError::ExceedsKvPool { input, max: l.max_req_input_len });
         }
         if self.by_id.contains_key(&r.id) {
             return Err(SubmitError::DuplicateId(r.id));
@@ -469,20 +428,12 @@ impl Engine {
         let page = l.page_size;
         match self.block_tokens {
             Some(b) if b != bt => {
-                return Err(SubmitError::BlockSize {
-                    got: bt,
-                    page,
-                    expected: b,
-                });
+                return Err(SubmitError::BlockSize { got: bt, page, expected: b });
             }
             _ => {}
         }
-        if !(page % bt == 0 || bt % page == 0) {
-            return Err(SubmitError::BlockSize {
-                got: bt,
-                page,
-                expected: bt,
-            });
+        if !(page.is_multiple_of(bt) || bt.is_multiple_of(page)) {
+            return Err(SubmitError::BlockSize { got: bt, page, expected: bt });
         }
         if let Some(q) = self.cfg.max_queued_requests {
             let queued: usize = self.ranks.iter().map(|r| r.waiting.len()).sum();
@@ -493,10 +444,7 @@ impl Engine {
         if let Some(d) = r.dp_rank
             && d >= self.ranks.len() as u32
         {
-            return Err(SubmitError::BadDpRank {
-                rank: d,
-                size: self.ranks.len() as u32,
-            });
+            return Err(SubmitError::BadDpRank { rank: d, size: self.ranks.len() as u32 });
         }
         let mut max_new = (l.max_req_len - input - 1).min(u32::MAX as u64) as u32;
         if let Some(m) = r.max_new_tokens {
@@ -532,12 +480,10 @@ impl Engine {
         let tail: Arc<[u64]> = match &req.continuation {
             Some(c) => c.clone(),
             None => {
-                let total = (req.prompt.len() + max_new as u64) / bt as u64;
+                // Capped: unbounded requests would otherwise hash a whole context.
+                let total = (req.prompt.len() + (max_new as u64).min(32_768)) / bt as u64;
                 let extra = total.saturating_sub(req.prompt.full_blocks() as u64) as usize;
-                let mut h = chain_hash(
-                    req.prompt.blocks().last().copied().unwrap_or(0),
-                    req.id ^ 0x0u64.wrapping_sub(seq + 1),
-                );
+                let mut h = chain_hash(req.prompt.blocks().last().copied().unwrap_or(0), req.id ^ 0x0u64.wrapping_sub(seq + 1));
                 (0..extra)
                     .map(|i| {
                         h = chain_hash(h, i as u64 ^ 0xD00D);
@@ -554,7 +500,8 @@ impl Engine {
             key,
             max_new,
             ignore_eos: req.ignore_eos,
-            eos_after: if req.ignore_eos { None } else { req.eos_after },
+            // EOS is itself a generated token: it ends the output at position >= 1.
+            eos_after: if req.ignore_eos { None } else { req.eos_after.map(|e| e.max(1)) },
             rank,
             arrival: now,
             seq,
@@ -574,6 +521,8 @@ impl Engine {
             aborted: false,
             hrrn_mark: self.ranks[rank as usize].prefill_tokens_done,
             match_tokens: 0,
+            match_node: crate::kv::radix::ROOT,
+            deprioritized: false,
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -616,9 +565,7 @@ impl Engine {
                 self.rr_next = self.rr_next.wrapping_add(1);
                 r
             }
-            LoadBalanceMethod::TotalRequests => (0..n)
-                .min_by_key(|&i| (self.ranks[i as usize].assigned_reqs, i))
-                .unwrap_or(0),
+            LoadBalanceMethod::TotalRequests => (0..n).min_by_key(|&i| (self.ranks[i as usize].assigned_reqs, i)).unwrap_or(0),
             LoadBalanceMethod::TotalTokens => (0..n)
                 .min_by_key(|&i| {
                     let r = &self.ranks[i as usize];
@@ -642,19 +589,13 @@ impl Engine {
             RouterPolicy::PowerOfTwo => {
                 let a = self.rng.below(n as u64) as u32;
                 let b = self.rng.below(n as u64) as u32;
-                if self.ranks[b as usize].assigned_reqs < self.ranks[a as usize].assigned_reqs {
-                    b
-                } else {
-                    a
-                }
+                if self.ranks[b as usize].assigned_reqs < self.ranks[a as usize].assigned_reqs { b } else { a }
             }
             RouterPolicy::CacheAware => {
                 let bt = req.prompt.block_tokens() as u64;
                 let key = UnitKey::new(req.prompt.blocks().clone(), None, 1);
                 // Periodic LRU eviction down to max_tree_size (tokens here).
-                if now.saturating_sub(self.router_last_evict)
-                    >= Time::from_secs(router.eviction_interval_secs)
-                {
+                if now.saturating_sub(self.router_last_evict) >= Time::from_secs(router.eviction_interval_secs) {
                     self.router_last_evict = now;
                     for r in &mut self.ranks {
                         let size = r.router_tree.total_units() * bt;
@@ -664,10 +605,7 @@ impl Engine {
                     }
                 }
                 let loads: Vec<u64> = self.ranks.iter().map(|r| r.assigned_reqs).collect();
-                let (max_l, min_l) = (
-                    *loads.iter().max().unwrap_or(&0),
-                    *loads.iter().min().unwrap_or(&0),
-                );
+                let (max_l, min_l) = (*loads.iter().max().unwrap_or(&0), *loads.iter().min().unwrap_or(&0));
                 let imbalanced = max_l.saturating_sub(min_l) > router.balance_abs_threshold
                     && max_l as f64 > router.balance_rel_threshold * min_l as f64;
                 let chosen = if imbalanced {
@@ -675,10 +613,7 @@ impl Engine {
                 } else {
                     let mut best = (0u32, 0u32);
                     for i in 0..n {
-                        let m = self.ranks[i as usize]
-                            .router_tree
-                            .match_prefix(&key, u32::MAX, false)
-                            .units;
+                        let m = self.ranks[i as usize].router_tree.match_prefix(&key, u32::MAX, false).units;
                         if m > best.1 {
                             best = (i, m);
                         }
@@ -687,14 +622,10 @@ impl Engine {
                     if rate > router.cache_threshold {
                         best.0
                     } else {
-                        (0..n)
-                            .min_by_key(|&i| (self.ranks[i as usize].router_tree.total_units(), i))
-                            .unwrap_or(0)
+                        (0..n).min_by_key(|&i| (self.ranks[i as usize].router_tree.total_units(), i)).unwrap_or(0)
                     }
                 };
-                self.ranks[chosen as usize]
-                    .router_tree
-                    .insert(&key, key.units());
+                self.ranks[chosen as usize].router_tree.insert(&key, key.units());
                 chosen
             }
         }
@@ -716,13 +647,7 @@ impl Engine {
         match r.phase {
             Phase::Waiting => {
                 self.ranks[rank].waiting.retain(|&s| s != slot);
-                self.finish(
-                    slot,
-                    now,
-                    FinishReason::Abort,
-                    Some(RequestError::Aborted),
-                    true,
-                );
+                self.finish(slot, now, FinishReason::Abort, Some(RequestError::Aborted), true);
             }
             // In the current batch: removed at the step boundary, reported now.
             Phase::Prefill | Phase::Running => {
@@ -737,8 +662,7 @@ impl Engine {
                 self.stats.num_aborted_requests_total += 1;
                 let rk = &mut self.ranks[rank];
                 let in_batch = self.in_flight.is_some()
-                    && (rk.batch.prefill.iter().any(|x| x.0 == slot)
-                        || (rk.batch.decode && rk.running.contains(&slot)));
+                    && (rk.batch.prefill.iter().any(|x| x.0 == slot) || (rk.batch.decode && rk.running.contains(&slot)));
                 if !in_batch {
                     rk.running.retain(|&s| s != slot);
                     self.release(slot);
@@ -746,10 +670,7 @@ impl Engine {
             }
             Phase::Done => return false,
         }
-        if self.in_flight.is_none()
-            && self.wake_at.is_none()
-            && self.ranks.iter().any(|r| !r.waiting.is_empty())
-        {
+        if self.in_flight.is_none() && self.wake_at.is_none() && self.ranks.iter().any(|r| !r.waiting.is_empty()) {
             self.wake_at = Some(now);
         }
         true
@@ -841,12 +762,13 @@ impl Engine {
             return;
         }
         let unit = self.unit_tokens;
-        let (rank, key, old_lock) = {
+        let (rank, key, old_lock, prefix) = {
             let r = &self.reqs[slot as usize];
-            (r.rank as usize, r.key.clone(), r.lock)
+            (r.rank as usize, r.key.clone(), r.lock, r.prefix_tokens)
         };
         let units = ((kv / unit) as u32).min(key.units());
-        let m = self.ranks[rank].tree.insert(&key, units);
+        let hint = crate::kv::Match { units: (prefix / unit) as u32, node: old_lock.unwrap_or(crate::kv::radix::ROOT) };
+        let m = self.ranks[rank].tree.insert_hinted(&key, units, hint);
         let end_units = m.units.max(units);
         let tree = &mut self.ranks[rank].tree;
         if relock {
@@ -879,15 +801,18 @@ impl Engine {
             return;
         }
         match policy {
-            SchedulePolicy::Fcfs | SchedulePolicy::RoutingKey => {}
+            // The native tree core matches (and touches) every queued request each
+            // pass, so queued prefixes are the last to be evicted.
+            SchedulePolicy::Fcfs | SchedulePolicy::RoutingKey => {
+                let w = std::mem::take(&mut self.ranks[rank].waiting);
+                for &s in &w {
+                    self.refresh_match(s);
+                }
+                self.ranks[rank].waiting = w;
+            }
             SchedulePolicy::Lof => {
                 let reqs = &self.reqs;
-                self.ranks[rank].waiting.sort_by_key(|&s| {
-                    (
-                        std::cmp::Reverse(reqs[s as usize].max_new),
-                        reqs[s as usize].seq,
-                    )
-                });
+                self.ranks[rank].waiting.sort_by_key(|&s| (std::cmp::Reverse(reqs[s as usize].max_new), reqs[s as usize].seq));
             }
             SchedulePolicy::Random => {
                 let mut w = std::mem::take(&mut self.ranks[rank].waiting);
@@ -895,13 +820,28 @@ impl Engine {
                 self.ranks[rank].waiting = w;
             }
             SchedulePolicy::Lpm | SchedulePolicy::DfsWeight | SchedulePolicy::Hrrn if n > 128 => {}
-            SchedulePolicy::Lpm
-            | SchedulePolicy::DfsWeight
-            | SchedulePolicy::Hrrn
-            | SchedulePolicy::ShortestPrefillFirst => {
+            SchedulePolicy::Lpm | SchedulePolicy::DfsWeight | SchedulePolicy::Hrrn | SchedulePolicy::ShortestPrefillFirst => {
                 let w = std::mem::take(&mut self.ranks[rank].waiting);
+                // In-batch prefix dedup (SGLang's waiting-queue radix tree).
+                let check = self.cfg.env.in_batch_prefix_caching_check_threshold;
+                let depri = self.cfg.env.in_batch_prefix_caching_deprioritize_threshold;
+                let dedup = matches!(policy, SchedulePolicy::Lpm | SchedulePolicy::ShortestPrefillFirst);
+                let mut wq = RadixTree::new();
                 for &s in &w {
                     self.refresh_match(s);
+                    let r = &self.reqs[s as usize];
+                    let mut d = false;
+                    if dedup && r.match_tokens <= check {
+                        let max = self.max_prefix_units(r);
+                        let key = r.key.clone();
+                        let shared = wq.match_prefix(&key, max, false).units as u64 * self.unit_tokens;
+                        if shared >= depri.max(1) {
+                            d = true;
+                        } else {
+                            wq.insert(&key, max);
+                        }
+                    }
+                    self.reqs[s as usize].deprioritized = d;
                 }
                 let mut w = w;
                 let reqs = &self.reqs;
@@ -909,7 +849,7 @@ impl Engine {
                 match policy {
                     SchedulePolicy::ShortestPrefillFirst => w.sort_by_key(|&s| {
                         let r = &reqs[s as usize];
-                        (r.target - r.match_tokens.min(r.target), r.seq)
+                        (r.deprioritized, r.target - r.match_tokens.min(r.target), r.seq)
                     }),
                     SchedulePolicy::Hrrn => w.sort_by(|&a, &b| {
                         let ratio = |s: u32| {
@@ -924,8 +864,11 @@ impl Engine {
                     }),
                     _ => w.sort_by_key(|&s| {
                         let r = &reqs[s as usize];
-                        (std::cmp::Reverse(r.match_tokens), r.seq)
+                        (r.deprioritized, std::cmp::Reverse(r.match_tokens), r.seq)
                     }),
+                }
+                if policy == SchedulePolicy::DfsWeight {
+                    self.order_dfs_weight(rank, &mut w);
                 }
                 self.ranks[rank].waiting = w;
             }
@@ -940,14 +883,62 @@ impl Engine {
     fn refresh_match(&mut self, slot: u32) {
         if self.cfg.disable_radix_cache || self.cfg.env.radix_force_miss {
             self.reqs[slot as usize].match_tokens = 0;
+            self.reqs[slot as usize].match_node = crate::kv::radix::ROOT;
             return;
         }
         let r = &self.reqs[slot as usize];
         let max = self.max_prefix_units(r);
         let key = r.key.clone();
         let rank = r.rank as usize;
-        let m = self.ranks[rank].tree.match_prefix(&key, max, true);
+        let hint = crate::kv::Match { units: (r.match_tokens / self.unit_tokens) as u32, node: r.match_node };
+        let m = self.ranks[rank].tree.match_prefix_hinted(&key, max, hint, true);
         self.reqs[slot as usize].match_tokens = m.units as u64 * self.unit_tokens;
+        self.reqs[slot as usize].match_node = m.node;
+    }
+
+    /// SGLang `dfs-weight`: depth-first over the radix tree, heavier subtrees (more
+    /// waiting requests under them) first, a node's own requests after its children.
+    /// Only the nodes on waiting requests' match paths are visited.
+    fn order_dfs_weight(&mut self, rank: usize, w: &mut Vec<u32>) {
+        use crate::kv::radix::ROOT;
+        let mut weight: HashMap<NodeId, u64> = HashMap::new();
+        let mut kids: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
+        let mut own: HashMap<NodeId, Vec<u32>> = HashMap::new();
+        let tree = &self.ranks[rank].tree;
+        for &s in w.iter() {
+            let node = self.reqs[s as usize].match_node;
+            own.entry(node).or_default().push(s);
+            let mut n = node;
+            loop {
+                let e = weight.entry(n).or_insert(0);
+                let first_visit = *e == 0;
+                *e += 1;
+                let Some(p) = tree.parent(n) else { break };
+                if first_visit {
+                    kids.entry(p).or_default().push(n);
+                }
+                n = p;
+            }
+        }
+        let mut order = Vec::with_capacity(w.len());
+        // Iterative post-order: children by descending weight (ties: node id).
+        let mut stack: Vec<(NodeId, bool)> = vec![(ROOT, false)];
+        while let Some((n, expanded)) = stack.pop() {
+            if expanded {
+                if let Some(v) = own.get(&n) {
+                    order.extend_from_slice(v);
+                }
+                continue;
+            }
+            stack.push((n, true));
+            if let Some(c) = kids.get_mut(&n) {
+                c.sort_by_key(|&x| (std::cmp::Reverse(weight[&x]), x));
+                for &x in c.iter().rev() {
+                    stack.push((x, false));
+                }
+            }
+        }
+        *w = order;
     }
 
     fn reserved_for_running(&self, rank: usize) -> u64 {
@@ -964,6 +955,11 @@ impl Engine {
             .sum::<f64>() as u64
     }
 
+    /// `--enable-mixed-chunk` (off under speculative decoding, as in SGLang).
+    fn mixed_chunk(&self) -> bool {
+        self.cfg.enable_mixed_chunk && self.limits.speculative.is_none()
+    }
+
     /// Builds this rank's prefill batch (SGLang PrefillAdder); true if non-empty.
     fn build_prefill(&mut self, rank: usize, now: Time) -> bool {
         let page = self.limits.page_size as u64;
@@ -977,6 +973,10 @@ impl Engine {
         }
         let chunk_budget = self.limits.chunked_prefill_size_per_dp;
         let mut rem_chunk = chunk_budget.unwrap_or(u64::MAX);
+        if self.mixed_chunk() {
+            // The running requests' decode rows ride in the same batch.
+            rem_chunk = rem_chunk.saturating_sub(self.ranks[rank].running.len() as u64);
+        }
         let mut rem_input = self.limits.max_prefill_tokens;
         let mut reserved = self.reserved_for_running(rank);
         let mut batch: Vec<(u32, u64)> = Vec::new();
@@ -991,11 +991,7 @@ impl Engine {
             let r = &self.reqs[c as usize];
             let left = r.target - r.kv;
             let future = r.remaining_new().min(clip);
-            let take = if left > rem_chunk {
-                rem_chunk / page * page
-            } else {
-                left
-            };
+            let take = if left > rem_chunk { rem_chunk / page * page } else { left };
             let take = take.max(page.min(left));
             batch.push((c, take));
             rem_chunk = rem_chunk.saturating_sub(round_up(take, page));
@@ -1031,22 +1027,17 @@ impl Engine {
             self.refresh_match(slot);
             let (target, prefix, need) = {
                 let r = &self.reqs[slot as usize];
-                let prefix = r.match_tokens.min(r.target.saturating_sub(1)) / self.unit_tokens
-                    * self.unit_tokens;
+                let prefix = r.match_tokens.min(r.target.saturating_sub(1)) / self.unit_tokens * self.unit_tokens;
                 let extend = r.target - prefix;
                 (r.target, prefix, extend + r.remaining_new().min(clip))
             };
             let extend = target - prefix;
-            let remaining =
-                (self.free_tokens(rank) + self.evictable_tokens(rank)).saturating_sub(reserved);
+            let remaining = (self.free_tokens(rank) + self.evictable_tokens(rank)).saturating_sub(reserved);
             // With nothing else in flight on this rank, only the prompt must fit
             // (otherwise a prompt near the pool size could never start).
-            let need = if running_now == 0 && batch.is_empty() {
-                extend.min(need)
-            } else {
-                need
-            };
-            if need + page > remaining {
+            let alone = running_now == 0 && batch.is_empty();
+            let need = if alone { extend.min(need) } else { need };
+            if (alone && need > remaining) || (!alone && need + page >= remaining) {
                 stop_at = idx;
                 break;
             }
@@ -1068,11 +1059,11 @@ impl Engine {
             // Admit: lock the matched prefix.
             let key = self.reqs[slot as usize].key.clone();
             if prefix > 0 {
-                let m = self.ranks[rank].tree.match_prefix(
-                    &key,
-                    (prefix / self.unit_tokens) as u32,
-                    true,
-                );
+                let hint = {
+                    let r = &self.reqs[slot as usize];
+                    crate::kv::Match { units: (r.match_tokens / self.unit_tokens) as u32, node: r.match_node }
+                };
+                let m = self.ranks[rank].tree.match_prefix_hinted(&key, (prefix / self.unit_tokens) as u32, hint, true);
                 self.ranks[rank].tree.lock(m.node);
                 let r = &mut self.reqs[slot as usize];
                 r.lock = Some(m.node);
@@ -1109,7 +1100,7 @@ impl Engine {
         let mut rest: Vec<u32> = waiting[stop_at.min(waiting.len())..].to_vec();
         // Keep queue order: unadmitted requests before `stop_at` cannot exist
         // (admission stops at the first failure).
-        rest.extend(self.ranks[rank].waiting.drain(..));
+        rest.append(&mut self.ranks[rank].waiting);
         self.ranks[rank].waiting = rest;
         if batch.is_empty() {
             return false;
@@ -1170,33 +1161,19 @@ impl Engine {
             return false;
         }
         let page = self.limits.page_size as u64;
-        let window = self
-            .limits
-            .speculative
-            .as_ref()
-            .map_or(1, |s| s.kv_window as u64);
+        let window = self.limits.speculative.as_ref().map_or(1, |s| s.kv_window as u64);
         let need_of = |e: &Engine, s: u32| {
             let r = &e.reqs[s as usize];
             round_up((r.kv + window).saturating_sub(r.prefix_tokens), page).saturating_sub(r.own)
         };
-        let mut need: u64 = self.ranks[rank]
-            .running
-            .iter()
-            .map(|&s| need_of(self, s))
-            .sum();
+        let mut need: u64 = self.ranks[rank].running.iter().map(|&s| need_of(self, s)).sum();
         let mut retracted = 0u32;
         while need > self.free_tokens(rank) + self.evictable_tokens(rank) {
             if self.ranks[rank].running.len() <= 1 {
                 // Even one request cannot continue: abort it.
                 let s = self.ranks[rank].running.pop().expect("non-empty");
                 let now = self.now;
-                self.finish(
-                    s,
-                    now,
-                    FinishReason::Abort,
-                    Some(RequestError::OutOfMemory),
-                    true,
-                );
+                self.finish(s, now, FinishReason::Abort, Some(RequestError::OutOfMemory), true);
                 self.stats.num_aborted_requests_total += 1;
                 need = 0;
                 break;
@@ -1209,11 +1186,7 @@ impl Engine {
                 .enumerate()
                 .min_by_key(|&(_, &s)| {
                     let r = &reqs[s as usize];
-                    (
-                        r.generated,
-                        std::cmp::Reverse(r.prompt_len),
-                        std::cmp::Reverse(r.seq),
-                    )
+                    (r.generated, std::cmp::Reverse(r.prompt_len), std::cmp::Reverse(r.seq))
                 })
                 .expect("non-empty");
             let s = self.ranks[rank].running.swap_remove(vi);
@@ -1229,11 +1202,9 @@ impl Engine {
                 maxn += self.reqs[s as usize].max_new as u64;
             }
             let steps = self.cfg.env.retract_decode_steps as u64;
-            self.ranks[rank].new_token_ratio =
-                ((gen_sum + steps * n) as f64 / (maxn + 1) as f64).min(1.0);
+            self.ranks[rank].new_token_ratio = ((gen_sum + steps * n) as f64 / (maxn + 1) as f64).min(1.0);
         } else {
-            let init =
-                (self.cfg.env.init_new_token_ratio * self.cfg.schedule_conservativeness).min(1.0);
+            let init = (self.cfg.env.init_new_token_ratio * self.cfg.schedule_conservativeness).min(1.0);
             let min = init * self.cfg.env.min_new_token_ratio_factor;
             let decay = (init - min) / self.cfg.env.new_token_ratio_decay_steps as f64;
             let r = &mut self.ranks[rank];
@@ -1290,8 +1261,7 @@ impl Engine {
         // Prefill-decode interval: decode-only rounds after a prefill while the
         // running batches are large enough.
         let min_bs = self.cfg.prefill_decode_interval_min_bs.max(1) as usize;
-        let hold_prefill =
-            self.decode_interval_left > 0 && self.ranks.iter().any(|r| r.running.len() >= min_bs);
+        let hold_prefill = self.decode_interval_left > 0 && self.ranks.iter().any(|r| r.running.len() >= min_bs);
         if !hold_prefill {
             self.decode_interval_left = 0;
         }
@@ -1307,7 +1277,7 @@ impl Engine {
         let spec_dp = self.limits.speculative.is_some() && n > 1;
         let mut any_decode = false;
         for i in 0..n {
-            if !self.ranks[i].batch.prefill.is_empty() {
+            if !self.ranks[i].batch.prefill.is_empty() && !self.mixed_chunk() {
                 continue;
             }
             if spec_dp && any_prefill {
@@ -1317,17 +1287,31 @@ impl Engine {
                 any_decode = true;
             }
         }
+        if !any_prefill && !any_decode && hold_prefill {
+            // The held decode rounds had nothing to run (e.g. the batch was
+            // retracted away): prefill may go now.
+            self.decode_interval_left = 0;
+            return self.launch(t);
+        }
         if !any_prefill && !any_decode {
             // Idle: reset the new-token ratio (SGLang's idle housekeeping).
-            let init =
-                (self.cfg.env.init_new_token_ratio * self.cfg.schedule_conservativeness).min(1.0);
+            let init = (self.cfg.env.init_new_token_ratio * self.cfg.schedule_conservativeness).min(1.0);
             for r in &mut self.ranks {
                 if r.running.is_empty() {
                     r.new_token_ratio = init;
                 }
             }
-            // Work may remain (e.g. a queue blocked by the running cap with nothing
-            // running cannot happen; a KV-blocked queue waits for frees).
+            // Nothing runs anywhere, so nothing will free KV: a request that still
+            // cannot start never will. End it instead of hanging the shell.
+            for i in 0..n {
+                if self.ranks[i].running.is_empty() && self.ranks[i].chunked.is_none() {
+                    let stuck = std::mem::take(&mut self.ranks[i].waiting);
+                    for s in stuck {
+                        self.finish(s, t, FinishReason::Abort, Some(RequestError::OutOfMemory), true);
+                        self.stats.num_aborted_requests_total += 1;
+                    }
+                }
+            }
             return;
         }
         if hold_prefill && any_decode {
@@ -1340,10 +1324,7 @@ impl Engine {
         let mut loads = std::mem::take(&mut self.loads);
         let mut graph_all = true;
         for (i, load) in loads.iter_mut().enumerate() {
-            *load = RankLoad {
-                graph: true,
-                ..RankLoad::default()
-            };
+            *load = RankLoad { graph: true, ..RankLoad::default() };
             let rk = &self.ranks[i];
             if !rk.batch.prefill.is_empty() {
                 let mut l = RankLoad::default();
@@ -1356,6 +1337,17 @@ impl Engine {
                     }
                     l.kv_read_bytes += self.cost.kv_read_bytes(end);
                     l.attn_flops += self.cost.attn_flops(take, end, true);
+                }
+                if rk.batch.decode {
+                    // Mixed chunk: one decode row per running request, unpadded.
+                    for &s in &rk.running {
+                        let r = &self.reqs[s as usize];
+                        let c = r.prompt_len + r.generated as u64;
+                        l.tokens += 1;
+                        l.logits += 1;
+                        l.kv_read_bytes += self.cost.kv_read_bytes(c);
+                        l.attn_flops += self.cost.attn_flops(1, c + 1, false);
+                    }
                 }
                 l.graph = false;
                 graph_all = false;
@@ -1373,14 +1365,8 @@ impl Engine {
                     attn += self.cost.attn_flops(width, c + width, false);
                 }
                 let draft = spec.as_ref().map(|s| match s.dspark_block_size {
-                    Some(g) => DraftLoad {
-                        passes: 1,
-                        tokens: bs as u64 * g as u64,
-                    },
-                    None => DraftLoad {
-                        passes: s.num_steps + 1,
-                        tokens: bs as u64 * s.eagle_topk as u64,
-                    },
+                    Some(g) => DraftLoad { passes: 1, tokens: bs as u64 * g as u64 },
+                    None => DraftLoad { passes: s.num_steps + 1, tokens: bs as u64 * s.eagle_topk as u64 },
                 });
                 graph_all &= graph;
                 *load = RankLoad {
@@ -1413,11 +1399,7 @@ impl Engine {
                 }
             }
         }
-        self.in_flight = Some(InFlight {
-            start: t,
-            end: t + dur,
-            prefill: any_prefill,
-        });
+        self.in_flight = Some(InFlight { start: t, end: t + dur, prefill: any_prefill });
     }
 
     fn complete(&mut self, t: Time, prefill: bool, start: Time, out: &mut Vec<Output>) {
@@ -1429,36 +1411,9 @@ impl Engine {
         self.batch_computed = 0;
         for i in 0..n {
             let batch = std::mem::take(&mut self.ranks[i].batch);
-            if !batch.prefill.is_empty() {
-                for &(s, take) in &batch.prefill {
-                    self.ranks[i].prefill_tokens_done += take;
-                    let (aborted, done) = {
-                        let r = &self.reqs[s as usize];
-                        (r.aborted, r.kv >= r.target)
-                    };
-                    if aborted {
-                        if self.ranks[i].chunked == Some(s) {
-                            self.ranks[i].chunked = None;
-                        }
-                        self.release(s);
-                        continue;
-                    }
-                    let kv = self.reqs[s as usize].kv;
-                    self.cache_prefix(s, kv, true);
-                    if !done {
-                        continue; // still chunked
-                    }
-                    // Last chunk: sample a token, join the running batch.
-                    self.reqs[s as usize].phase = Phase::Running;
-                    step_gen += 1;
-                    if self.emit(s, 1, t, interval, out) {
-                        self.ranks[i].running.push(s);
-                    }
-                }
-            } else if batch.decode {
+            if batch.decode {
                 let a = if self.limits.speculative.is_some() {
-                    self.accept_window
-                        .push((batch.accept, self.ranks[i].running.len() as u32));
+                    self.accept_window.push((batch.accept, self.ranks[i].running.len() as u32));
                     self.stats.spec_verify_calls_total += 1;
                     self.accept_total += batch.accept as u64;
                     batch.accept
@@ -1487,14 +1442,37 @@ impl Engine {
                 // Requests that finished were removed by `emit`.
                 self.ranks[i].running = keep;
             }
+            if !batch.prefill.is_empty() {
+                for &(s, take) in &batch.prefill {
+                    self.ranks[i].prefill_tokens_done += take;
+                    let (aborted, done) = {
+                        let r = &self.reqs[s as usize];
+                        (r.aborted, r.kv >= r.target)
+                    };
+                    if aborted {
+                        if self.ranks[i].chunked == Some(s) {
+                            self.ranks[i].chunked = None;
+                        }
+                        self.release(s);
+                        continue;
+                    }
+                    let kv = self.reqs[s as usize].kv;
+                    self.cache_prefix(s, kv, true);
+                    if !done {
+                        continue; // still chunked
+                    }
+                    // Last chunk: sample a token, join the running batch.
+                    self.reqs[s as usize].phase = Phase::Running;
+                    step_gen += 1;
+                    if self.emit(s, 1, t, interval, out) {
+                        self.ranks[i].running.push(s);
+                    }
+                }
+            }
         }
         if prefill {
             self.stats.prefill_batches += 1;
-            self.stats.last_cache_hit_rate = if hit + computed > 0 {
-                hit as f64 / (hit + computed) as f64
-            } else {
-                0.0
-            };
+            self.stats.last_cache_hit_rate = if hit + computed > 0 { hit as f64 / (hit + computed) as f64 } else { 0.0 };
         } else {
             self.stats.decode_iterations += 1;
         }
@@ -1507,7 +1485,7 @@ impl Engine {
             let drop = self.accept_window.len() - w;
             self.accept_window.drain(..drop);
         }
-        if prefill || self.stats.decode_iterations % w as u64 == 0 {
+        if prefill || self.stats.decode_iterations.is_multiple_of(w as u64) {
             self.sample_gauges();
         }
         self.now = self.now.max(t);
@@ -1541,13 +1519,7 @@ impl Engine {
                 r.kv = r.prompt_len + r.generated as u64 - 1;
             }
             if r.unsent > 0 && (!r.sent_first || r.unsent >= interval || finished) {
-                out.push(Output::Tokens {
-                    id: r.id,
-                    time: t,
-                    count: r.unsent,
-                    first: !r.sent_first,
-                    generated: r.generated,
-                });
+                out.push(Output::Tokens { id: r.id, time: t, count: r.unsent, first: !r.sent_first, generated: r.generated });
                 r.sent_first = true;
                 r.unsent = 0;
             }
@@ -1576,14 +1548,7 @@ impl Engine {
 
     /// Ends a request: caches its KV (unless aborted), frees it, reports it
     /// (through `pending`; the caller moves it to the output).
-    fn finish(
-        &mut self,
-        slot: u32,
-        t: Time,
-        reason: FinishReason,
-        error: Option<RequestError>,
-        to_pending: bool,
-    ) {
+    fn finish(&mut self, slot: u32, t: Time, reason: FinishReason, error: Option<RequestError>, to_pending: bool) {
         let usage = self.usage(slot);
         let id = self.reqs[slot as usize].id;
         if reason != FinishReason::Abort {
@@ -1597,13 +1562,7 @@ impl Engine {
             self.stats.num_aborted_requests_total += 1;
         }
         self.release(slot);
-        let o = Output::Finished {
-            id,
-            time: t,
-            reason,
-            usage,
-            error,
-        };
+        let o = Output::Finished { id, time: t, reason, usage, error };
         let _ = to_pending;
         self.pending.push(o);
     }
@@ -1642,41 +1601,19 @@ impl Engine {
 
     fn sample_gauges(&mut self) {
         let s = self.stats_snapshot_inner();
-        let (acc_sum, acc_n) = self
-            .accept_window
-            .iter()
-            .fold((0u64, 0u64), |(a, n), &(x, _)| (a + x as u64, n + 1));
-        let accept = if acc_n > 0 {
-            acc_sum as f64 / acc_n as f64
-        } else {
-            0.0
-        };
-        let drafts = self
-            .limits
-            .speculative
-            .as_ref()
-            .map_or(0, |sp| sp.accept.max_accept - 1);
-        let (gen_sum, dur) = self
-            .gen_window
-            .iter()
-            .fold((0u64, Time::ZERO), |(g, d), &(x, t)| (g + x, d + t));
+        let (acc_sum, acc_n) = self.accept_window.iter().fold((0u64, 0u64), |(a, n), &(x, _)| (a + x as u64, n + 1));
+        let accept = if acc_n > 0 { acc_sum as f64 / acc_n as f64 } else { 0.0 };
+        let drafts = self.limits.speculative.as_ref().map_or(0, |sp| sp.accept.max_accept - 1);
+        let (gen_sum, dur) = self.gen_window.iter().fold((0u64, Time::ZERO), |(g, d), &(x, t)| (g + x, d + t));
         self.stats.sampled = SampledGauges {
             num_running_reqs: s.num_running,
             num_queue_reqs: s.num_queued,
             num_used_tokens: s.ranks.iter().map(|r| r.used_tokens).sum(),
             token_usage: (s.token_usage * 100.0).round() / 100.0,
-            gen_throughput: if dur > Time::ZERO {
-                gen_sum as f64 / dur.as_secs_f64()
-            } else {
-                0.0
-            },
+            gen_throughput: if dur > Time::ZERO { gen_sum as f64 / dur.as_secs_f64() } else { 0.0 },
             cache_hit_rate: self.stats.last_cache_hit_rate,
             spec_accept_length: accept,
-            spec_accept_rate: if drafts > 0 && acc_n > 0 {
-                (accept - 1.0) / drafts as f64
-            } else {
-                0.0
-            },
+            spec_accept_rate: if drafts > 0 && acc_n > 0 { (accept - 1.0) / drafts as f64 } else { 0.0 },
             num_retracted_reqs: self.ranks.iter().map(|r| r.retracted_last).sum(),
             is_cuda_graph: self.last_graph,
             new_token_ratio: self.ranks.first().map_or(0.0, |r| r.new_token_ratio),
@@ -1708,15 +1645,8 @@ impl Engine {
         s.num_running = s.ranks.iter().map(|r| r.running).sum();
         s.num_queued = s.ranks.iter().map(|r| r.queued).sum();
         s.token_usage = s.ranks.iter().map(|r| r.token_usage).fold(0.0, f64::max);
-        s.cache_hit_rate = if s.prompt_tokens_total > 0 {
-            s.cached_tokens_total as f64 / s.prompt_tokens_total as f64
-        } else {
-            0.0
-        };
-        let (a, n) = self
-            .accept_window
-            .iter()
-            .fold((0u64, 0u64), |(a, n), &(x, _)| (a + x as u64, n + 1));
+        s.cache_hit_rate = if s.prompt_tokens_total > 0 { s.cached_tokens_total as f64 / s.prompt_tokens_total as f64 } else { 0.0 };
+        let (a, n) = self.accept_window.iter().fold((0u64, 0u64), |(a, n), &(x, _)| (a + x as u64, n + 1));
         s.spec_accept_length = if n > 0 { a as f64 / n as f64 } else { 0.0 };
         s.avg_spec_accept_length = if s.spec_verify_calls_total > 0 {
             let tot: u64 = self.total_accepted();
@@ -1741,24 +1671,77 @@ impl Engine {
         for (i, r) in self.ranks.iter().enumerate() {
             r.tree.check_invariants();
             let used = r.tree.total_units() * self.unit_tokens + r.own_used;
-            assert!(
-                used <= self.limits.max_total_num_tokens,
-                "rank {i}: KV {used} > capacity {}",
-                self.limits.max_total_num_tokens
-            );
+            assert!(used <= self.limits.max_total_num_tokens, "rank {i}: KV {used} > capacity {}", self.limits.max_total_num_tokens);
             assert!(
                 r.running.len() <= self.limits.max_running_requests_per_dp as usize,
                 "rank {i}: {} running > cap {}",
                 r.running.len(),
                 self.limits.max_running_requests_per_dp
             );
-            let own: u64 = self
-                .reqs
-                .iter()
-                .filter(|q| q.phase != Phase::Done && q.rank as usize == i)
-                .map(|q| q.own)
-                .sum();
+            let own: u64 = self.reqs.iter().filter(|q| q.phase != Phase::Done && q.rank as usize == i).map(|q| q.own).sum();
             assert_eq!(own, r.own_used, "rank {i}: own allocation drift");
+        }
+    }
+}
+
+/// The engine as `/server_info` and reports describe it.
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineInfo {
+    /// Always `predicted`: timings come from the cost model.
+    pub result_kind: &'static str,
+    pub model_profile: String,
+    pub hardware_profile: String,
+    pub model_path: Option<String>,
+    pub served_model_name: String,
+    pub limits: Limits,
+    pub cost_params: crate::profiles::CostParams,
+    pub cost_calibrated: bool,
+    pub unconfirmed_model_facts: Vec<String>,
+    pub tp_size: u32,
+    pub attn_dp_size: u32,
+    pub ep_size: u32,
+    pub schedule_policy: &'static str,
+    pub modelled_flags: Vec<String>,
+    pub front_end_flags: Vec<String>,
+    pub accepted_not_modelled_flags: Vec<String>,
+    pub unknown_flags: Vec<String>,
+    pub router: Option<crate::args::RouterConfig>,
+    pub warnings: Vec<String>,
+    pub launch_command: String,
+}
+
+impl Engine {
+    /// Static description for `/server_info`, reports and result labels.
+    pub fn info(&self) -> EngineInfo {
+        use crate::args::FlagStatus;
+        let split = self.cfg.flag_split();
+        let get = |s: FlagStatus| split.get(&s).cloned().unwrap_or_default();
+        EngineInfo {
+            result_kind: "predicted",
+            model_profile: self.model.name.clone(),
+            hardware_profile: self.gpu.name.clone(),
+            model_path: self.cfg.model_path.clone(),
+            served_model_name: self
+                .cfg
+                .served_model_name
+                .clone()
+                .or_else(|| self.cfg.model_path.clone())
+                .unwrap_or_else(|| self.model.name.clone()),
+            limits: self.limits.clone(),
+            cost_params: self.gpu.cost.clone(),
+            cost_calibrated: self.gpu.cost.calibrated,
+            unconfirmed_model_facts: self.model.unconfirmed.clone(),
+            tp_size: self.cfg.tp_size,
+            attn_dp_size: self.cfg.attn_dp_size,
+            ep_size: self.cfg.ep_size,
+            schedule_policy: self.cfg.schedule_policy.as_str(),
+            modelled_flags: get(FlagStatus::Modelled),
+            front_end_flags: get(FlagStatus::FrontEnd),
+            accepted_not_modelled_flags: get(FlagStatus::AcceptedNotModelled),
+            unknown_flags: get(FlagStatus::Unknown),
+            router: self.cfg.router.clone(),
+            warnings: self.cfg.warnings.clone(),
+            launch_command: self.cfg.launch_command.clone(),
         }
     }
 }

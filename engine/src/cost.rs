@@ -191,29 +191,19 @@ impl MeasuredPath {
 }
 
 fn experts_hit_fraction(k: f64, e: f64, t: f64) -> f64 {
-    if t <= 0.0 {
-        0.0
-    } else {
-        1.0 - (1.0 - k / e).powf(t)
-    }
+    if t <= 0.0 { 0.0 } else { 1.0 - (1.0 - k / e).powf(t) }
 }
 
 impl CostModel {
     /// `env` decides where optional tables live (e.g. V4.1's Engram on the host).
-    pub fn new(
-        model: &ModelSpec,
-        gpu: &GpuSpec,
-        par: Parallelism,
-        env: &std::collections::BTreeMap<String, String>,
-    ) -> CostModel {
+    pub fn new(model: &ModelSpec, gpu: &GpuSpec, par: Parallelism, env: &std::collections::BTreeMap<String, String>) -> CostModel {
         let p = &model.params;
         let b = &model.bytes_per_param;
         let tp = par.tp as f64;
         let attn_tp = par.attn_tp() as f64;
         let lm_split = if par.dp_lm_head { attn_tp } else { tp };
-        let dense_read = p.attention * b.attention / attn_tp
-            + (p.shared_experts + p.dense_ffn) * b.ffn / tp
-            + p.lm_head * b.head / lm_split;
+        let dense_read =
+            p.attention * b.attention / attn_tp + (p.shared_experts + p.dense_ffn) * b.ffn / tp + p.lm_head * b.head / lm_split;
         let (expert_bytes, local_experts, moe_flops_experts) = match &model.experts {
             Some(e) => (
                 e.params_per_expert * e.bytes_per_param,
@@ -226,10 +216,7 @@ impl CostModel {
             .extra_weights
             .iter()
             .filter(|x| {
-                !x.host_resident_env.as_ref().is_some_and(|k| {
-                    env.get(k)
-                        .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "True"))
-                })
+                !x.host_resident_env.as_ref().is_some_and(|k| env.get(k).is_some_and(|v| matches!(v.as_str(), "1" | "true" | "True")))
             })
             .map(|x| x.bytes)
             .sum::<f64>();
@@ -335,9 +322,7 @@ impl CostModel {
         let b = &m.bytes_per_param;
         let tp = self.par.tp as f64;
         let attn_tp = self.par.attn_tp() as f64;
-        let experts = m.experts.as_ref().map_or(0.0, |e| {
-            e.routed as f64 * m.moe_layers as f64 * e.params_per_expert * e.bytes_per_param
-        });
+        let experts = m.experts.as_ref().map_or(0.0, |e| e.routed as f64 * m.moe_layers as f64 * e.params_per_expert * e.bytes_per_param);
         p.attention * b.attention / attn_tp
             + (p.shared_experts + p.dense_ffn) * b.ffn / tp
             + (p.lm_head + p.embedding) * b.head / self.lm_split
@@ -354,17 +339,8 @@ impl CostModel {
     /// KV pool bytes per token on one GPU (what sizes `max_total_num_tokens`).
     pub fn kv_bytes_per_token_per_gpu(&self) -> f64 {
         match &self.model.kv {
-            KvLayout::Mla {
-                layers,
-                bytes_per_token_per_layer,
-                ..
-            } => (*layers as u64 * bytes_per_token_per_layer) as f64,
-            KvLayout::Gqa {
-                layers,
-                kv_heads,
-                head_dim,
-                bytes_per_elem,
-            } => {
+            KvLayout::Mla { layers, bytes_per_token_per_layer, .. } => (*layers as u64 * bytes_per_token_per_layer) as f64,
+            KvLayout::Gqa { layers, kv_heads, head_dim, bytes_per_elem } => {
                 let total = 2.0 * (*kv_heads * *head_dim * *bytes_per_elem * *layers) as f64;
                 total / self.par.attn_tp().min(*kv_heads).max(1) as f64
             }
@@ -391,11 +367,7 @@ impl CostModel {
     pub fn kv_read_bytes(&self, c: u64) -> f64 {
         let cf = c as f64;
         match &self.model.kv {
-            KvLayout::Mla {
-                layers,
-                bytes_per_token_per_layer,
-                ..
-            } => cf * (*layers as u64 * bytes_per_token_per_layer) as f64,
+            KvLayout::Mla { layers, bytes_per_token_per_layer, .. } => cf * (*layers as u64 * bytes_per_token_per_layer) as f64,
             KvLayout::Gqa { .. } => cf * self.kv_bytes_per_token_per_gpu(),
             KvLayout::Dsv4 {
                 window,
@@ -425,18 +397,11 @@ impl CostModel {
         let avg = c as f64 - q as f64 / 2.0;
         let qf = q as f64;
         match &self.model.kv {
-            KvLayout::Mla {
-                layers,
-                decode_dim,
-                prefill_dim,
-                ..
-            } => {
+            KvLayout::Mla { layers, decode_dim, prefill_dim, .. } => {
                 let dim = if prefill { *prefill_dim } else { *decode_dim } as f64;
                 2.0 * heads * dim * qf * avg * *layers as f64
             }
-            KvLayout::Gqa {
-                layers, head_dim, ..
-            } => 2.0 * heads * 2.0 * *head_dim as f64 * qf * avg * *layers as f64,
+            KvLayout::Gqa { layers, head_dim, .. } => 2.0 * heads * 2.0 * *head_dim as f64 * qf * avg * *layers as f64,
             KvLayout::Dsv4 {
                 window,
                 window_layers,
@@ -455,8 +420,7 @@ impl CostModel {
                 let rows = *window_layers as f64 * avg.min(*window as f64)
                     + *csa_layers as f64 * compressed.min(*csa_topk as f64)
                     + *hca_layers as f64 * avg / *hca_ratio as f64;
-                let idx =
-                    *csa_layers as f64 * 2.0 * (*indexer_heads * *indexer_dim) as f64 * compressed;
+                let idx = *csa_layers as f64 * 2.0 * (*indexer_heads * *indexer_dim) as f64 * compressed;
                 qf * (2.0 * heads * (*qk_dim + *v_dim) as f64 * rows + idx)
             }
         }
@@ -483,9 +447,7 @@ impl CostModel {
         let tp = self.par.tp as f64;
         let t = d.tokens as f64;
         let experts = if spec.routed > 0 && spec.expert_params > 0.0 {
-            spec.expert_params
-                * spec.expert_bytes_per_param
-                * experts_hit_fraction(spec.top_k as f64, spec.routed as f64, t)
+            spec.expert_params * spec.expert_bytes_per_param * experts_hit_fraction(spec.top_k as f64, spec.routed as f64, t)
         } else {
             0.0
         };
@@ -603,22 +565,11 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn model(name: &str, gpu: &str, par: Parallelism) -> CostModel {
-        CostModel::new(
-            &ModelSpec::lookup(name).unwrap(),
-            &GpuSpec::lookup(gpu).unwrap(),
-            par,
-            &BTreeMap::new(),
-        )
+        CostModel::new(&ModelSpec::lookup(name).unwrap(), &GpuSpec::lookup(gpu).unwrap(), par, &BTreeMap::new())
     }
 
     fn tp8() -> Parallelism {
-        Parallelism {
-            tp: 8,
-            attn_dp: 1,
-            ep: 8,
-            moe_a2a: false,
-            dp_lm_head: false,
-        }
+        Parallelism { tp: 8, attn_dp: 1, ep: 8, moe_a2a: false, dp_lm_head: false }
     }
 
     fn decode(cm: &CostModel, b: u64, c: u64) -> RankLoad {
@@ -644,10 +595,7 @@ mod tests {
         assert!((a - 12.7).abs() <= 0.1, "{a} MB at 4K");
         assert!((b - 35.0).abs() <= 0.5, "{b} MB at 32K");
         let pool = cm.kv_bytes_per_token_per_gpu();
-        assert!(
-            (6000.0..6700.0).contains(&pool),
-            "{pool} B/token (about 6.3 KB)"
-        );
+        assert!((6000.0..6700.0).contains(&pool), "{pool} B/token (about 6.3 KB)");
     }
 
     /// Spec §7.6 worked examples, within 15 %.
@@ -667,23 +615,10 @@ mod tests {
             draft: None,
         };
         let tp = cm.step(&[pre]).total.as_millis_f64();
-        assert!(
-            (35.0 * 0.85..=40.0 * 1.15).contains(&tp),
-            "V4 TP8 prefill 8K {tp} ms"
-        );
+        assert!((35.0 * 0.85..=40.0 * 1.15).contains(&tp), "V4 TP8 prefill 8K {tp} ms");
         assert!(tp > t, "prefill 8K exceeds decode b64");
 
-        let dp = model(
-            "deepseek-v4-flash",
-            "h200",
-            Parallelism {
-                tp: 8,
-                attn_dp: 8,
-                ep: 8,
-                moe_a2a: false,
-                dp_lm_head: false,
-            },
-        );
+        let dp = model("deepseek-v4-flash", "h200", Parallelism { tp: 8, attn_dp: 8, ep: 8, moe_a2a: false, dp_lm_head: false });
         let loads: Vec<RankLoad> = (0..8).map(|_| decode(&dp, 64, 4096)).collect();
         let tdp = dp.step(&loads).total.as_millis_f64();
         assert!(within(tdp, 9.0, 0.15), "V4 DP8 64/rank {tdp} ms");
@@ -714,13 +649,7 @@ mod tests {
     fn engram_table_counts_only_when_on_device() {
         let m = ModelSpec::lookup("deepseek-v4.1-flash").unwrap();
         let g = GpuSpec::lookup("gb300").unwrap();
-        let par = Parallelism {
-            tp: 4,
-            attn_dp: 1,
-            ep: 1,
-            moe_a2a: false,
-            dp_lm_head: false,
-        };
+        let par = Parallelism { tp: 4, attn_dp: 1, ep: 1, moe_a2a: false, dp_lm_head: false };
         let dev = CostModel::new(&m, &g, par, &BTreeMap::new());
         let mut env = BTreeMap::new();
         env.insert("SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE".into(), "1".into());

@@ -57,12 +57,7 @@ pub enum ConfigError {
             None => "the weights do not fit this GPU: use more GPUs (--tp-size) or host-resident tables".to_string(),
         }
     )]
-    NoKvMemory {
-        weights_gb: f64,
-        usable_gb: f64,
-        frac: f64,
-        suggest: Option<f64>,
-    },
+    NoKvMemory { weights_gb: f64, usable_gb: f64, frac: f64, suggest: Option<f64> },
     #[error("{0}")]
     Invalid(String),
 }
@@ -90,12 +85,14 @@ fn capture_sizes(max_bs: u32, spec: bool) -> Vec<u32> {
 }
 
 impl Limits {
-    pub fn resolve(
-        cfg: &EngineConfig,
-        model: &ModelSpec,
-        gpu: &GpuSpec,
-    ) -> Result<(Limits, CostModel), ConfigError> {
+    pub fn resolve(cfg: &EngineConfig, model: &ModelSpec, gpu: &GpuSpec) -> Result<(Limits, CostModel), ConfigError> {
         let attn_dp = cfg.attn_dp_size.max(1);
+        if cfg.disable_radix_cache && cfg.schedule_policy == crate::args::SchedulePolicy::ShortestPrefillFirst {
+            return Err(ConfigError::Invalid(
+                "--schedule-policy shortest-prefill-first needs the radix cache; drop --disable-radix-cache or choose another policy"
+                    .into(),
+            ));
+        }
         let par = Parallelism {
             tp: cfg.tp_size,
             attn_dp,
@@ -106,10 +103,7 @@ impl Limits {
         let cost = CostModel::new(model, gpu, par, &cfg.env.raw);
         let gpu_mem = gpu.datasheet.memory_bytes;
         let gpu_gb = gpu_mem / 1e9;
-        let page = cfg
-            .page_size
-            .unwrap_or(model.sglang_defaults.page_size)
-            .max(1);
+        let page = cfg.page_size.unwrap_or(model.sglang_defaults.page_size).max(1);
         let context = cfg.context_length.unwrap_or(model.context_length);
 
         let default_chunk: i64 = if gpu_gb < 20.0 {
@@ -130,53 +124,27 @@ impl Limits {
             Some(s) => {
                 let d = &model.sglang_defaults;
                 let (steps, topk, draft, gamma) = if s.algorithm == SpecAlgorithm::Dspark {
-                    let gamma = s
-                        .dspark_block_size
-                        .or(d.dspark_block_size)
-                        .unwrap_or(7)
-                        .max(1);
+                    let gamma = s.dspark_block_size.or(d.dspark_block_size).unwrap_or(7).max(1);
                     (1, 1, gamma + 1, Some(gamma))
                 } else if s.algorithm == SpecAlgorithm::Dflash {
-                    (
-                        1,
-                        1,
-                        s.num_draft_tokens.unwrap_or(d.spec_draft_tokens),
-                        None,
-                    )
-                } else if s.num_steps.is_none()
-                    && s.eagle_topk.is_none()
-                    && s.num_draft_tokens.is_none()
-                {
+                    (1, 1, s.num_draft_tokens.unwrap_or(d.spec_draft_tokens), None)
+                } else if s.num_steps.is_none() && s.eagle_topk.is_none() && s.num_draft_tokens.is_none() {
                     (d.spec_steps, d.spec_topk, d.spec_draft_tokens, None)
                 } else {
                     let steps = s.num_steps.unwrap_or(d.spec_steps).max(1);
                     let topk = s.eagle_topk.unwrap_or(1).max(1);
-                    (
-                        steps,
-                        topk,
-                        s.num_draft_tokens.unwrap_or(steps + 1).max(2),
-                        None,
-                    )
+                    (steps, topk, s.num_draft_tokens.unwrap_or(steps + 1).max(2), None)
                 };
-                if model.family == ModelFamily::DeepseekV4
-                    && !matches!(s.algorithm, SpecAlgorithm::Eagle | SpecAlgorithm::Dspark)
-                {
+                if model.family == ModelFamily::DeepseekV4 && !matches!(s.algorithm, SpecAlgorithm::Eagle | SpecAlgorithm::Dspark) {
                     return Err(ConfigError::Invalid(format!(
                         "{} supports only EAGLE/NEXTN (topk 1) and DSPARK speculative decoding",
                         model.name
                     )));
                 }
                 if model.family == ModelFamily::DeepseekV4 && topk != 1 {
-                    return Err(ConfigError::Invalid(
-                        "DeepSeek-V4 speculative decoding needs --speculative-eagle-topk 1".into(),
-                    ));
+                    return Err(ConfigError::Invalid("DeepSeek-V4 speculative decoding needs --speculative-eagle-topk 1".into()));
                 }
-                if s.algorithm == SpecAlgorithm::Dspark
-                    && model
-                        .draft
-                        .as_ref()
-                        .is_some_and(|d| d.kind != DraftKind::Dspark)
-                {
+                if s.algorithm == SpecAlgorithm::Dspark && model.draft.as_ref().is_some_and(|d| d.kind != DraftKind::Dspark) {
                     return Err(ConfigError::Invalid(format!(
                         "DSPARK needs a DSpark draft head; the {} profile has an MTP draft",
                         model.name
@@ -189,10 +157,7 @@ impl Limits {
                 let (mean, source) = match (cfg.env.simulate_acc_len, cfg.assumed_accept_length) {
                     (Some(x), _) => (x, AcceptSource::SimulateEnv),
                     (None, Some(x)) => (x, AcceptSource::Configured),
-                    (None, None) => (
-                        1.0 + DEFAULT_ACCEPT_FRACTION * (max_accept - 1) as f64,
-                        AcceptSource::Assumed,
-                    ),
+                    (None, None) => (1.0 + DEFAULT_ACCEPT_FRACTION * (max_accept - 1) as f64, AcceptSource::Assumed),
                 };
                 Some(SpecLimits {
                     algorithm: s.algorithm,
@@ -201,12 +166,7 @@ impl Limits {
                     num_draft_tokens: draft,
                     dspark_block_size: gamma,
                     kv_window: (steps * topk).max(draft),
-                    accept: AcceptModel {
-                        mean,
-                        method: cfg.env.simulate_acc_method,
-                        max_accept,
-                        source,
-                    },
+                    accept: AcceptModel { mean, method: cfg.env.simulate_acc_method, max_accept, source },
                 })
             }
         };
@@ -225,15 +185,11 @@ impl Limits {
         };
         let frac = cfg.mem_fraction_static.unwrap_or_else(|| {
             let act_tokens = chunk.unwrap_or(2048).max(2048) as f64;
-            let mut graph_mb =
-                2.0 * cfg.cuda_graph_max_bs_decode.unwrap_or(default_graph_bs) as f64;
+            let mut graph_mb = 2.0 * cfg.cuda_graph_max_bs_decode.unwrap_or(default_graph_bs) as f64;
             if attn_dp > 1 {
                 graph_mb *= 2.0;
             }
-            let mut reserved = 512e6
-                + 1.5e6 * act_tokens
-                + graph_mb * 1e6
-                + (cfg.tp_size * cfg.pp_size) as f64 / 8.0 * 1e9;
+            let mut reserved = 512e6 + 1.5e6 * act_tokens + graph_mb * 1e6 + (cfg.tp_size * cfg.pp_size) as f64 / 8.0 * 1e9;
             if gpu_gb > 60.0 {
                 reserved = reserved.max(10e9);
             }
@@ -261,15 +217,13 @@ impl Limits {
         }
 
         // Running cap: given (global, split over attention-DP ranks) or derived.
-        let global = cfg
-            .max_running_requests
-            .or(if model.family == ModelFamily::DeepseekV4 {
-                model.sglang_defaults.max_running_requests
-            } else if speculative.is_some() {
-                Some(48)
-            } else {
-                None
-            });
+        let global = cfg.max_running_requests.or(if model.family == ModelFamily::DeepseekV4 {
+            model.sglang_defaults.max_running_requests
+        } else if speculative.is_some() {
+            Some(48)
+        } else {
+            None
+        });
         let per_rank = match global {
             Some(n) => (n / attn_dp).max(1),
             None => {
@@ -280,10 +234,7 @@ impl Limits {
         let per_rank = per_rank.min((capacity / 2).max(1) as u32);
         let max_running = global.unwrap_or(per_rank * attn_dp);
 
-        let graph_max = cfg
-            .cuda_graph_max_bs_decode
-            .unwrap_or(default_graph_bs.min(per_rank.max(1)))
-            .max(1);
+        let graph_max = cfg.cuda_graph_max_bs_decode.unwrap_or(default_graph_bs.min(per_rank.max(1))).max(1);
         let graph_list = match &cfg.cuda_graph_bs_decode {
             Some(l) if !l.is_empty() => {
                 let mut l: Vec<u32> = l.iter().copied().filter(|&b| b <= graph_max).collect();
@@ -339,38 +290,16 @@ mod tests {
 
     fn resolve(args: &[&str], model: &str, gpu: &str) -> Result<Limits, ConfigError> {
         let cfg = EngineConfig::from_args(args, &BTreeMap::new()).unwrap();
-        Limits::resolve(
-            &cfg,
-            &ModelSpec::lookup(model).unwrap(),
-            &GpuSpec::lookup(gpu).unwrap(),
-        )
-        .map(|x| x.0)
+        Limits::resolve(&cfg, &ModelSpec::lookup(model).unwrap(), &GpuSpec::lookup(gpu).unwrap()).map(|x| x.0)
     }
 
     #[test]
     fn running_cap_defaults_and_dp_split() {
         let l = resolve(&["--tp", "8"], "deepseek-v4-flash", "h200").unwrap();
         assert_eq!(l.max_running_requests_per_dp, 256);
-        let l = resolve(
-            &["--tp", "8", "--speculative-algorithm", "EAGLE"],
-            "deepseek-v3",
-            "h200",
-        )
-        .unwrap();
+        let l = resolve(&["--tp", "8", "--speculative-algorithm", "EAGLE"], "deepseek-v3", "h200").unwrap();
         assert_eq!(l.max_running_requests_per_dp, 48);
-        let l = resolve(
-            &[
-                "--tp",
-                "8",
-                "--attn-dp-size",
-                "4",
-                "--max-running-requests",
-                "100",
-            ],
-            "deepseek-v4-flash",
-            "h200",
-        )
-        .unwrap();
+        let l = resolve(&["--tp", "8", "--attn-dp-size", "4", "--max-running-requests", "100"], "deepseek-v4-flash", "h200").unwrap();
         assert_eq!(l.max_running_requests_per_dp, 25);
     }
 
@@ -378,25 +307,11 @@ mod tests {
     fn pool_size_formula_and_max_total_tokens() {
         let args = ["--tp", "8", "--mem-fraction-static", "0.85"];
         let l = resolve(&args, "deepseek-v4-flash", "h200").unwrap();
-        let expect = ((150.76e9 * 0.85 - l.weight_bytes_per_gpu) / l.kv_bytes_per_token_per_gpu)
-            .floor() as u64
-            / 256
-            * 256;
+        let expect = ((150.76e9 * 0.85 - l.weight_bytes_per_gpu) / l.kv_bytes_per_token_per_gpu).floor() as u64 / 256 * 256;
         assert_eq!(l.max_total_num_tokens, expect);
         assert_eq!(l.page_size, 256);
-        let l2 = resolve(
-            &[
-                "--tp",
-                "8",
-                "--mem-fraction-static",
-                "0.85",
-                "--max-total-tokens",
-                "100000",
-            ],
-            "deepseek-v4-flash",
-            "h200",
-        )
-        .unwrap();
+        let l2 =
+            resolve(&["--tp", "8", "--mem-fraction-static", "0.85", "--max-total-tokens", "100000"], "deepseek-v4-flash", "h200").unwrap();
         assert_eq!(l2.max_total_num_tokens, 99_840);
     }
 
@@ -409,12 +324,7 @@ mod tests {
 
     #[test]
     fn graph_padding_and_capture_list() {
-        let l = resolve(
-            &["--tp", "8", "--cuda-graph-max-bs", "64"],
-            "deepseek-v4-flash",
-            "h200",
-        )
-        .unwrap();
+        let l = resolve(&["--tp", "8", "--cuda-graph-max-bs", "64"], "deepseek-v4-flash", "h200").unwrap();
         assert_eq!(l.padded_decode_bs(9), (12, true));
         assert_eq!(l.padded_decode_bs(12), (12, true));
         assert_eq!(l.padded_decode_bs(64), (64, true));
@@ -425,10 +335,7 @@ mod tests {
     fn dspark_window_from_block_size() {
         let mut env = BTreeMap::new();
         env.insert("SGLANG_SIMULATE_ACC_LEN".to_string(), "3.51".to_string());
-        env.insert(
-            "SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE".to_string(),
-            "1".to_string(),
-        );
+        env.insert("SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE".to_string(), "1".to_string());
         let cfg = EngineConfig::from_args(
             &[
                 "--tp-size",
@@ -445,17 +352,9 @@ mod tests {
             &env,
         )
         .unwrap();
-        let (l, _) = Limits::resolve(
-            &cfg,
-            &ModelSpec::lookup("deepseek-v4.1-flash").unwrap(),
-            &GpuSpec::lookup("gb300").unwrap(),
-        )
-        .unwrap();
+        let (l, _) = Limits::resolve(&cfg, &ModelSpec::lookup("deepseek-v4.1-flash").unwrap(), &GpuSpec::lookup("gb300").unwrap()).unwrap();
         let s = l.speculative.unwrap();
-        assert_eq!(
-            (s.num_steps, s.num_draft_tokens, s.accept.max_accept),
-            (1, 6, 6)
-        );
+        assert_eq!((s.num_steps, s.num_draft_tokens, s.accept.max_accept), (1, 6, 6));
         assert_eq!(s.accept.source, AcceptSource::SimulateEnv);
         assert_eq!(l.chunked_prefill_size, Some(16384), "GB300 default chunk");
     }

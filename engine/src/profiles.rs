@@ -51,19 +51,9 @@ pub struct Experts {
 pub enum KvLayout {
     /// Multi-head latent attention (one latent KV row per token per layer,
     /// replicated on every attention-TP rank).
-    Mla {
-        layers: u32,
-        bytes_per_token_per_layer: u64,
-        decode_dim: u32,
-        prefill_dim: u32,
-    },
+    Mla { layers: u32, bytes_per_token_per_layer: u64, decode_dim: u32, prefill_dim: u32 },
     /// Grouped-query attention (KV heads split over attention TP).
-    Gqa {
-        layers: u32,
-        kv_heads: u32,
-        head_dim: u32,
-        bytes_per_elem: u32,
-    },
+    Gqa { layers: u32, kv_heads: u32, head_dim: u32, bytes_per_elem: u32 },
     /// DeepSeek-V4 hybrid: sliding window on every layer, C4 compressed rows with a
     /// top-k indexer (CSA) and C128 rows (HCA).
     Dsv4 {
@@ -260,51 +250,23 @@ pub enum ProfileError {
     #[error("invalid profile {path}: {message}")]
     Parse { path: String, message: String },
     #[error("unknown {kind} profile '{name}'; known: {known}")]
-    Unknown {
-        kind: &'static str,
-        name: String,
-        known: String,
-    },
+    Unknown { kind: &'static str, name: String, known: String },
     #[error("invalid profile {path}: {message}")]
     Invalid { path: String, message: String },
 }
 
 const EMBEDDED_MODELS: &[(&str, &str)] = &[
-    (
-        "profiles/models/deepseek-v4-flash.yaml",
-        include_str!("../profiles/models/deepseek-v4-flash.yaml"),
-    ),
-    (
-        "profiles/models/deepseek-v4.1-flash.yaml",
-        include_str!("../profiles/models/deepseek-v4.1-flash.yaml"),
-    ),
-    (
-        "profiles/models/deepseek-v3.yaml",
-        include_str!("../profiles/models/deepseek-v3.yaml"),
-    ),
-    (
-        "profiles/models/llama-3.1-8b.yaml",
-        include_str!("../profiles/models/llama-3.1-8b.yaml"),
-    ),
+    ("profiles/models/deepseek-v4-flash.yaml", include_str!("../profiles/models/deepseek-v4-flash.yaml")),
+    ("profiles/models/deepseek-v4.1-flash.yaml", include_str!("../profiles/models/deepseek-v4.1-flash.yaml")),
+    ("profiles/models/deepseek-v3.yaml", include_str!("../profiles/models/deepseek-v3.yaml")),
+    ("profiles/models/llama-3.1-8b.yaml", include_str!("../profiles/models/llama-3.1-8b.yaml")),
 ];
 
 const EMBEDDED_HARDWARE: &[(&str, &str)] = &[
-    (
-        "profiles/hardware/h200.yaml",
-        include_str!("../profiles/hardware/h200.yaml"),
-    ),
-    (
-        "profiles/hardware/h200-measured.yaml",
-        include_str!("../profiles/hardware/h200-measured.yaml"),
-    ),
-    (
-        "profiles/hardware/b200.yaml",
-        include_str!("../profiles/hardware/b200.yaml"),
-    ),
-    (
-        "profiles/hardware/gb300.yaml",
-        include_str!("../profiles/hardware/gb300.yaml"),
-    ),
+    ("profiles/hardware/h200.yaml", include_str!("../profiles/hardware/h200.yaml")),
+    ("profiles/hardware/h200-measured.yaml", include_str!("../profiles/hardware/h200-measured.yaml")),
+    ("profiles/hardware/b200.yaml", include_str!("../profiles/hardware/b200.yaml")),
+    ("profiles/hardware/gb300.yaml", include_str!("../profiles/hardware/gb300.yaml")),
 ];
 
 fn parse_yaml<T: for<'de> Deserialize<'de>>(path: &str, text: &str) -> Result<T, ProfileError> {
@@ -331,26 +293,17 @@ impl ModelSpec {
 
     pub fn from_file(path: &Path) -> Result<ModelSpec, ProfileError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
-            path: p.clone(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io { path: p.clone(), source })?;
         ModelSpec::from_yaml(&p, &text)
     }
 
     fn validate(&self, path: &str) -> Result<(), ProfileError> {
-        let bad = |message: String| ProfileError::Invalid {
-            path: path.to_string(),
-            message,
-        };
+        let bad = |message: String| ProfileError::Invalid { path: path.to_string(), message };
         if self.layers == 0 || self.hidden_size == 0 {
             return Err(bad("layers and hidden_size must be > 0".into()));
         }
         if self.moe_layers > self.layers {
-            return Err(bad(format!(
-                "moe_layers ({}) exceeds layers ({})",
-                self.moe_layers, self.layers
-            )));
+            return Err(bad(format!("moe_layers ({}) exceeds layers ({})", self.moe_layers, self.layers)));
         }
         if self.moe_layers > 0 && self.experts.is_none() {
             return Err(bad("moe_layers > 0 needs an `experts` section".into()));
@@ -358,10 +311,7 @@ impl ModelSpec {
         if let Some(e) = &self.experts
             && (e.top_k == 0 || e.top_k > e.routed)
         {
-            return Err(bad(format!(
-                "experts.top_k must be in 1..={} (got {})",
-                e.routed, e.top_k
-            )));
+            return Err(bad(format!("experts.top_k must be in 1..={} (got {})", e.routed, e.top_k)));
         }
         if self.sglang_defaults.page_size == 0 {
             return Err(bad("sglang_defaults.page_size must be > 0".into()));
@@ -371,10 +321,7 @@ impl ModelSpec {
 
     /// All embedded model profiles.
     pub fn builtin() -> Vec<ModelSpec> {
-        EMBEDDED_MODELS
-            .iter()
-            .map(|(p, t)| ModelSpec::from_yaml(p, t).expect("embedded profile is valid"))
-            .collect()
+        EMBEDDED_MODELS.iter().map(|(p, t)| ModelSpec::from_yaml(p, t).expect("embedded profile is valid")).collect()
     }
 
     /// Finds a profile by name, alias or HF path (case-insensitive); a path ending
@@ -394,11 +341,7 @@ impl ModelSpec {
         hit.cloned().ok_or_else(|| ProfileError::Unknown {
             kind: "model",
             name: name.to_string(),
-            known: all
-                .iter()
-                .map(|m| m.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
+            known: all.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(", "),
         })
     }
 
@@ -406,20 +349,14 @@ impl ModelSpec {
     pub fn weight_bytes(&self) -> f64 {
         let p = &self.params;
         let b = &self.bytes_per_param;
-        let experts = self.experts.as_ref().map_or(0.0, |e| {
-            e.routed as f64 * self.moe_layers as f64 * e.params_per_expert * e.bytes_per_param
-        });
-        p.attention * b.attention
-            + (p.shared_experts + p.dense_ffn) * b.ffn
-            + (p.lm_head + p.embedding) * b.head
-            + experts
+        let experts =
+            self.experts.as_ref().map_or(0.0, |e| e.routed as f64 * self.moe_layers as f64 * e.params_per_expert * e.bytes_per_param);
+        p.attention * b.attention + (p.shared_experts + p.dense_ffn) * b.ffn + (p.lm_head + p.embedding) * b.head + experts
     }
 
     /// Draft network weight bytes.
     pub fn draft_bytes(&self) -> f64 {
-        self.draft.as_ref().map_or(0.0, |d| {
-            d.dense_params * d.dense_bytes_per_param + d.expert_params * d.expert_bytes_per_param
-        })
+        self.draft.as_ref().map_or(0.0, |d| d.dense_params * d.dense_bytes_per_param + d.expert_params * d.expert_bytes_per_param)
     }
 }
 
@@ -444,18 +381,12 @@ impl GpuSpec {
 
     pub fn from_file(path: &Path) -> Result<GpuSpec, ProfileError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
-            path: p.clone(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io { path: p.clone(), source })?;
         GpuSpec::from_yaml(&p, &text)
     }
 
     pub fn builtin() -> Vec<GpuSpec> {
-        EMBEDDED_HARDWARE
-            .iter()
-            .map(|(p, t)| GpuSpec::from_yaml(p, t).expect("embedded profile is valid"))
-            .collect()
+        EMBEDDED_HARDWARE.iter().map(|(p, t)| GpuSpec::from_yaml(p, t).expect("embedded profile is valid")).collect()
     }
 
     pub fn lookup(name: &str) -> Result<GpuSpec, ProfileError> {
@@ -464,18 +395,11 @@ impl GpuSpec {
         }
         let n = norm(name);
         let all = GpuSpec::builtin();
-        all.iter()
-            .find(|g| norm(&g.name) == n || g.aliases.iter().any(|a| norm(a) == n))
-            .cloned()
-            .ok_or_else(|| ProfileError::Unknown {
-                kind: "hardware",
-                name: name.to_string(),
-                known: all
-                    .iter()
-                    .map(|g| g.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+        all.iter().find(|g| norm(&g.name) == n || g.aliases.iter().any(|a| norm(a) == n)).cloned().ok_or_else(|| ProfileError::Unknown {
+            kind: "hardware",
+            name: name.to_string(),
+            known: all.iter().map(|g| g.name.as_str()).collect::<Vec<_>>().join(", "),
+        })
     }
 }
 
@@ -500,10 +424,7 @@ mod tests {
     fn weight_totals_match_published_sizes() {
         let v4 = ModelSpec::lookup("deepseek-v4-flash").unwrap();
         let gb = (v4.weight_bytes() + v4.draft_bytes()) / 1e9;
-        assert!(
-            (150.0..=170.0).contains(&gb),
-            "V4-Flash {gb} GB (spec: 158-167)"
-        );
+        assert!((150.0..=170.0).contains(&gb), "V4-Flash {gb} GB (spec: 158-167)");
         let v3 = ModelSpec::lookup("deepseek-v3").unwrap();
         let gb = v3.weight_bytes() / 1e9;
         assert!((660.0..=720.0).contains(&gb), "V3 {gb} GB (about 690)");

@@ -58,12 +58,7 @@ mod tests {
 
     #[test]
     fn match_expected_has_exact_mean_and_two_values() {
-        let m = AcceptModel {
-            mean: 3.39,
-            method: AccMethod::MatchExpected,
-            max_accept: 4,
-            source: AcceptSource::SimulateEnv,
-        };
+        let m = AcceptModel { mean: 3.39, method: AccMethod::MatchExpected, max_accept: 4, source: AcceptSource::SimulateEnv };
         let mut r = Rng::new(42);
         for _ in 0..1000 {
             assert!(matches!(m.sample(&mut r), 3 | 4));
@@ -74,24 +69,14 @@ mod tests {
 
     #[test]
     fn clamped_to_window() {
-        let m = AcceptModel {
-            mean: 6.0,
-            method: AccMethod::MatchExpected,
-            max_accept: 4,
-            source: AcceptSource::SimulateEnv,
-        };
+        let m = AcceptModel { mean: 6.0, method: AccMethod::MatchExpected, max_accept: 4, source: AcceptSource::SimulateEnv };
         let mut r = Rng::new(1);
         assert!((0..1000).all(|_| m.sample(&mut r) == 4));
     }
 
     #[test]
     fn multinomial_is_biased_by_the_clamp() {
-        let m = AcceptModel {
-            mean: 3.5,
-            method: AccMethod::Multinomial,
-            max_accept: 4,
-            source: AcceptSource::SimulateEnv,
-        };
+        let m = AcceptModel { mean: 3.5, method: AccMethod::Multinomial, max_accept: 4, source: AcceptSource::SimulateEnv };
         let mean = mean_of(&m, 20_000, 3);
         assert!(mean < 3.4 && mean > 2.8, "{mean}");
     }

@@ -7,19 +7,7 @@ use std::ops::{Add, AddAssign, Sub};
 ///
 /// Integer arithmetic keeps virtual-clock runs byte-identical across machines;
 /// convert to seconds only at the edges (`as_secs_f64`).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    serde::Serialize,
-    serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct Time(pub u64);
 
@@ -41,11 +29,7 @@ impl Time {
     }
     /// Rounds to the nearest nanosecond; negative or NaN inputs give zero.
     pub fn from_secs_f64(s: f64) -> Time {
-        if s.is_nan() || s <= 0.0 {
-            Time(0)
-        } else {
-            Time((s * 1e9).round().min(u64::MAX as f64) as u64)
-        }
+        if s.is_nan() || s <= 0.0 { Time(0) } else { Time((s * 1e9).round().min(u64::MAX as f64) as u64) }
     }
     pub const fn as_nanos(self) -> u64 {
         self.0

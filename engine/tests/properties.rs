@@ -18,30 +18,18 @@ struct Spec {
 }
 
 fn spec_strategy() -> impl Strategy<Value = Spec> {
-    (
-        0u64..3000,
-        0u64..3,
-        0usize..20,
-        1u64..800,
-        1u32..200,
-        any::<bool>(),
-        1u32..250,
-        prop::option::weighted(0.15, 0u64..400),
+    (0u64..3000, 0u64..3, 0usize..20, 1u64..800, 1u32..200, any::<bool>(), 1u32..250, prop::option::weighted(0.15, 0u64..400)).prop_map(
+        |(arrival_ms, group, shared_blocks, own_len, max_new, ignore_eos, eos_after, abort)| Spec {
+            arrival_ms,
+            group,
+            shared_blocks,
+            own_len,
+            max_new,
+            ignore_eos,
+            eos_after,
+            abort_after_ms: abort,
+        },
     )
-        .prop_map(
-            |(arrival_ms, group, shared_blocks, own_len, max_new, ignore_eos, eos_after, abort)| {
-                Spec {
-                    arrival_ms,
-                    group,
-                    shared_blocks,
-                    own_len,
-                    max_new,
-                    ignore_eos,
-                    eos_after,
-                    abort_after_ms: abort,
-                }
-            },
-        )
 }
 
 #[derive(Clone, Debug)]
@@ -57,64 +45,54 @@ fn conf_strategy() -> impl Strategy<Value = Conf> {
         2500u64..12_000,
         1u32..12,
         prop::sample::select(vec![256i64, 1024, -1]),
-        prop::sample::select(vec![
-            "fcfs",
-            "lpm",
-            "shortest-prefill-first",
-            "lof",
-            "random",
-            "hrrn",
-        ]),
+        prop::sample::select(vec!["fcfs", "lpm", "shortest-prefill-first", "lof", "random", "hrrn", "dfs-weight"]),
         any::<bool>(),
         any::<bool>(),
         prop::sample::select(vec!["0.7", "0.05"]),
         prop::sample::select(vec![1u32, 3]),
+        any::<bool>(),
     )
-        .prop_map(
-            |(page, total, run, chunk, policy, spec, dp, ratio, interval)| {
-                let mut args: Vec<String> = vec![
-                    "--page-size".into(),
-                    page.to_string(),
-                    "--max-total-tokens".into(),
-                    total.to_string(),
-                    "--max-running-requests".into(),
-                    (run * if dp { 2 } else { 1 }).to_string(),
-                    "--chunked-prefill-size".into(),
-                    chunk.to_string(),
-                    "--schedule-policy".into(),
-                    policy.into(),
-                    "--stream-interval".into(),
-                    interval.to_string(),
-                ];
-                let mut env = vec![("SGLANG_INIT_NEW_TOKEN_RATIO".to_string(), ratio.to_string())];
-                if spec {
-                    args.extend(["--speculative-algorithm", "EAGLE"].map(String::from));
-                    env.push(("SGLANG_SIMULATE_ACC_LEN".into(), "2.6".into()));
-                }
-                if dp {
-                    args.extend(["--tp", "2", "--attn-dp-size", "2"].map(String::from));
-                }
-                Conf {
-                    args,
-                    env,
-                    block: if page == 1 { 16 } else { page },
-                }
-            },
-        )
+        .prop_map(|(page, total, run, chunk, policy, spec, dp, ratio, interval, mixed)| {
+            let mut args: Vec<String> = vec![
+                "--page-size".into(),
+                page.to_string(),
+                "--max-total-tokens".into(),
+                total.to_string(),
+                "--max-running-requests".into(),
+                (run * if dp { 2 } else { 1 }).to_string(),
+                "--chunked-prefill-size".into(),
+                chunk.to_string(),
+                "--schedule-policy".into(),
+                policy.into(),
+                "--stream-interval".into(),
+                interval.to_string(),
+            ];
+            let mut env = vec![("SGLANG_INIT_NEW_TOKEN_RATIO".to_string(), ratio.to_string())];
+            if spec {
+                args.extend(["--speculative-algorithm", "EAGLE"].map(String::from));
+                env.push(("SGLANG_SIMULATE_ACC_LEN".into(), "2.6".into()));
+            }
+            if dp {
+                args.extend(["--tp", "2", "--attn-dp-size", "2"].map(String::from));
+            }
+            if mixed {
+                args.push("--enable-mixed-chunk".into());
+            }
+            Conf { args, env, block: if page == 1 { 16 } else { page } }
+        })
 }
 
 fn build(conf: &Conf) -> Engine {
     let args: Vec<&str> = conf.args.iter().map(|s| s.as_str()).collect();
-    let env: Vec<(&str, &str)> = conf
-        .env
-        .iter()
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
+    let env: Vec<(&str, &str)> = conf.env.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     common::engine(&args, &env, "llama-3.1-8b", "h200")
 }
 
+/// Accepted request id -> (max_new_tokens, EOS position unless ignore_eos).
+type Accepted = HashMap<u64, (u32, Option<u32>)>;
+
 /// Runs the workload; returns outputs and the ids that were accepted.
-fn drive(conf: &Conf, specs: &[Spec]) -> (Vec<Output>, HashMap<u64, (u32, Option<u32>)>) {
+fn drive(conf: &Conf, specs: &[Spec]) -> (Vec<Output>, Accepted) {
     let mut e = build(conf);
     let cap = e.limits().max_total_num_tokens;
     let bt = conf.block;
@@ -123,9 +101,7 @@ fn drive(conf: &Conf, specs: &[Spec]) -> (Vec<Output>, HashMap<u64, (u32, Option
     for (i, s) in specs.iter().enumerate() {
         let id = i as u64;
         // group prefix + own blocks; keep prompt + output well inside the pool
-        let mut blocks: Vec<u64> = (0..s.shared_blocks as u64)
-            .map(|b| s.group * 1000 + b)
-            .collect();
+        let mut blocks: Vec<u64> = (0..s.shared_blocks as u64).map(|b| s.group * 1000 + b).collect();
         let own_blocks = s.own_len / bt as u64;
         blocks.extend((0..own_blocks).map(|b| 1_000_000 + id * 10_000 + b));
         let len = (blocks.len() as u64 * bt as u64 + s.own_len % bt as u64).max(1);
@@ -164,10 +140,7 @@ fn drive(conf: &Conf, specs: &[Spec]) -> (Vec<Output>, HashMap<u64, (u32, Option
                 e.abort(at, id);
             } else {
                 let r = reqs.remove(&id).unwrap();
-                let want = (
-                    r.max_new_tokens.unwrap(),
-                    if r.ignore_eos { None } else { r.eos_after },
-                );
+                let want = (r.max_new_tokens.unwrap(), if r.ignore_eos { None } else { r.eos_after });
                 if e.submit(at, r).is_ok() {
                     accepted.insert(id, want);
                 }
@@ -181,7 +154,7 @@ fn drive(conf: &Conf, specs: &[Spec]) -> (Vec<Output>, HashMap<u64, (u32, Option
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48), .. ProptestConfig::default() })]
 
     #[test]
     fn no_request_lost_or_finished_twice(conf in conf_strategy(), specs in prop::collection::vec(spec_strategy(), 1..40)) {

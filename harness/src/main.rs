@@ -30,6 +30,9 @@ enum Command {
     /// Measure a GPU into a hardware profile and check the cost model against it.
     #[command(subcommand)]
     Calibrate(calibrate::CalibrateCommand),
+    /// Generate synthetic AgentX traces, compare trace-set statistics, dry-run the replay workload.
+    #[command(subcommand)]
+    Trace(cmd::trace::TraceCommand),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -41,5 +44,6 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Gate(a) => cmd::results::gate(&a),
         Command::Compare(a) => cmd::results::compare(&a),
         Command::Calibrate(c) => calibrate::run(c).map(|()| ExitCode::SUCCESS),
+        Command::Trace(t) => cmd::trace::run(&t),
     }
 }

@@ -49,12 +49,7 @@ impl UnitKey {
     pub fn new(a: Arc<[u64]>, b: Option<Arc<[u64]>>, stride: u32) -> UnitKey {
         let stride = stride.max(1);
         let blocks = a.len() + b.as_ref().map_or(0, |b| b.len());
-        UnitKey {
-            a,
-            b,
-            stride,
-            units: (blocks / stride as usize) as u32,
-        }
+        UnitKey { a, b, stride, units: (blocks / stride as usize) as u32 }
     }
     /// Units available in this key.
     pub fn units(&self) -> u32 {
@@ -63,11 +58,7 @@ impl UnitKey {
     #[inline]
     pub fn get(&self, unit: u32) -> u64 {
         let j = (unit as usize + 1) * self.stride as usize - 1;
-        if j < self.a.len() {
-            self.a[j]
-        } else {
-            self.b.as_ref().expect("unit within key")[j - self.a.len()]
-        }
+        if j < self.a.len() { self.a[j] } else { self.b.as_ref().expect("unit within key")[j - self.a.len()] }
     }
 }
 
@@ -81,6 +72,9 @@ struct Node {
     key: Option<UnitKey>,
     start: u32,
     len: u32,
+    /// Key of the node's last unit, kept inline so a whole-node match needs no
+    /// access to the shared key array (the common case when walking a path).
+    end_hash: u64,
     last_access: u64,
     lock: u32,
     alive: bool,
@@ -122,6 +116,7 @@ impl RadixTree {
                 key: None,
                 start: 0,
                 len: 0,
+                end_hash: 0,
                 last_access: 0,
                 lock: 1, // the root is never evictable
                 alive: true,
@@ -153,15 +148,16 @@ impl RadixTree {
         self.nodes.len() - 1 - self.free.len()
     }
 
+    /// Parent of a live non-root node.
+    pub fn parent(&self, node: NodeId) -> Option<NodeId> {
+        (node != ROOT && self.nodes[node as usize].alive).then(|| self.nodes[node as usize].parent)
+    }
+
     fn child(&self, node: NodeId, h: u64) -> Option<NodeId> {
         if node == ROOT {
             self.root_children.get(&h).copied()
         } else {
-            self.nodes[node as usize]
-                .children
-                .iter()
-                .find(|(k, _)| *k == h)
-                .map(|&(_, c)| c)
+            self.nodes[node as usize].children.iter().find(|(k, _)| *k == h).map(|&(_, c)| c)
         }
     }
     fn set_child(&mut self, node: NodeId, h: u64, c: NodeId) {
@@ -187,11 +183,7 @@ impl RadixTree {
         }
     }
     fn has_children(&self, node: NodeId) -> bool {
-        if node == ROOT {
-            !self.root_children.is_empty()
-        } else {
-            !self.nodes[node as usize].children.is_empty()
-        }
+        if node == ROOT { !self.root_children.is_empty() } else { !self.nodes[node as usize].children.is_empty() }
     }
     fn is_evictable_leaf(&self, id: NodeId) -> bool {
         let n = &self.nodes[id as usize];
@@ -227,22 +219,18 @@ impl RadixTree {
     fn split(&mut self, id: NodeId, j: u32) -> NodeId {
         let (parent, key, start, last_access, lock) = {
             let n = &self.nodes[id as usize];
-            (
-                n.parent,
-                n.key.clone().expect("non-root"),
-                n.start,
-                n.last_access,
-                n.lock,
-            )
+            (n.parent, n.key.clone().expect("non-root"), n.start, n.last_access, n.lock)
         };
         let first = key.get(start);
         let rest = key.get(start + j);
+        let end_hash = key.get(start + j - 1);
         let new = self.alloc(Node {
             parent,
             children: vec![(rest, id)],
             key: Some(key),
             start,
             len: j,
+            end_hash,
             last_access,
             lock,
             alive: true,
@@ -257,7 +245,31 @@ impl RadixTree {
 
     /// Longest cached prefix of `key` (at most `max_units`), splitting the node the
     /// match ends in. With `touch`, the matched path becomes most recently used.
+    ///
+    /// Only the node the match ends on is stamped: an ancestor's recency matters
+    /// only once it is a leaf, i.e. after all its descendants were evicted, and
+    /// eviction hands each evicted node's stamp to its parent, so the LRU order is
+    /// the one of stamping the whole path (SGLang), at O(1) instead of O(depth).
     pub fn match_prefix(&mut self, key: &UnitKey, max_units: u32, touch: bool) -> Match {
+        self.match_from(key, max_units, ROOT, 0, touch)
+    }
+
+    /// Like [`match_prefix`](Self::match_prefix), resuming from an earlier match of
+    /// the same key when it is still valid (a hint costs O(1) to check), so that
+    /// re-matching a queued request each pass does not walk its whole path.
+    pub fn match_prefix_hinted(&mut self, key: &UnitKey, max_units: u32, hint: Match, touch: bool) -> Match {
+        let max = max_units.min(key.units());
+        if hint.node != ROOT && hint.units > 0 && hint.units <= max {
+            let n = &self.nodes[hint.node as usize];
+            if n.alive && n.start + n.len == hint.units && n.key.as_ref().is_some_and(|k| k.get(hint.units - 1) == key.get(hint.units - 1))
+            {
+                return self.match_from(key, max_units, hint.node, hint.units, touch);
+            }
+        }
+        self.match_from(key, max_units, ROOT, 0, touch)
+    }
+
+    fn match_from(&mut self, key: &UnitKey, max_units: u32, start: NodeId, start_d: u32, touch: bool) -> Match {
         let max = max_units.min(key.units());
         let clock = if touch {
             self.clock += 1;
@@ -265,19 +277,20 @@ impl RadixTree {
         } else {
             0
         };
-        let mut node = ROOT;
-        let mut d = 0u32;
+        let mut node = start;
+        let mut d = start_d;
         while d < max {
             let Some(c) = self.child(node, key.get(d)) else {
                 break;
             };
-            let (ckey, cstart, clen) = {
+            let (ckey, cstart, clen, cend) = {
                 let n = &self.nodes[c as usize];
-                (n.key.as_ref().expect("non-root"), n.start, n.len)
+                (n.key.as_ref().expect("non-root"), n.start, n.len, n.end_hash)
             };
             let lim = clen.min(max - d);
             // Chained keys: equality at offset i implies equality before i.
-            let j = if ckey.get(cstart + lim - 1) == key.get(d + lim - 1) {
+            let q = key.get(d + lim - 1);
+            let j = if (lim == clen && cend == q) || ckey.get(cstart + lim - 1) == q {
                 lim
             } else {
                 let (mut lo, mut hi) = (1u32, lim - 1); // eq(lo-1) true, answer in [lo, hi]
@@ -292,14 +305,14 @@ impl RadixTree {
                 lo
             };
             let c = if j < clen { self.split(c, j) } else { c };
-            if touch {
-                self.touch(c, clock);
-            }
             node = c;
             d += j;
             if j < clen {
                 break;
             }
+        }
+        if touch && node != ROOT {
+            self.touch(node, clock);
         }
         Match { units: d, node }
     }
@@ -307,8 +320,14 @@ impl RadixTree {
     /// Inserts the first `n_units` of `key`; returns how many were already cached
     /// and the node holding the last unit.
     pub fn insert(&mut self, key: &UnitKey, n_units: u32) -> Match {
+        self.insert_hinted(key, n_units, Match { units: 0, node: ROOT })
+    }
+
+    /// [`insert`](Self::insert) resuming from an earlier match of the same key
+    /// (e.g. the node a request holds locked).
+    pub fn insert_hinted(&mut self, key: &UnitKey, n_units: u32, hint: Match) -> Match {
         let n_units = n_units.min(key.units());
-        let m = self.match_prefix(key, n_units, true);
+        let m = self.match_prefix_hinted(key, n_units, hint, true);
         if m.units >= n_units {
             return m;
         }
@@ -321,6 +340,7 @@ impl RadixTree {
             key: Some(key.clone()),
             start: m.units,
             len,
+            end_hash: key.get(n_units - 1),
             last_access: self.clock,
             lock: 0,
             alive: true,
@@ -333,10 +353,7 @@ impl RadixTree {
         self.leaves.insert((self.clock, id));
         self.total += len as u64;
         self.evictable += len as u64;
-        Match {
-            units: m.units,
-            node: id,
-        }
+        Match { units: m.units, node: id }
     }
 
     /// Locks the path from `node` to the root (in use by a request).
@@ -383,12 +400,15 @@ impl RadixTree {
             let Some((_, id)) = self.leaves.pop_first() else {
                 break;
             };
-            let (parent, first, len) = {
+            let (parent, first, len, stamp) = {
                 let n = &self.nodes[id as usize];
                 let k = n.key.as_ref().expect("non-root");
-                (n.parent, k.get(n.start), n.len)
+                (n.parent, k.get(n.start), n.len, n.last_access)
             };
             self.remove_child(parent, first);
+            // The parent inherits the recency of its subtree (see `match_prefix`).
+            let p = &mut self.nodes[parent as usize];
+            p.last_access = p.last_access.max(stamp);
             let n = &mut self.nodes[id as usize];
             n.alive = false;
             n.key = None;
@@ -397,8 +417,7 @@ impl RadixTree {
             self.total -= len as u64;
             self.evictable -= len as u64;
             freed += len as u64;
-            if parent != ROOT && !self.has_children(parent) && self.nodes[parent as usize].lock == 0
-            {
+            if parent != ROOT && !self.has_children(parent) && self.nodes[parent as usize].lock == 0 {
                 let la = self.nodes[parent as usize].last_access;
                 self.leaves.insert((la, parent));
             }
@@ -437,10 +456,7 @@ impl RadixTree {
             }
             let p = &self.nodes[n.parent as usize];
             assert!(p.alive);
-            assert!(
-                n.lock <= p.lock || n.parent == ROOT,
-                "child locked more than parent"
-            );
+            assert!(n.lock <= p.lock || n.parent == ROOT, "child locked more than parent");
         }
         assert_eq!(total, self.total);
         assert_eq!(evictable, self.evictable);
@@ -498,6 +514,73 @@ mod tests {
         t.evict(1);
         assert_eq!(t.match_prefix(&key(&p1), 10, false).units, 10);
         assert_eq!(t.match_prefix(&key(&p2), 10, false).units, 0);
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::HashSet;
+
+        /// Prompts from a few families sharing prefixes of random lengths.
+        fn prompt(family: u64, split: u64, len: u64) -> Prompt {
+            let ids: Vec<u64> =
+                (0..len).map(|i| if i < split { family * 1000 + i } else { 7_000_000 + family * 1000 + split * 37 + i }).collect();
+            Prompt::from_block_ids(&ids, 1, len).unwrap()
+        }
+
+        proptest! {
+            #[test]
+            fn matches_equal_brute_force_and_invariants_hold(ops in prop::collection::vec((0u8..4, 0u64..3, 0u64..30, 1u64..40), 1..120)) {
+                let mut t = RadixTree::new();
+                let mut present: HashSet<u64> = HashSet::new();
+                let mut evicted_any = false;
+                let mut locks: Vec<NodeId> = Vec::new();
+                for (op, fam, split, len) in ops {
+                    let p = prompt(fam, split, len);
+                    let k = key(&p);
+                    match op {
+                        0 => {
+                            t.insert(&k, k.units());
+                            present.extend(p.blocks().iter().copied());
+                        }
+                        1 => {
+                            let m = t.match_prefix(&k, k.units(), true);
+                            if !evicted_any {
+                                let want = p.blocks().iter().take_while(|h| present.contains(h)).count() as u32;
+                                prop_assert_eq!(m.units, want);
+                            }
+                        }
+                        2 => {
+                            let m = t.match_prefix(&k, k.units(), true);
+                            if m.units > 0 {
+                                t.lock(m.node);
+                                locks.push(m.node);
+                            }
+                        }
+                        _ => {
+                            if let Some(n) = locks.pop() {
+                                t.unlock(n);
+                            }
+                            let before = t.total_units();
+                            let protected = t.protected_units();
+                            let freed = t.evict(len);
+                            evicted_any |= freed > 0;
+                            prop_assert_eq!(t.total_units(), before - freed);
+                            prop_assert_eq!(t.protected_units(), protected, "locked units never evicted");
+                        }
+                    }
+                    t.check_invariants();
+                }
+                for n in locks {
+                    t.unlock(n);
+                }
+                t.check_invariants();
+                prop_assert_eq!(t.protected_units(), 0);
+                t.evict(u64::MAX);
+                prop_assert_eq!(t.total_units(), 0);
+                prop_assert_eq!(t.node_count(), 0);
+            }
+        }
     }
 
     #[test]

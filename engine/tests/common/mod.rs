@@ -5,18 +5,9 @@ use engine::{Engine, EngineConfig, GpuSpec, ModelSpec, Output, Request, Time};
 use std::collections::BTreeMap;
 
 pub fn engine(args: &[&str], env: &[(&str, &str)], model: &str, gpu: &str) -> Engine {
-    let env: BTreeMap<String, String> = env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let env: BTreeMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let cfg = EngineConfig::from_args(args, &env).expect("valid args");
-    Engine::new(
-        cfg,
-        ModelSpec::lookup(model).unwrap(),
-        GpuSpec::lookup(gpu).unwrap(),
-        42,
-    )
-    .expect("valid config")
+    Engine::new(cfg, ModelSpec::lookup(model).unwrap(), GpuSpec::lookup(gpu).unwrap(), 42).expect("valid config")
 }
 
 /// Drives the engine through arrivals (sorted by time) until idle, checking the
@@ -47,25 +38,14 @@ pub fn run(e: &mut Engine, mut arrivals: Vec<(Time, Request)>) -> Vec<Output> {
 
 pub fn first_token_time(out: &[Output], id: u64) -> Option<Time> {
     out.iter().find_map(|o| match o {
-        Output::Tokens {
-            id: i,
-            time,
-            first: true,
-            ..
-        } if *i == id => Some(*time),
+        Output::Tokens { id: i, time, first: true, .. } if *i == id => Some(*time),
         _ => None,
     })
 }
 
 pub fn finish_of(out: &[Output], id: u64) -> Option<(Time, engine::FinishReason, engine::Usage)> {
     out.iter().find_map(|o| match o {
-        Output::Finished {
-            id: i,
-            time,
-            reason,
-            usage,
-            ..
-        } if *i == id => Some((*time, *reason, *usage)),
+        Output::Finished { id: i, time, reason, usage, .. } if *i == id => Some((*time, *reason, *usage)),
         _ => None,
     })
 }
@@ -73,9 +53,7 @@ pub fn finish_of(out: &[Output], id: u64) -> Option<(Time, engine::FinishReason,
 pub fn token_times(out: &[Output], id: u64) -> Vec<(Time, u32)> {
     out.iter()
         .filter_map(|o| match o {
-            Output::Tokens {
-                id: i, time, count, ..
-            } if *i == id => Some((*time, *count)),
+            Output::Tokens { id: i, time, count, .. } if *i == id => Some((*time, *count)),
             _ => None,
         })
         .collect()

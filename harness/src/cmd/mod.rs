@@ -3,6 +3,7 @@
 pub mod changelog;
 pub mod plan;
 pub mod results;
+pub mod trace;
 pub mod validate;
 
 use crate::problem::Problems;

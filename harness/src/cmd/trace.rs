@@ -1,0 +1,246 @@
+//! `sweep trace gen|stats`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+use std::process::ExitCode;
+
+use crate::trace::TraceSource;
+use crate::trace::read::{ReadOptions, TraceFormat};
+use crate::trace::stats::{Collector, TraceStats, markdown_table};
+use crate::trace::synth::{Generator, SynthParams};
+
+#[derive(Debug, Subcommand)]
+pub enum TraceCommand {
+    /// Generate a synthetic AgentX trace set (Weka JSONL; gzip when the output ends in `.gz`).
+    Gen(GenArgs),
+    /// Print ISL, OSL, think time, turns, reuse and subagent distributions side by side.
+    Stats(StatsArgs),
+    /// Run the replay workload for one point against an idealised server (no engine) and print
+    /// what it would send: warmup, profiled requests, plays, prefix reuse.
+    DryRun(DryRunArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DryRunArgs {
+    /// Trace set: a file, a directory or `synthetic[:N[:SEED]]`.
+    #[arg(default_value = "synthetic")]
+    pub set: String,
+    /// Lanes (live session trees).
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: u32,
+    /// Seed for t* draws and prompt contents.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Run id mixed into the cache-bust markers.
+    #[arg(long, default_value = "sweep")]
+    pub run_id: String,
+    #[command(flatten)]
+    pub workload: crate::workload::WorkloadArgs,
+    /// Idealised server: fixed time to first token, ms.
+    #[arg(long, default_value_t = 300.0)]
+    pub ttft_ms: f64,
+    /// Idealised server: prefill rate, prompt tokens per second.
+    #[arg(long, default_value_t = 50_000.0)]
+    pub prefill_tokens_per_s: f64,
+    /// Idealised server: time per output token, ms.
+    #[arg(long, default_value_t = 15.0)]
+    pub ms_per_output_token: f64,
+    /// Skip malformed traces with a warning instead of failing.
+    #[arg(long)]
+    pub skip_invalid: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GenArgs {
+    /// RNG seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Number of traces.
+    #[arg(long, default_value_t = 200)]
+    pub traces: usize,
+    /// Output file (`.jsonl` or `.jsonl.gz`); stdout when absent.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatsArgs {
+    /// Trace sets: each a file or directory, or `synthetic[:N[:SEED]]` for a generated set.
+    #[arg(required = true)]
+    pub sets: Vec<String>,
+    /// Record format of the files.
+    #[arg(long, value_enum, default_value_t = TraceFormat::Auto)]
+    pub format: TraceFormat,
+    /// Skip malformed traces with a warning instead of failing.
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// Print JSON instead of a Markdown table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(command: &TraceCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        TraceCommand::Gen(g) => gen_cmd(g)?,
+        TraceCommand::Stats(s) => stats_cmd(s)?,
+        TraceCommand::DryRun(d) => return dry_run_cmd(d),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn gen_cmd(g: &GenArgs) -> anyhow::Result<()> {
+    let generator = Generator::new(SynthParams { traces: g.traces, seed: g.seed, ..SynthParams::default() });
+    match &g.output {
+        Some(path) => {
+            write_atomic(path, |w| {
+                for t in generator.traces() {
+                    serde_json::to_writer(&mut *w, &t)?;
+                    w.write_all(b"\n")?;
+                }
+                Ok(())
+            })?;
+            eprintln!("wrote {} synthetic traces (seed {}) to {}", g.traces, g.seed, path.display());
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut w = std::io::BufWriter::new(stdout.lock());
+            for t in generator.traces() {
+                serde_json::to_writer(&mut w, &t)?;
+                w.write_all(b"\n")?;
+            }
+            w.flush()?;
+        }
+    }
+    Ok(())
+}
+
+/// Write through a temp file in the same directory, then rename (gzip when the name ends in `.gz`).
+pub fn write_atomic(path: &Path, body: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = tempfile::NamedTempFile::new_in(dir)?;
+    {
+        let file = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
+        if path.extension().is_some_and(|e| e == "gz") {
+            // Level 1: generated corpora compress ~10× at a fraction of the default level's time.
+            let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+            body(&mut gz)?;
+            gz.finish()?.flush()?;
+        } else {
+            let mut file = file;
+            body(&mut file)?;
+            file.flush()?;
+        }
+    }
+    // Temp files are created private; results are ordinary files.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Statistics of one named set (`synthetic[:N[:SEED]]` or a path).
+pub fn set_stats(spec: &str, opts: &ReadOptions) -> anyhow::Result<(TraceStats, Vec<String>)> {
+    let source: TraceSource = spec.parse().map_err(anyhow::Error::msg)?;
+    let name = match &source {
+        TraceSource::Synthetic { seed, .. } => format!("synthetic (seed {seed})"),
+        TraceSource::Files(_) => Path::new(spec).file_name().and_then(|n| n.to_str()).unwrap_or(spec).to_string(),
+    };
+    let mut c = Collector::default();
+    let mut warnings = Vec::new();
+    source.for_each(opts, &mut warnings, |t| {
+        c.add(&t);
+        Ok(())
+    })?;
+    Ok((c.finish(&name), warnings))
+}
+
+fn stats_cmd(s: &StatsArgs) -> anyhow::Result<()> {
+    let opts = ReadOptions { format: s.format, skip_invalid: s.skip_invalid, ..ReadOptions::default() };
+    let mut sets = Vec::new();
+    for spec in &s.sets {
+        let (st, warnings) = set_stats(spec, &opts)?;
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+        sets.push(st);
+    }
+    if s.json {
+        println!("{}", serde_json::to_string_pretty(&sets)?);
+    } else {
+        print!("{}", markdown_table(&sets));
+    }
+    Ok(())
+}
+
+fn dry_run_cmd(d: &DryRunArgs) -> anyhow::Result<ExitCode> {
+    use crate::trace::stats::Summary;
+    use crate::workload::driver::{Service, drive};
+    use crate::workload::{Outcome, Phase, RequestKind, Workload, compile_pool};
+
+    let source: TraceSource = d.set.parse().map_err(anyhow::Error::msg)?;
+    let opts = ReadOptions { skip_invalid: d.skip_invalid, ..ReadOptions::default() };
+    let mut warnings = Vec::new();
+    let pool = compile_pool(&source, &opts, d.seed, &mut warnings)?;
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    let cfg = d.workload.config(d.concurrency, d.seed, &d.run_id);
+    let started = std::time::Instant::now();
+    let mut wl = Workload::new(cfg, pool)?;
+    let (ttft, prefill, tpot) = (d.ttft_ms * 1e6, d.prefill_tokens_per_s.max(1.0), d.ms_per_output_token * 1e6);
+    let log = drive(
+        &mut wl,
+        0,
+        |r| Service {
+            duration_ns: (ttft + r.prompt.total_tokens() as f64 / prefill * 1e9 + r.max_tokens.saturating_sub(1) as f64 * tpot) as u64,
+            failure: None,
+        },
+        |_, _| {},
+    );
+    let wall = started.elapsed();
+    let prof: Vec<_> = log.records.iter().filter(|r| r.spec.phase == Phase::Profiling && !r.cancelled).collect();
+    let (mut hit, mut blocks) = (0u64, 0u64);
+    for r in &prof {
+        let (h, b) = r.spec.theoretical_hit();
+        hit += u64::from(h);
+        blocks += u64::from(b);
+    }
+    let mut isl: Vec<f64> = prof.iter().map(|r| r.spec.prompt.total_tokens() as f64).collect();
+    let mut osl: Vec<f64> = prof.iter().map(|r| r.spec.max_tokens as f64).collect();
+    let (isl, osl) = (Summary::of(&mut isl), Summary::of(&mut osl));
+    let count = |k: RequestKind| log.records.iter().filter(|r| r.spec.kind == k).count();
+    let st = wl.stats();
+    println!("dry run: {} at concurrency {} (seed {}), idealised server (predicted, no engine)", source.name(), d.concurrency, d.seed);
+    println!("outcome: {:?}", log.outcome.as_ref().unwrap_or(&Outcome::Completed));
+    println!("warmup: {} primers + {} one-token requests", count(RequestKind::Primer), count(RequestKind::LaneWarmup));
+    println!(
+        "profiling: {} requests completed, {} cancelled at the grace, {} from subagents",
+        prof.len(),
+        log.records.iter().filter(|r| r.cancelled).count(),
+        prof.iter().filter(|r| r.spec.stream > 0).count()
+    );
+    println!("plays started: {} ({} recycles)", st.plays_started, st.plays_started.saturating_sub(u64::from(d.concurrency)));
+    println!(
+        "ISL tokens: mean {:.0}, p50 {:.0}, p90 {:.0}; OSL: mean {:.0}, p50 {:.0}, p90 {:.0}",
+        isl.mean, isl.p50, isl.p90, osl.mean, osl.p50, osl.p90
+    );
+    println!("theoretical prefix-cache hit: {:.2} %", if blocks == 0 { 0.0 } else { 100.0 * hit as f64 / blocks as f64 });
+    if let (Some(a), Some(b)) = (log.profiling_start, log.profiling_deadline) {
+        println!("profiling window: {:.0} s to {:.0} s (virtual)", a as f64 / 1e9, b as f64 / 1e9);
+    }
+    println!(
+        "idle caps: {} global shifts, {} per-tree shifts; short-warmup lanes: {}",
+        st.global_idle_shifts, st.tree_idle_shifts, st.short_warmup_lanes
+    );
+    println!("wall time: {:.3} s for {} events", wall.as_secs_f64(), log.events);
+    Ok(match log.outcome {
+        Some(Outcome::Completed) | None => ExitCode::SUCCESS,
+        Some(_) => ExitCode::FAILURE,
+    })
+}

@@ -1,0 +1,397 @@
+//! Executing a plan: canary first (its failure stops everything), then each matrix with
+//! matrix-scoped fail-fast, points in parallel where the target allows, results written
+//! atomically per point so an interrupted run stays consistent and `--resume` skips finished
+//! points; then Pareto analysis with bootstrap uncertainty over every finished point.
+
+pub mod launcher;
+
+use crate::metrics::{self, PointContext};
+use crate::pareto::{self, Samples};
+use crate::plan::{Plan, PlanPoint};
+use crate::records::{self, Record};
+use crate::results::{PointResult, RunSummary, Status, point_dir, write_json};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// One point to run.
+pub struct Job {
+    pub point: PlanPoint,
+    pub dir: PathBuf,
+    /// Set when the point must stop early (fail-fast of its matrix, Ctrl-C).
+    pub cancel: Arc<AtomicBool>,
+    pub seed: u64,
+}
+
+/// What a runner returns for a point.
+pub struct Outcome {
+    pub status: Status,
+    pub records: Vec<Record>,
+    pub ctx: PointContext,
+}
+
+/// Runs single points against one kind of target.
+pub trait PointRunner: Sync {
+    /// How many points may run at once (virtual clock: one per core; a GPU server: one).
+    fn max_parallel(&self) -> usize;
+    fn run(&self, job: &Job) -> Outcome;
+}
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub run_id: String,
+    pub labels: Vec<String>,
+    pub target: String,
+    pub out: PathBuf,
+    /// Reuse finished points found in `out`.
+    pub resume: bool,
+    /// Run only these point ids (others are left out of this run).
+    pub only: Vec<String>,
+    pub seed: u64,
+    /// Bootstrap replicates for intervals and frontier probabilities.
+    pub replicates: usize,
+    /// Print a line per finished point.
+    pub verbose: bool,
+}
+
+/// Shared state of one execution.
+struct State {
+    results: Mutex<BTreeMap<String, PointResult>>,
+    samples: Mutex<BTreeMap<String, Samples>>,
+}
+
+fn pending(p: &PlanPoint) -> PointResult {
+    PointResult {
+        id: p.id.clone(),
+        config_key: p.config_key.clone(),
+        arm: p.arm.clone(),
+        conc: p.conc,
+        gpus: p.gpus,
+        matrix: p.matrix.clone(),
+        status: Status::Pending,
+        result_kind: String::new(),
+        profiles: serde_json::Value::Null,
+        summary: None,
+        pareto: None,
+        launch: p.launch.clone(),
+        wall_s: 0.0,
+    }
+}
+
+/// The InferenceX identity fields of a point's aggregate, from its matrix row.
+pub fn identity(p: &PlanPoint) -> serde_json::Map<String, serde_json::Value> {
+    let r = &p.row;
+    let mut m = serde_json::Map::new();
+    let copy = |m: &mut serde_json::Map<String, serde_json::Value>, from: &str, to: &str| {
+        if let Some(v) = r.get(from) {
+            m.insert(to.into(), v.clone());
+        }
+    };
+    m.insert("hw".into(), r.get("runner").cloned().unwrap_or_default());
+    m.insert("conc".into(), serde_json::json!(p.conc));
+    for (from, to) in [
+        ("image", "image"),
+        ("recipe-fingerprint", "recipe_fingerprint"),
+        ("model", "model"),
+        ("model-prefix", "infmax_model_prefix"),
+        ("framework", "framework"),
+        ("precision", "precision"),
+        ("spec-decoding", "spec_decoding"),
+        ("disagg", "disagg"),
+        ("tp", "tp"),
+        ("ep", "ep"),
+        ("pp", "pp"),
+        ("dcp-size", "dcp_size"),
+        ("pcp-size", "pcp_size"),
+        ("kv-offloading", "kv_offloading"),
+        ("kv-offload-backend", "kv_offload_backend"),
+        ("total-cpu-dram-gb", "allocated_cpu_dram_gb"),
+        ("router", "router"),
+        ("kv-p2p-transfer", "kv_p2p_transfer"),
+    ] {
+        copy(&mut m, from, to);
+    }
+    m.insert("is_multinode".into(), serde_json::json!(r.contains_key("prefill")));
+    if let Some(d) = r.get("dp-attn") {
+        m.insert("dp_attention".into(), serde_json::json!(d.as_bool().map(|b| b.to_string()).unwrap_or_default()));
+    }
+    m.insert("point_id".into(), serde_json::json!(p.id));
+    m.insert("arm".into(), serde_json::json!(p.arm));
+    m
+}
+
+/// Loads a finished point (for `--resume`): its status and its per-request samples.
+fn load_finished(dir: &Path, gpus: u32) -> Option<(PointResult, Samples)> {
+    let st: PointResult = serde_json::from_str(&std::fs::read_to_string(dir.join("status.json")).ok()?).ok()?;
+    if st.status != Status::Done {
+        return None;
+    }
+    let recs = records::read_jsonl(&dir.join("profile_export.jsonl")).ok()?;
+    Some((st, Samples::from_records(&recs, gpus)))
+}
+
+/// Writes a point's files atomically; returns its result.
+fn finish_point(job: &Job, out: Outcome, wall_s: f64) -> Result<(PointResult, Option<Samples>), String> {
+    let p = &job.point;
+    std::fs::create_dir_all(&job.dir).map_err(|e| format!("{}: {e}", job.dir.display()))?;
+    let mut res = pending(p);
+    res.wall_s = wall_s;
+    res.result_kind = out.ctx.result_kind.clone();
+    res.profiles = out.ctx.profiles.clone();
+    res.status = out.status;
+    let mut samples = None;
+    if !out.records.is_empty() {
+        records::write_jsonl(&job.dir.join("profile_export.jsonl"), &out.records).map_err(|e| e.to_string())?;
+    }
+    if let Some(sm) = &out.ctx.server_metrics {
+        write_json(&job.dir.join("server_metrics.json"), sm).map_err(|e| e.to_string())?;
+    }
+    if res.status == Status::Done {
+        let (agg, summary) = metrics::aggregate(&out.records, &out.ctx).map_err(|e| format!("{}: aggregate: {e}", p.id))?;
+        write_json(&job.dir.join("agg.json"), &agg).map_err(|e| e.to_string())?;
+        if !summary.valid {
+            res.status = Status::Failed { reason: format!("invalid aggregate: {}", summary.invalid_reasons.join(", ")) };
+        }
+        samples = Some(Samples::from_records(&out.records, p.gpus));
+        res.summary = Some(summary);
+    }
+    write_json(&job.dir.join("status.json"), &res).map_err(|e| e.to_string())?;
+    Ok((res, samples))
+}
+
+fn save_summary(opts: &RunOptions, state: &State, order: &[String]) -> Result<RunSummary, String> {
+    let results = state.results.lock().expect("lock");
+    let points: Vec<PointResult> = order.iter().filter_map(|id| results.get(id).cloned()).collect();
+    let s = RunSummary {
+        run_id: opts.run_id.clone(),
+        labels: opts.labels.clone(),
+        target: opts.target.clone(),
+        created_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        points,
+        curves: Vec::new(),
+    };
+    s.save(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
+    Ok(s)
+}
+
+/// Runs the plan's throughput points; `interrupt` is the Ctrl-C flag.
+pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interrupt: &Arc<AtomicBool>) -> Result<RunSummary, String> {
+    std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
+    write_json(&opts.out.join("plan.json"), plan).map_err(|e| e.to_string())?;
+    let selected = |p: &PlanPoint| opts.only.is_empty() || opts.only.iter().any(|o| o == &p.id);
+    let canary: Option<&PlanPoint> = plan.canary.as_ref().filter(|p| selected(p));
+    let matrices: Vec<(String, bool, Vec<&PlanPoint>)> = plan
+        .matrices
+        .iter()
+        .map(|m| (m.name.clone(), m.fail_fast, m.points.iter().filter(|p| selected(p)).collect::<Vec<_>>()))
+        .filter(|(_, _, v)| !v.is_empty())
+        .collect();
+    let order: Vec<String> =
+        canary.iter().map(|p| p.id.clone()).chain(matrices.iter().flat_map(|(_, _, v)| v.iter().map(|p| p.id.clone()))).collect();
+    for id in &opts.only {
+        if !plan.points().any(|p| &p.id == id) {
+            return Err(format!("--only {id}: no such point in the plan (see `sweep plan`)"));
+        }
+    }
+    let state = State { results: Mutex::new(BTreeMap::new()), samples: Mutex::new(BTreeMap::new()) };
+    {
+        let mut r = state.results.lock().expect("lock");
+        for p in canary.iter().copied().chain(matrices.iter().flat_map(|(_, _, v)| v.iter().copied())) {
+            let mut res = pending(p);
+            if opts.resume
+                && let Some((done, s)) = load_finished(&point_dir(&opts.out, &p.id), p.gpus)
+            {
+                res = done;
+                state.samples.lock().expect("lock").insert(p.id.clone(), s);
+            }
+            r.insert(p.id.clone(), res);
+        }
+    }
+    save_summary(opts, &state, &order)?;
+    let total = order.len();
+    let done_count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+
+    let run_one = |p: &PlanPoint, cancel: Arc<AtomicBool>| -> Result<bool, String> {
+        if state.results.lock().expect("lock")[&p.id].status == Status::Done {
+            return Ok(true);
+        }
+        let job = Job { point: p.clone(), dir: point_dir(&opts.out, &p.id), cancel, seed: opts.seed };
+        let t0 = Instant::now();
+        let out = runner.run(&job);
+        let (res, samples) = finish_point(&job, out, t0.elapsed().as_secs_f64())?;
+        let ok = res.ok();
+        if opts.verbose {
+            let n = done_count.fetch_add(1, Ordering::Relaxed) + 1;
+            let detail = match (&res.status, &res.summary) {
+                (Status::Done, Some(s)) => format!(
+                    "{:>9} tok/s/GPU  P90 intvty {:>7.1}  TTFT p90 {:.2} s",
+                    crate::gate::fmt_num(s.tput_per_gpu),
+                    s.intvty_p90,
+                    s.ttft.p90
+                ),
+                (st, _) => format!("{st:?}"),
+            };
+            eprintln!("[{n}/{total}] {:<58} {}  ({:.1} s)", p.id, detail, res.wall_s);
+        }
+        if let Some(s) = samples {
+            state.samples.lock().expect("lock").insert(p.id.clone(), s);
+        }
+        state.results.lock().expect("lock").insert(p.id.clone(), res);
+        save_summary(opts, &state, &order)?;
+        Ok(ok)
+    };
+
+    let mark_rest = |ids: &mut dyn Iterator<Item = &String>, status: Status| {
+        let mut r = state.results.lock().expect("lock");
+        for id in ids {
+            if let Some(x) = r.get_mut(id)
+                && x.status == Status::Pending
+            {
+                x.status = status.clone();
+            }
+        }
+    };
+
+    let mut canary_failed = None;
+    if let Some(c) = canary
+        && !run_one(c, interrupt.clone())?
+    {
+        let reason = match &state.results.lock().expect("lock")[&c.id].status {
+            Status::Failed { reason } => reason.clone(),
+            other => format!("{other:?}"),
+        };
+        canary_failed = Some(format!("canary {} failed: {reason}", c.id));
+    }
+    if let Some(reason) = &canary_failed {
+        mark_rest(&mut order.iter(), Status::Cancelled { reason: reason.clone() });
+    } else {
+        for (name, fail_fast, points) in &matrices {
+            if interrupt.load(Ordering::Relaxed) {
+                break;
+            }
+            let queue: Mutex<VecDeque<&PlanPoint>> = Mutex::new(points.iter().copied().collect());
+            let matrix_cancel = Arc::new(AtomicBool::new(false));
+            let first_failure: Mutex<Option<String>> = Mutex::new(None);
+            let error: Mutex<Option<String>> = Mutex::new(None);
+            let workers = runner.max_parallel().max(1).min(points.len());
+            std::thread::scope(|s| {
+                for _ in 0..workers {
+                    s.spawn(|| {
+                        loop {
+                            if interrupt.load(Ordering::Relaxed) || matrix_cancel.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            let Some(p) = queue.lock().expect("lock").pop_front() else { break };
+                            // A point's cancel flag: the matrix's fail-fast or Ctrl-C.
+                            let cancel = Arc::new(AtomicBool::new(false));
+                            let watcher_stop = Arc::new(AtomicBool::new(false));
+                            let (c2, mc, it, ws) = (cancel.clone(), matrix_cancel.clone(), interrupt.clone(), watcher_stop.clone());
+                            let watcher = std::thread::spawn(move || {
+                                while !ws.load(Ordering::Relaxed) {
+                                    if mc.load(Ordering::Relaxed) || it.load(Ordering::Relaxed) {
+                                        c2.store(true, Ordering::Relaxed);
+                                    }
+                                    std::thread::sleep(std::time::Duration::from_millis(50));
+                                }
+                            });
+                            let r = run_one(p, cancel);
+                            watcher_stop.store(true, Ordering::Relaxed);
+                            let _ = watcher.join();
+                            match r {
+                                Ok(true) => {}
+                                Ok(false) => {
+                                    if *fail_fast {
+                                        first_failure.lock().expect("lock").get_or_insert_with(|| p.id.clone());
+                                        matrix_cancel.store(true, Ordering::Relaxed);
+                                    }
+                                }
+                                Err(e) => {
+                                    *error.lock().expect("lock") = Some(e);
+                                    matrix_cancel.store(true, Ordering::Relaxed);
+                                }
+                            }
+                        }
+                    });
+                }
+            });
+            if let Some(e) = error.into_inner().expect("lock") {
+                return Err(e);
+            }
+            if let Some(f) = first_failure.into_inner().expect("lock") {
+                // Points stopped mid-run by fail-fast are cancelled, not failed.
+                let reason = format!("fail-fast: {f} failed in matrix {name}");
+                let mut r = state.results.lock().expect("lock");
+                for p in points {
+                    if let Some(x) = r.get_mut(&p.id)
+                        && p.id != f
+                        && (x.status == Status::Pending || matches!(&x.status, Status::Failed { reason } if reason == "cancelled"))
+                    {
+                        x.status = Status::Cancelled { reason: reason.clone() };
+                    }
+                }
+            }
+            save_summary(opts, &state, &order)?;
+        }
+    }
+
+    // Pareto over every finished point, with bootstrap intervals.
+    let results = state.results.lock().expect("lock").clone();
+    let samples = state.samples.lock().expect("lock").clone();
+    let inputs: Vec<(String, String, String, u32, bool, Samples)> = order
+        .iter()
+        .filter_map(|id| {
+            let r = &results[id];
+            let s = samples.get(id)?;
+            (r.status == Status::Done || matches!(r.status, Status::Failed { .. }) && r.summary.is_some())
+                .then(|| (id.clone(), r.config_key.clone(), r.arm.clone(), r.conc, r.ok(), s.clone()))
+        })
+        .collect();
+    let pts = pareto::points_with_uncertainty(&inputs, opts.replicates, opts.seed);
+    let curves = pareto::analyse(&pts);
+    {
+        let mut r = state.results.lock().expect("lock");
+        for p in &pts {
+            if let Some(x) = r.get_mut(&p.id) {
+                x.pareto = Some(p.clone());
+            }
+        }
+    }
+    let mut summary = save_summary(opts, &state, &order)?;
+    summary.curves = curves;
+    summary.save(&opts.out).map_err(|e| e.to_string())?;
+    write_parquet(&summary, &opts.out.join("results.parquet")).map_err(|e| format!("results.parquet: {e}"))?;
+    Ok(summary)
+}
+
+/// One row per point with the headline metrics (`results.parquet`).
+pub fn write_parquet(run: &RunSummary, path: &Path) -> polars::prelude::PolarsResult<()> {
+    use polars::prelude::*;
+    let g = |f: &dyn Fn(&PointResult) -> Option<f64>| run.points.iter().map(f).collect::<Vec<Option<f64>>>();
+    let mut df = df!(
+        "point" => run.points.iter().map(|p| p.id.clone()).collect::<Vec<_>>(),
+        "config_key" => run.points.iter().map(|p| p.config_key.clone()).collect::<Vec<_>>(),
+        "arm" => run.points.iter().map(|p| p.arm.clone()).collect::<Vec<_>>(),
+        "conc" => run.points.iter().map(|p| p.conc).collect::<Vec<_>>(),
+        "gpus" => run.points.iter().map(|p| p.gpus).collect::<Vec<_>>(),
+        "result_kind" => run.points.iter().map(|p| p.result_kind.clone()).collect::<Vec<_>>(),
+        "status" => run.points.iter().map(|p| serde_json::to_value(&p.status).ok().and_then(|v| v["state"].as_str().map(str::to_string)).unwrap_or_default()).collect::<Vec<_>>(),
+        "valid" => run.points.iter().map(|p| p.ok()).collect::<Vec<_>>(),
+        "tput_per_gpu" => g(&|p| p.summary.as_ref().map(|s| s.tput_per_gpu)),
+        "output_tput_per_gpu" => g(&|p| p.summary.as_ref().map(|s| s.output_tput_per_gpu)),
+        "intvty_p90" => g(&|p| p.summary.as_ref().map(|s| s.intvty_p90)),
+        "e2e_norm_intvty_p90" => g(&|p| p.summary.as_ref().map(|s| s.e2e_norm_intvty_p90)),
+        "ttft_p50" => g(&|p| p.summary.as_ref().map(|s| s.ttft.p50)),
+        "ttft_p90" => g(&|p| p.summary.as_ref().map(|s| s.ttft.p90)),
+        "ttft_p99" => g(&|p| p.summary.as_ref().map(|s| s.ttft.p99)),
+        "e2el_p75" => g(&|p| p.summary.as_ref().map(|s| s.e2el.p75)),
+        "e2el_p90" => g(&|p| p.summary.as_ref().map(|s| s.e2el.p90)),
+        "p_frontier" => g(&|p| p.pareto.as_ref().map(|x| x.p_frontier)),
+    )?;
+    let tmp = path.with_extension("parquet.tmp");
+    let f = std::fs::File::create(&tmp)?;
+    ParquetWriter::new(f).finish(&mut df)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}

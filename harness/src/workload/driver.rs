@@ -1,0 +1,123 @@
+//! A minimal virtual-clock driver: it runs a [`Workload`] against a service-time function instead
+//! of an engine. It shows the contract every driver follows (deliver completions and wakes in
+//! time order, honour `Cancel`, stop at `Finished`) and serves tests and workload benchmarks.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet};
+
+use super::{Action, Event, Failure, Outcome, RequestId, RequestSpec, Workload};
+
+/// What the service does with one request: how long it takes and whether it fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Service {
+    pub duration_ns: u64,
+    pub failure: Option<Failure>,
+}
+
+/// One sent request and what became of it.
+#[derive(Debug, Clone)]
+pub struct SentRecord {
+    pub sent_at: u64,
+    pub spec: RequestSpec,
+    /// Completion (or failure) time; `None` if cancelled.
+    pub done_at: Option<u64>,
+    pub failure: Option<Failure>,
+    pub cancelled: bool,
+}
+
+/// The log of a driven run.
+#[derive(Debug, Default)]
+pub struct DriveLog {
+    pub records: Vec<SentRecord>,
+    pub outcome: Option<Outcome>,
+    pub profiling_start: Option<u64>,
+    pub profiling_deadline: Option<u64>,
+    /// Events delivered.
+    pub events: u64,
+}
+
+/// Run `wl` to completion from `start`, serving each request with `service`. `check` is called
+/// after every event (for invariant checks).
+pub fn drive(
+    wl: &mut Workload,
+    start: u64,
+    mut service: impl FnMut(&RequestSpec) -> Service,
+    mut check: impl FnMut(&Workload, u64),
+) -> DriveLog {
+    let mut log = DriveLog::default();
+    let mut pending: BinaryHeap<Reverse<(u64, RequestId, usize)>> = BinaryHeap::new();
+    let mut cancelled: HashSet<RequestId> = HashSet::new();
+    let mut wake: Option<u64> = None;
+    let mut actions = Vec::new();
+    let mut now = start;
+    let mut event = Event::Start;
+    loop {
+        actions.clear();
+        wl.handle(now, event, &mut actions);
+        log.events += 1;
+        for a in actions.drain(..) {
+            match a {
+                Action::Send(spec) => {
+                    let s = service(&spec);
+                    let idx = log.records.len();
+                    pending.push(Reverse((now + s.duration_ns, spec.id, idx)));
+                    log.records.push(SentRecord { sent_at: now, spec: *spec, done_at: None, failure: s.failure, cancelled: false });
+                }
+                Action::Cancel(id) => {
+                    cancelled.insert(id);
+                }
+                Action::Wake(t) => wake = Some(t),
+                Action::ProfilingStarted { at, deadline } => {
+                    log.profiling_start = Some(at);
+                    log.profiling_deadline = Some(deadline);
+                }
+                Action::ProfilingEnded { .. } => {}
+                Action::Finished(o) => log.outcome = Some(o),
+            }
+        }
+        check(wl, now);
+        if log.outcome.is_some() {
+            break;
+        }
+        // Next event: the earliest live completion, else the wake.
+        while let Some(Reverse((_, id, idx))) = pending.peek().copied() {
+            if cancelled.contains(&id) {
+                pending.pop();
+                log.records[idx].cancelled = true;
+                log.records[idx].failure = None;
+            } else {
+                break;
+            }
+        }
+        let next_done = pending.peek().map(|Reverse(e)| e.0);
+        let take_done = match (next_done, wake) {
+            (Some(d), Some(w)) => d <= w,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        match (take_done, wake) {
+            (true, _) => {
+                let Reverse((t, id, idx)) = pending.pop().expect("peeked");
+                now = t.max(now);
+                log.records[idx].done_at = Some(now);
+                event = match log.records[idx].failure {
+                    Some(f) => Event::Failed(id, f),
+                    None => Event::Completed(id),
+                };
+            }
+            (false, Some(w)) => {
+                now = w.max(now);
+                wake = None;
+                event = Event::Wake;
+            }
+            (false, None) => break,
+        }
+    }
+    for Reverse((_, id, idx)) in pending {
+        if cancelled.contains(&id) {
+            log.records[idx].cancelled = true;
+            log.records[idx].failure = None;
+        }
+    }
+    log
+}

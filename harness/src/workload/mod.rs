@@ -1,0 +1,1123 @@
+//! The AgentX session-tree workload as a sans-IO state machine (AgentX §3).
+//!
+//! [`Workload::handle`] takes `(now, event)` and appends [`Action`]s: requests to send, requests to
+//! cancel, the next instant it wants to be woken, phase changes and the end of the run. It owns no
+//! clock, socket or thread: a virtual-clock loop and a real-time HTTP client drive the same machine.
+//! Times are `u64` nanoseconds on the driver's clock.
+//!
+//! Semantics (defaults are InferenceX's `inferencex-agentx-mvp` settings):
+//! - exactly C lanes, each holding one live session tree (root conversation + subagent streams);
+//!   a lane is released only when its whole tree drains, then immediately takes the next trace of
+//!   the sequential sampler (wrapping) and plays it from turn 0 with a fresh cache-bust marker;
+//! - end-to-start delays `max(0, t_k − (t_{k−1} + api_{k−1}))` from the predecessor's completion;
+//!   subagents spawn at their recorded offset after the anchor turn completes; the joining turn waits
+//!   for every child; replay predecessors across root/child streams; background subagents hold the
+//!   lane until they finish;
+//! - warmup: each lane starts at a sampled instant t* ∈ [t_min + 0.25·D, t_min + 0.75·D] (seeded by
+//!   seed, trace id and lane), sends the primer turn(s) with full history, then its next 10 requests
+//!   with one output token and no delay; profiling starts for every lane at the common boundary when
+//!   all warmup requests finished (or the warmup grace expired);
+//! - global idle cap (10 s) and per-tree idle cap (300 s); no request starts after the profiling
+//!   deadline; in-flight requests get a 30 s grace, then are cancelled;
+//! - a context overflow ends that conversation (its descendants still drain); other errors do not;
+//!   a root-conversation warmup failure cancels the run; the live abort fires when failed/total
+//!   profiling records exceeds 10 % after max(C, 10) records.
+
+pub mod driver;
+pub mod plan;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+pub use plan::{SourceKind, StreamPlan, TracePlan, TurnRef, TurnTiming};
+
+use crate::prompt::{Marker, Prompt, sha_key};
+
+const SEC: u64 = 1_000_000_000;
+
+/// Output length of primer requests (the pin's behaviour is unconfirmed; recorded by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrimerOutput {
+    /// The recorded `out` of the primer turn.
+    Recorded,
+    /// One token.
+    One,
+}
+
+/// Replay parameters; defaults are the AgentX ones.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WorkloadConfig {
+    /// Lanes: live session trees.
+    pub concurrency: u32,
+    /// Seeds t* draws (with trace id and lane).
+    pub seed: u64,
+    /// Run id mixed into every cache-bust marker.
+    pub run_id: String,
+    pub duration_ns: u64,
+    pub grace_ns: u64,
+    pub start_min_ratio: f64,
+    pub start_max_ratio: f64,
+    /// Start lanes mid-trace at t* with primers and per-lane warmup requests; off: every lane
+    /// starts its trace at turn 0 and profiling starts at once.
+    pub warmup: bool,
+    pub warmup_requests_per_lane: u32,
+    pub warmup_grace_ns: u64,
+    pub primer_output: PrimerOutput,
+    pub system_idle_cap_ns: u64,
+    pub trace_idle_cap_ns: u64,
+    pub failed_request_threshold: f64,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 1,
+            seed: 42,
+            run_id: "sweep".into(),
+            duration_ns: 3600 * SEC,
+            grace_ns: 30 * SEC,
+            start_min_ratio: 0.25,
+            start_max_ratio: 0.75,
+            warmup: true,
+            warmup_requests_per_lane: 10,
+            warmup_grace_ns: 1800 * SEC,
+            primer_output: PrimerOutput::Recorded,
+            system_idle_cap_ns: 10 * SEC,
+            trace_idle_cap_ns: 300 * SEC,
+            failed_request_threshold: 0.10,
+        }
+    }
+}
+
+/// Command-line flags for the workload (flatten into a run command).
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkloadArgs {
+    /// Profiling duration, seconds (AgentX: 3600; fast mode 1200).
+    #[arg(long, default_value_t = 3600.0)]
+    pub benchmark_duration: f64,
+    /// Grace for requests in flight at the deadline, seconds.
+    #[arg(long, default_value_t = 30.0)]
+    pub benchmark_grace_period: f64,
+    /// Lower bound of the t* window as a fraction of the trace span.
+    #[arg(long, default_value_t = 0.25)]
+    pub trajectory_start_min_ratio: f64,
+    /// Upper bound of the t* window as a fraction of the trace span.
+    #[arg(long, default_value_t = 0.75)]
+    pub trajectory_start_max_ratio: f64,
+    /// Extra one-token warmup requests per lane after its primers (fast mode: 1).
+    #[arg(long, default_value_t = 10)]
+    pub warmup_requests_per_lane: u32,
+    /// Maximum wait for outstanding warmup requests, seconds.
+    #[arg(long, default_value_t = 1800.0)]
+    pub warmup_grace_period: f64,
+    /// Output length of primer requests.
+    #[arg(long, value_enum, default_value_t = PrimerOutput::Recorded)]
+    pub primer_output: PrimerOutput,
+    /// Start every lane at turn 0 with no primers or warmup requests.
+    #[arg(long)]
+    pub no_warmup: bool,
+    /// Global idle cap, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub system_idle_gap_cap_seconds: f64,
+    /// Per-tree idle cap, seconds.
+    #[arg(long, default_value_t = 300.0)]
+    pub trace_idle_gap_cap_seconds: f64,
+    /// Live abort when failed/total profiling records exceeds this.
+    #[arg(long, default_value_t = 0.10)]
+    pub failed_request_threshold: f64,
+}
+
+fn s2ns(s: f64) -> u64 {
+    (s.max(0.0) * 1e9).round() as u64
+}
+
+impl WorkloadArgs {
+    pub fn config(&self, concurrency: u32, seed: u64, run_id: &str) -> WorkloadConfig {
+        WorkloadConfig {
+            concurrency,
+            seed,
+            run_id: run_id.to_string(),
+            duration_ns: s2ns(self.benchmark_duration),
+            grace_ns: s2ns(self.benchmark_grace_period),
+            start_min_ratio: self.trajectory_start_min_ratio,
+            start_max_ratio: self.trajectory_start_max_ratio,
+            warmup: !self.no_warmup,
+            warmup_requests_per_lane: self.warmup_requests_per_lane,
+            warmup_grace_ns: s2ns(self.warmup_grace_period),
+            primer_output: self.primer_output,
+            system_idle_cap_ns: s2ns(self.system_idle_gap_cap_seconds),
+            trace_idle_cap_ns: s2ns(self.trace_idle_gap_cap_seconds),
+            failed_request_threshold: self.failed_request_threshold,
+        }
+    }
+}
+
+pub type RequestId = u64;
+
+/// Benchmark phase of a request (`metadata.benchmark_phase`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Warmup,
+    Profiling,
+}
+
+/// Why a request was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestKind {
+    /// The turn just before t*, with full history (warmup).
+    Primer,
+    /// One of a lane's one-token warmup requests.
+    LaneWarmup,
+    /// A replayed turn (profiling).
+    Turn,
+}
+
+/// A request to send.
+#[derive(Debug, Clone)]
+pub struct RequestSpec {
+    pub id: RequestId,
+    pub lane: u32,
+    /// Play id: unique per (lane, pass).
+    pub play: u64,
+    /// Recycle pass of the lane (0 for its first play).
+    pub pass: u64,
+    pub phase: Phase,
+    pub kind: RequestKind,
+    pub conversation_id: Arc<str>,
+    /// `X-Correlation-ID`: constant within a conversation of a play.
+    pub correlation_id: Arc<str>,
+    pub root_correlation_id: Arc<str>,
+    pub turn_index: u32,
+    /// Stream index within the trace (0 = root).
+    pub stream: u16,
+    /// `max_completion_tokens`.
+    pub max_tokens: u64,
+    /// The recorded output length of this turn.
+    pub recorded_output_tokens: u64,
+    pub prompt: Prompt,
+    pub source_trace_id: Arc<str>,
+    pub source_outer_idx: u32,
+    pub source_kind: SourceKind,
+}
+
+impl RequestSpec {
+    /// Theoretical prefix-cache hit of this request: (hit blocks, total blocks).
+    pub fn theoretical_hit(&self) -> (u32, u32) {
+        self.prompt.theoretical_hit()
+    }
+
+    /// The `/v1/chat/completions` body (AgentX §4.2): the full accumulated conversation as text,
+    /// `stream`, `ignore_eos`, `stream_options.include_usage` and `max_completion_tokens`; never
+    /// `temperature`, `tools` or `min_tokens`. `extra` keys are merged in (they cannot override
+    /// the locked fields). Send it with the header `X-Correlation-ID: <correlation_id>`.
+    pub fn http_body(
+        &self,
+        model: &str,
+        vocab: &dyn crate::prompt::TokenText,
+        extra: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> serde_json::Value {
+        let mut body = serde_json::Map::new();
+        if let Some(extra) = extra {
+            for (k, v) in extra {
+                body.insert(k.clone(), v.clone());
+            }
+        }
+        body.insert("model".into(), model.into());
+        body.insert("messages".into(), serde_json::to_value(self.prompt.messages(vocab)).expect("messages serialize"));
+        body.insert("stream".into(), true.into());
+        body.insert("max_completion_tokens".into(), self.max_tokens.into());
+        body.insert("ignore_eos".into(), true.into());
+        body.insert("stream_options".into(), serde_json::json!({"include_usage": true}));
+        for locked_out in ["temperature", "tools", "min_tokens"] {
+            body.remove(locked_out);
+        }
+        serde_json::Value::Object(body)
+    }
+}
+
+/// How a request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The prompt exceeded the server's context: ends that conversation.
+    ContextOverflow,
+    /// Anything else (HTTP 500, timeout, …): the conversation continues.
+    Error,
+}
+
+/// Inputs to the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Begin the run.
+    Start,
+    /// The instant from the latest [`Action::Wake`] has come (early or spurious wakes are harmless).
+    /// The driver then forgets that wake; the machine answers with the next one.
+    Wake,
+    Completed(RequestId),
+    Failed(RequestId, Failure),
+}
+
+/// How the run ended.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    /// Profiling ran to its deadline and drained.
+    Completed,
+    /// The live abort fired.
+    Aborted { failed: u64, total: u64 },
+    /// A root conversation's warmup request failed (`run_cancelled`).
+    Cancelled { reason: String },
+}
+
+/// Outputs of the machine.
+#[derive(Debug, Clone)]
+pub enum Action {
+    Send(Box<RequestSpec>),
+    /// Cancel an in-flight request (record it with `was_cancelled: true`); send no event for it.
+    Cancel(RequestId),
+    /// Call [`Workload::handle`] with [`Event::Wake`] at this instant; replaces earlier wakes.
+    Wake(u64),
+    /// Profiling starts now; it ends at `deadline`.
+    ProfilingStarted {
+        at: u64,
+        deadline: u64,
+    },
+    /// No request starts from now on.
+    ProfilingEnded {
+        at: u64,
+    },
+    Finished(Outcome),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SState {
+    /// Nothing pending (not spawned yet, or between events).
+    Idle,
+    /// Next turn waits for its delay timer.
+    Timer,
+    /// Delay elapsed; waits for prerequisites (or the phase) to send.
+    Due,
+    InFlight,
+}
+
+#[derive(Debug)]
+struct Stream {
+    next: u32,
+    done: u32,
+    state: SState,
+    spawned: bool,
+    terminated: bool,
+    timer_at: u64,
+    timer_seq: u64,
+    corr: Arc<str>,
+}
+
+#[derive(Debug)]
+struct Tree {
+    plan: Arc<TracePlan>,
+    play: u64,
+    pass: u64,
+    marker: Marker,
+    streams: Vec<Stream>,
+    in_flight: u32,
+}
+
+impl Tree {
+    fn stream_finished(&self, s: usize) -> bool {
+        let st = &self.streams[s];
+        st.terminated || st.done as usize >= self.plan.streams[s].turns.len()
+    }
+    fn turn_done(&self, (s, i): TurnRef) -> bool {
+        let st = &self.streams[s as usize];
+        st.terminated || st.done > i || (!st.spawned && self.stream_finished(0))
+    }
+    fn drained(&self) -> bool {
+        (0..self.streams.len()).all(|s| self.stream_finished(s) || (!self.streams[s].spawned && self.stream_finished(0)))
+    }
+}
+
+#[derive(Debug)]
+struct Lane {
+    tree: Tree,
+    primers: u32,
+    warmup_queue: VecDeque<TurnRef>,
+    warmup_busy: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Flight {
+    lane: u32,
+    play: u64,
+    stream: u16,
+    turn: u32,
+    phase: Phase,
+    kind: RequestKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum RunPhase {
+    NotStarted,
+    Warmup { until: u64 },
+    Profiling { deadline: u64 },
+    Draining { cancel_at: u64 },
+    Done,
+}
+
+/// Counters of a run so far.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct WorkloadStats {
+    pub sent: u64,
+    pub warmup_sent: u64,
+    pub primers_sent: u64,
+    pub profiling_completed: u64,
+    pub profiling_failed: u64,
+    pub context_overflows: u64,
+    pub cancelled: u64,
+    pub plays_started: u64,
+    pub global_idle_shifts: u64,
+    pub tree_idle_shifts: u64,
+    /// Prerequisites released by the stall breaker (0 unless the trace data is inconsistent).
+    pub forced_releases: u64,
+    /// Lanes whose trees had fewer than `warmup_requests_per_lane` turns to spare.
+    pub short_warmup_lanes: u64,
+}
+
+/// Where a lane starts: per-stream cursors, primers and the warmup sequence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placement {
+    /// Sampled t* (seconds, trace time).
+    pub t_star: f64,
+    /// First profiled root turn.
+    pub first_profiled: u32,
+    pub primers: Vec<TurnRef>,
+    pub warmup: Vec<TurnRef>,
+    /// Per stream: turns before this index are consumed by warmup (primers included).
+    pub cursors: Vec<u32>,
+    pub spawned: Vec<bool>,
+}
+
+/// t* for (seed, trace, lane): uniform in `[t_min + lo·D, t_min + hi·D]`.
+pub fn sample_t_star(plan: &TracePlan, seed: u64, lane: u32, lo: f64, hi: f64) -> f64 {
+    let key = sha_key(&[b"t-star", &seed.to_le_bytes(), plan.id.as_bytes(), &lane.to_le_bytes()]);
+    let mut rng = ChaCha8Rng::seed_from_u64(key);
+    let d = plan.t_max - plan.t_min;
+    let (a, b) = (plan.t_min + lo * d, plan.t_min + hi * d);
+    if b > a { rng.random_range(a..=b) } else { a }
+}
+
+/// Compute a lane's warmup placement in a trace.
+pub fn place(plan: &TracePlan, cfg: &WorkloadConfig, lane: u32) -> Placement {
+    let t_star = sample_t_star(plan, cfg.seed, lane, cfg.start_min_ratio, cfg.start_max_ratio);
+    let root = &plan.streams[0].turns;
+    let n = root.len();
+    let p = if n <= 1 { 0 } else { root.iter().position(|t| t.t >= t_star).unwrap_or(n - 1).clamp(1, n - 1) };
+    let tp = root[p].t;
+    let mut cursors = vec![0u32; plan.streams.len()];
+    let mut spawned = vec![false; plan.streams.len()];
+    let mut primers = Vec::new();
+    cursors[0] = p as u32;
+    spawned[0] = true;
+    if p > 0 {
+        primers.push((0u16, p as u32 - 1));
+    }
+    for (c, s) in plan.streams.iter().enumerate().skip(1) {
+        if s.anchor.is_some_and(|a| (a as usize) < p) {
+            spawned[c] = true;
+            let k = s.turns.iter().position(|t| t.t >= tp).unwrap_or(s.turns.len());
+            cursors[c] = k as u32;
+            if k > 0 && k < s.turns.len() {
+                primers.push((c as u16, k as u32 - 1));
+            }
+        }
+    }
+    // The next requests in recorded order, one at a time, keeping the root's last turn profiled.
+    let mut warmup = Vec::new();
+    let w = cfg.warmup_requests_per_lane as usize;
+    if w > 0 {
+        for &(s, i) in &plan.order {
+            if warmup.len() == w {
+                break;
+            }
+            let su = s as usize;
+            if !spawned[su] || cursors[su] != i || (su == 0 && i as usize + 1 >= n) {
+                continue;
+            }
+            warmup.push((s, i));
+            cursors[su] += 1;
+            if su == 0 {
+                for &c in &plan.spawns[i as usize] {
+                    spawned[c as usize] = true;
+                }
+            }
+        }
+    }
+    Placement { t_star, first_profiled: p as u32, primers, warmup, cursors, spawned }
+}
+
+/// Compile a trace set into a replay pool (in order). `seed` namespaces prompt contents. Traces
+/// with no main-agent request cannot be replayed: they are skipped and reported in `warnings`.
+pub fn compile_pool(
+    source: &crate::trace::TraceSource,
+    opts: &crate::trace::ReadOptions,
+    seed: u64,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Arc<TracePlan>>, crate::trace::TraceError> {
+    let mut pool = Vec::new();
+    let mut skipped = Vec::new();
+    source.for_each(opts, warnings, |t| {
+        match TracePlan::build(&t, seed) {
+            Ok(p) => pool.push(Arc::new(p)),
+            Err(e) => skipped.push(format!("skipped: {e}")),
+        }
+        Ok(())
+    })?;
+    warnings.extend(skipped);
+    Ok(pool)
+}
+
+/// The embedded default pool: the default synthetic trace set (works with no data on disk).
+pub fn default_pool(seed: u64) -> Vec<Arc<TracePlan>> {
+    let source = crate::trace::TraceSource::Synthetic { traces: crate::trace::DEFAULT_SYNTHETIC_TRACES, seed };
+    let mut w = Vec::new();
+    compile_pool(&source, &crate::trace::ReadOptions::default(), seed, &mut w).expect("synthetic traces always compile")
+}
+
+/// A pending turn timer: (raw time, seq, lane, play, stream).
+type TimerEntry = (u64, u64, u32, u64, u16);
+
+/// The replay state machine.
+pub struct Workload {
+    cfg: WorkloadConfig,
+    pool: Vec<Arc<TracePlan>>,
+    lanes: Vec<Lane>,
+    inflight: HashMap<RequestId, Flight>,
+    /// (raw time, seq, lane, play, stream); actual time = raw − `shift`.
+    timers: BinaryHeap<Reverse<TimerEntry>>,
+    shift: u64,
+    seq: u64,
+    next_id: RequestId,
+    next_play: u64,
+    sampler: usize,
+    phase: RunPhase,
+    last_wake: Option<u64>,
+    stats: WorkloadStats,
+}
+
+/// Errors building a workload.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("the trace pool is empty: give at least one trace with a main-agent request")]
+    EmptyPool,
+    #[error("concurrency must be at least 1")]
+    NoLanes,
+    #[error("invalid start ratios {0}..{1}: need 0 ≤ min ≤ max ≤ 1")]
+    Ratios(f64, f64),
+}
+
+impl Workload {
+    /// A workload over a pool of compiled traces (sampled in order, wrapping).
+    pub fn new(cfg: WorkloadConfig, pool: Vec<Arc<TracePlan>>) -> Result<Self, WorkloadError> {
+        if pool.is_empty() {
+            return Err(WorkloadError::EmptyPool);
+        }
+        if cfg.concurrency == 0 {
+            return Err(WorkloadError::NoLanes);
+        }
+        if !(0.0..=1.0).contains(&cfg.start_min_ratio)
+            || !(0.0..=1.0).contains(&cfg.start_max_ratio)
+            || cfg.start_min_ratio > cfg.start_max_ratio
+        {
+            return Err(WorkloadError::Ratios(cfg.start_min_ratio, cfg.start_max_ratio));
+        }
+        Ok(Self {
+            cfg,
+            pool,
+            lanes: Vec::new(),
+            inflight: HashMap::new(),
+            timers: BinaryHeap::new(),
+            shift: 0,
+            seq: 0,
+            next_id: 1,
+            next_play: 0,
+            sampler: 0,
+            phase: RunPhase::NotStarted,
+            last_wake: None,
+            stats: WorkloadStats::default(),
+        })
+    }
+
+    pub fn config(&self) -> &WorkloadConfig {
+        &self.cfg
+    }
+
+    pub fn stats(&self) -> &WorkloadStats {
+        &self.stats
+    }
+
+    /// Requests currently in flight.
+    pub fn in_flight(&self) -> usize {
+        self.inflight.len()
+    }
+
+    /// Lanes whose tree still has work (before the deadline this is always C).
+    pub fn live_trees(&self) -> usize {
+        self.lanes.iter().filter(|l| !l.tree.drained()).count()
+    }
+
+    /// Ids of the traces the lanes hold now, by lane.
+    pub fn lane_traces(&self) -> Vec<Arc<str>> {
+        self.lanes.iter().map(|l| l.tree.plan.id.clone()).collect()
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.phase == RunPhase::Done
+    }
+
+    /// Whether profiling has started (and not yet ended).
+    pub fn is_profiling(&self) -> bool {
+        matches!(self.phase, RunPhase::Profiling { .. })
+    }
+
+    /// The next instant the machine needs a [`Event::Wake`], if any.
+    pub fn next_wake(&mut self) -> Option<u64> {
+        let timer = if matches!(self.phase, RunPhase::Profiling { .. }) { self.peek_timer() } else { None };
+        let phase = match self.phase {
+            RunPhase::Warmup { until } => Some(until),
+            RunPhase::Profiling { deadline } => Some(deadline),
+            RunPhase::Draining { cancel_at } => Some(cancel_at),
+            _ => None,
+        };
+        match (timer, phase) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Feed one event; actions are appended to `out`.
+    pub fn handle(&mut self, now: u64, event: Event, out: &mut Vec<Action>) {
+        if self.phase == RunPhase::Done {
+            return;
+        }
+        match event {
+            Event::Start => {
+                if self.phase == RunPhase::NotStarted {
+                    self.start(now, out);
+                }
+            }
+            // The driver forgets its wake once delivered: always tell it the next one.
+            Event::Wake => self.last_wake = None,
+            Event::Completed(id) => self.on_done(now, id, None, out),
+            Event::Failed(id, f) => self.on_done(now, id, Some(f), out),
+        }
+        self.advance(now, out);
+        if self.phase != RunPhase::Done {
+            let w = self.next_wake();
+            if w != self.last_wake {
+                if let Some(w) = w {
+                    out.push(Action::Wake(w));
+                }
+                self.last_wake = w;
+            }
+        }
+    }
+
+    /// Convenience wrapper returning the actions.
+    pub fn step(&mut self, now: u64, event: Event) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.handle(now, event, &mut out);
+        out
+    }
+
+    // -----------------------------------------------------------------------------------------
+
+    fn next_trace(&mut self) -> Arc<TracePlan> {
+        let p = self.pool[self.sampler % self.pool.len()].clone();
+        self.sampler += 1;
+        p
+    }
+
+    fn new_tree(&mut self, lane: u32, pass: u64, plan: Arc<TracePlan>) -> Tree {
+        let marker = Marker::new(&self.cfg.run_id, pass, lane, &plan.id);
+        let play = self.next_play;
+        self.next_play += 1;
+        self.stats.plays_started += 1;
+        let streams = plan
+            .streams
+            .iter()
+            .enumerate()
+            .map(|(s, _)| {
+                let k = sha_key(&[b"corr", &marker.digest, &(s as u64).to_le_bytes()]);
+                Stream {
+                    next: 0,
+                    done: 0,
+                    state: SState::Idle,
+                    spawned: s == 0,
+                    terminated: false,
+                    timer_at: 0,
+                    timer_seq: 0,
+                    corr: Arc::from(format!("{k:016x}")),
+                }
+            })
+            .collect();
+        Tree { plan, play, pass, marker, streams, in_flight: 0 }
+    }
+
+    fn start(&mut self, now: u64, out: &mut Vec<Action>) {
+        let c = self.cfg.concurrency;
+        for lane in 0..c {
+            let plan = self.next_trace();
+            let tree = self.new_tree(lane, 0, plan);
+            self.lanes.push(Lane { tree, primers: 0, warmup_queue: VecDeque::new(), warmup_busy: false });
+        }
+        if !self.cfg.warmup {
+            self.begin_profiling(now, out);
+            return;
+        }
+        self.phase = RunPhase::Warmup { until: now.saturating_add(self.cfg.warmup_grace_ns) };
+        for lane in 0..c {
+            let plan = self.lanes[lane as usize].tree.plan.clone();
+            let pl = place(&plan, &self.cfg, lane);
+            if (pl.warmup.len() as u32) < self.cfg.warmup_requests_per_lane {
+                self.stats.short_warmup_lanes += 1;
+            }
+            let l = &mut self.lanes[lane as usize];
+            for (s, st) in l.tree.streams.iter_mut().enumerate() {
+                st.spawned = pl.spawned[s];
+            }
+            // Consumed turns count as done; the primers and warmup turns are sent below.
+            let mut cursor_before: Vec<u32> = pl.cursors.clone();
+            for &(s, _) in &pl.warmup {
+                cursor_before[s as usize] -= 1;
+            }
+            for (s, st) in l.tree.streams.iter_mut().enumerate() {
+                st.next = cursor_before[s];
+                st.done = cursor_before[s];
+            }
+            l.warmup_queue = pl.warmup.iter().copied().collect();
+            l.primers = pl.primers.len() as u32;
+            for &(s, i) in &pl.primers {
+                // A primer is the last consumed turn of its stream: it is sent, not marked done.
+                l.tree.streams[s as usize].done = i;
+                l.tree.streams[s as usize].next = i;
+            }
+            for &(s, i) in &pl.primers {
+                let max = match self.cfg.primer_output {
+                    PrimerOutput::Recorded => plan.streams[s as usize].prompts.turns[i as usize].output_tokens,
+                    PrimerOutput::One => 1,
+                };
+                self.send(now, lane, s, i, Phase::Warmup, RequestKind::Primer, max, out);
+                // The stream's cursor continues after the primer.
+                let st = &mut self.lanes[lane as usize].tree.streams[s as usize];
+                st.next = st.next.max(cursor_before[s as usize]);
+            }
+            if pl.primers.is_empty() {
+                self.next_lane_warmup(now, lane, out);
+            }
+        }
+        self.maybe_end_warmup(now, out);
+    }
+
+    fn next_lane_warmup(&mut self, now: u64, lane: u32, out: &mut Vec<Action>) {
+        let l = &mut self.lanes[lane as usize];
+        if l.warmup_busy || l.primers > 0 {
+            return;
+        }
+        if let Some((s, i)) = l.warmup_queue.pop_front() {
+            l.warmup_busy = true;
+            self.send(now, lane, s, i, Phase::Warmup, RequestKind::LaneWarmup, 1, out);
+        }
+    }
+
+    fn maybe_end_warmup(&mut self, now: u64, out: &mut Vec<Action>) {
+        if !matches!(self.phase, RunPhase::Warmup { .. }) {
+            return;
+        }
+        let done = self.lanes.iter().all(|l| l.primers == 0 && !l.warmup_busy && l.warmup_queue.is_empty());
+        if done {
+            self.begin_profiling(now, out);
+        }
+    }
+
+    fn begin_profiling(&mut self, now: u64, out: &mut Vec<Action>) {
+        let deadline = now.saturating_add(self.cfg.duration_ns);
+        self.phase = RunPhase::Profiling { deadline };
+        out.push(Action::ProfilingStarted { at: now, deadline });
+        // Every stream with a pending turn starts its normal end-to-start delay from now.
+        for lane in 0..self.lanes.len() {
+            let n = self.lanes[lane].tree.streams.len();
+            for s in 0..n {
+                let tree = &self.lanes[lane].tree;
+                let st = &tree.streams[s];
+                if st.spawned && !tree.stream_finished(s) && st.state == SState::Idle {
+                    self.schedule(now, lane as u32, s as u16);
+                }
+            }
+            self.cap_tree_idle(now, lane as u32);
+        }
+    }
+
+    /// Put stream `s`'s next turn on its delay timer.
+    fn schedule(&mut self, now: u64, lane: u32, s: u16) {
+        let tree = &mut self.lanes[lane as usize].tree;
+        let su = s as usize;
+        if tree.streams[su].terminated {
+            return;
+        }
+        let next = tree.streams[su].next as usize;
+        let Some(turn) = tree.plan.streams[su].turns.get(next) else {
+            return;
+        };
+        let at = now.saturating_add(turn.delay_ns);
+        let st = &mut tree.streams[su];
+        st.state = SState::Timer;
+        st.timer_at = at;
+        self.seq += 1;
+        st.timer_seq = self.seq;
+        let play = tree.play;
+        self.timers.push(Reverse((at + self.shift, self.seq, lane, play, s)));
+    }
+
+    fn timer_valid(&self, e: &TimerEntry) -> bool {
+        let tree = &self.lanes[e.2 as usize].tree;
+        tree.play == e.3 && {
+            let st = &tree.streams[e.4 as usize];
+            st.state == SState::Timer && st.timer_seq == e.1
+        }
+    }
+
+    fn peek_timer(&mut self) -> Option<u64> {
+        while let Some(Reverse(e)) = self.timers.peek() {
+            if self.timer_valid(e) {
+                return Some(e.0 - self.shift);
+            }
+            self.timers.pop();
+        }
+        None
+    }
+
+    fn prereqs_met(&self, lane: u32, s: u16) -> bool {
+        let tree = &self.lanes[lane as usize].tree;
+        let st = &tree.streams[s as usize];
+        let turn = &tree.plan.streams[s as usize].turns[st.next as usize];
+        turn.preds.iter().all(|&p| tree.turn_done(p))
+    }
+
+    /// Send every Due stream of a lane whose prerequisites are met (profiling only).
+    fn try_send_lane(&mut self, now: u64, lane: u32, out: &mut Vec<Action>) {
+        if !matches!(self.phase, RunPhase::Profiling { deadline } if now < deadline) {
+            return;
+        }
+        let n = self.lanes[lane as usize].tree.streams.len();
+        for s in 0..n as u16 {
+            if self.lanes[lane as usize].tree.streams[s as usize].state == SState::Due && self.prereqs_met(lane, s) {
+                let i = self.lanes[lane as usize].tree.streams[s as usize].next;
+                let out_tokens = self.lanes[lane as usize].tree.plan.streams[s as usize].prompts.turns[i as usize].output_tokens;
+                self.send(now, lane, s, i, Phase::Profiling, RequestKind::Turn, out_tokens, out);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send(&mut self, _now: u64, lane: u32, s: u16, i: u32, phase: Phase, kind: RequestKind, max_tokens: u64, out: &mut Vec<Action>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let tree = &mut self.lanes[lane as usize].tree;
+        let sp = &tree.plan.streams[s as usize];
+        let st = &mut tree.streams[s as usize];
+        st.state = SState::InFlight;
+        st.next = i + 1;
+        tree.in_flight += 1;
+        let spec = RequestSpec {
+            id,
+            lane,
+            play: tree.play,
+            pass: tree.pass,
+            phase,
+            kind,
+            conversation_id: sp.conversation_id.clone(),
+            correlation_id: st.corr.clone(),
+            root_correlation_id: tree.streams[0].corr.clone(),
+            turn_index: i,
+            stream: s,
+            max_tokens: max_tokens.max(1),
+            recorded_output_tokens: sp.prompts.turns[i as usize].output_tokens,
+            prompt: Prompt { conversation: sp.prompts.clone(), turn: i, marker: Some(tree.marker) },
+            source_trace_id: tree.plan.id.clone(),
+            source_outer_idx: sp.turns[i as usize].outer_idx,
+            source_kind: sp.kind,
+        };
+        self.inflight.insert(id, Flight { lane, play: tree.play, stream: s, turn: i, phase, kind });
+        self.stats.sent += 1;
+        match kind {
+            RequestKind::Primer => self.stats.primers_sent += 1,
+            RequestKind::LaneWarmup => self.stats.warmup_sent += 1,
+            RequestKind::Turn => {}
+        }
+        out.push(Action::Send(Box::new(spec)));
+    }
+
+    fn on_done(&mut self, now: u64, id: RequestId, failure: Option<Failure>, out: &mut Vec<Action>) {
+        let Some(f) = self.inflight.remove(&id) else {
+            return; // unknown or already cancelled
+        };
+        let lane = f.lane;
+        {
+            let tree = &mut self.lanes[lane as usize].tree;
+            if tree.play != f.play {
+                return;
+            }
+            tree.in_flight -= 1;
+            let st = &mut tree.streams[f.stream as usize];
+            st.done = st.done.max(f.turn + 1);
+            st.state = SState::Idle;
+            if failure == Some(Failure::ContextOverflow) {
+                st.terminated = true;
+                self.stats.context_overflows += 1;
+            }
+        }
+        match f.phase {
+            Phase::Warmup => {
+                if failure.is_some() && f.stream == 0 {
+                    self.cancel_all(out);
+                    self.finish(Outcome::Cancelled { reason: "run_cancelled".into() }, out);
+                    return;
+                }
+                if f.stream == 0 {
+                    // Warmup root turns spawn their children (scheduled at the boundary).
+                    let tree = &mut self.lanes[lane as usize].tree;
+                    let spawns = tree.plan.spawns[f.turn as usize].clone();
+                    for c in spawns {
+                        tree.streams[c as usize].spawned = true;
+                    }
+                }
+                let l = &mut self.lanes[lane as usize];
+                match f.kind {
+                    RequestKind::Primer => l.primers -= 1,
+                    _ => l.warmup_busy = false,
+                }
+                self.next_lane_warmup(now, lane, out);
+                self.maybe_end_warmup(now, out);
+                return;
+            }
+            Phase::Profiling => {
+                if failure.is_some() {
+                    self.stats.profiling_failed += 1;
+                } else {
+                    self.stats.profiling_completed += 1;
+                }
+                let total = self.stats.profiling_completed + self.stats.profiling_failed;
+                let armed = total >= u64::from(self.cfg.concurrency.max(10));
+                if armed && self.stats.profiling_failed as f64 / total as f64 > self.cfg.failed_request_threshold {
+                    let failed = self.stats.profiling_failed;
+                    self.cancel_all(out);
+                    self.finish(Outcome::Aborted { failed, total }, out);
+                    return;
+                }
+            }
+        }
+        if !matches!(self.phase, RunPhase::Profiling { .. }) {
+            return;
+        }
+        // Spawn children of a completed root turn; schedule the stream's next turn.
+        let terminated = self.lanes[lane as usize].tree.streams[f.stream as usize].terminated;
+        if f.stream == 0 {
+            let spawns = self.lanes[lane as usize].tree.plan.spawns[f.turn as usize].clone();
+            for c in spawns {
+                let st = &mut self.lanes[lane as usize].tree.streams[c as usize];
+                if !st.spawned {
+                    st.spawned = true;
+                    self.schedule(now, lane, c);
+                }
+            }
+        }
+        if !terminated {
+            self.schedule(now, lane, f.stream);
+        }
+        self.release_timers(now, lane);
+        self.try_send_lane(now, lane, out);
+        if self.lanes[lane as usize].tree.drained() {
+            self.recycle(now, lane, out);
+        } else if self.lanes[lane as usize].tree.in_flight == 0 {
+            self.cap_tree_idle(now, lane);
+        }
+    }
+
+    /// Zero-delay timers of a lane become Due right away.
+    fn release_timers(&mut self, now: u64, lane: u32) {
+        for st in self.lanes[lane as usize].tree.streams.iter_mut() {
+            if st.state == SState::Timer && st.timer_at <= now {
+                st.state = SState::Due;
+            }
+        }
+    }
+
+    fn recycle(&mut self, now: u64, lane: u32, out: &mut Vec<Action>) {
+        let pass = self.lanes[lane as usize].tree.pass + 1;
+        let plan = self.next_trace();
+        let tree = self.new_tree(lane, pass, plan);
+        self.lanes[lane as usize].tree = tree;
+        self.schedule(now, lane, 0);
+        self.release_timers(now, lane);
+        self.try_send_lane(now, lane, out);
+    }
+
+    /// Per-tree idle cap: an idle tree's pending timers advance so the next fires at the cap.
+    fn cap_tree_idle(&mut self, now: u64, lane: u32) {
+        let cap = self.cfg.trace_idle_cap_ns;
+        let tree = &mut self.lanes[lane as usize].tree;
+        if tree.in_flight > 0 {
+            return;
+        }
+        let earliest = tree.streams.iter().filter(|s| s.state == SState::Timer).map(|s| s.timer_at).min();
+        let Some(e) = earliest else { return };
+        let limit = now.saturating_add(cap);
+        if e <= limit {
+            return;
+        }
+        let delta = e - limit;
+        self.stats.tree_idle_shifts += 1;
+        let play = tree.play;
+        for (s, st) in tree.streams.iter_mut().enumerate() {
+            if st.state == SState::Timer {
+                st.timer_at -= delta;
+                self.seq += 1;
+                st.timer_seq = self.seq;
+                self.timers.push(Reverse((st.timer_at + self.shift, self.seq, lane, play, s as u16)));
+            }
+        }
+    }
+
+    fn cancel_all(&mut self, out: &mut Vec<Action>) {
+        let mut ids: Vec<RequestId> = self.inflight.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let f = self.inflight.remove(&id).expect("present");
+            let tree = &mut self.lanes[f.lane as usize].tree;
+            if tree.play == f.play {
+                tree.in_flight -= 1;
+                let st = &mut tree.streams[f.stream as usize];
+                st.state = SState::Idle;
+                st.done = st.done.max(f.turn + 1);
+            }
+            self.stats.cancelled += 1;
+            out.push(Action::Cancel(id));
+        }
+    }
+
+    fn finish(&mut self, outcome: Outcome, out: &mut Vec<Action>) {
+        self.phase = RunPhase::Done;
+        self.last_wake = None;
+        out.push(Action::Finished(outcome));
+    }
+
+    /// Time-driven transitions: warmup grace, deadline, drain, timers, idle caps.
+    fn advance(&mut self, now: u64, out: &mut Vec<Action>) {
+        loop {
+            match self.phase {
+                RunPhase::Warmup { until } if now >= until => {
+                    // Warmup grace expired: cancel what is left of warmup and start profiling.
+                    self.cancel_all(out);
+                    for l in &mut self.lanes {
+                        l.primers = 0;
+                        l.warmup_busy = false;
+                        l.warmup_queue.clear();
+                    }
+                    self.begin_profiling(now, out);
+                }
+                RunPhase::Profiling { deadline } if now >= deadline => {
+                    out.push(Action::ProfilingEnded { at: deadline });
+                    if self.inflight.is_empty() {
+                        self.finish(Outcome::Completed, out);
+                        return;
+                    }
+                    self.phase = RunPhase::Draining { cancel_at: deadline.saturating_add(self.cfg.grace_ns) };
+                }
+                RunPhase::Draining { cancel_at } => {
+                    if now >= cancel_at {
+                        self.cancel_all(out);
+                    }
+                    if self.inflight.is_empty() {
+                        self.finish(Outcome::Completed, out);
+                    }
+                    return;
+                }
+                RunPhase::Profiling { .. } => {
+                    // Fire due timers.
+                    let mut touched: Vec<u32> = Vec::new();
+                    while let Some(t) = self.peek_timer() {
+                        if t > now {
+                            break;
+                        }
+                        let Reverse(e) = self.timers.pop().expect("peeked");
+                        self.lanes[e.2 as usize].tree.streams[e.4 as usize].state = SState::Due;
+                        touched.push(e.2);
+                    }
+                    touched.sort_unstable();
+                    touched.dedup();
+                    for lane in touched {
+                        self.try_send_lane(now, lane, out);
+                    }
+                    if self.phase != RunPhase::Done {
+                        self.global_idle(now, out);
+                    }
+                    return;
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Global idle cap: nothing in flight or sendable and the next timer is beyond the cap ⇒ shift
+    /// every pending timer earlier by the same amount. Also breaks a stall (nothing in flight, no
+    /// timers, a turn blocked on prerequisites) by releasing the earliest blocked turn.
+    fn global_idle(&mut self, now: u64, out: &mut Vec<Action>) {
+        if !self.inflight.is_empty() {
+            return;
+        }
+        match self.peek_timer() {
+            Some(t) => {
+                let limit = now.saturating_add(self.cfg.system_idle_cap_ns);
+                if t > limit {
+                    self.shift += t - limit;
+                    self.stats.global_idle_shifts += 1;
+                    for l in &mut self.lanes {
+                        for st in &mut l.tree.streams {
+                            if st.state == SState::Timer {
+                                st.timer_at -= t - limit;
+                            }
+                        }
+                    }
+                }
+            }
+            None => {
+                // Stall: release the blocked turn that comes first in recorded order.
+                let mut best: Option<(u32, u32, u16)> = None;
+                for (li, l) in self.lanes.iter().enumerate() {
+                    for (s, st) in l.tree.streams.iter().enumerate() {
+                        if st.state == SState::Due {
+                            let o = l.tree.plan.streams[s].turns[st.next as usize].order;
+                            if best.is_none_or(|b| o < b.0) {
+                                best = Some((o, li as u32, s as u16));
+                            }
+                        }
+                    }
+                }
+                if let Some((_, lane, s)) = best {
+                    self.stats.forced_releases += 1;
+                    let i = self.lanes[lane as usize].tree.streams[s as usize].next;
+                    let max = self.lanes[lane as usize].tree.plan.streams[s as usize].prompts.turns[i as usize].output_tokens;
+                    self.send(now, lane, s, i, Phase::Profiling, RequestKind::Turn, max, out);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

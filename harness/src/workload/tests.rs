@@ -1,0 +1,501 @@
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::driver::{DriveLog, SentRecord, Service, drive};
+use super::*;
+use crate::trace::{Entry, InnerRequest, Request, Subagent, Trace};
+
+const S: u64 = SEC;
+
+fn rq(t: f64, api: f64, input: u64, out: u64, ids: std::ops::Range<u64>) -> Request {
+    Request {
+        t,
+        model: "m".into(),
+        input_tokens: input,
+        output_tokens: out,
+        hash_ids: ids.collect(),
+        api_time: Some(api),
+        think_time: None,
+        ttft: None,
+        input_types: None,
+        output_types: None,
+        stop: None,
+    }
+}
+
+/// A trace with main turns `(t, api)` and subagent groups `(after main turn, [(t, api)])`.
+fn mk(id: &str, main: &[(f64, f64)], subs: &[(usize, Vec<(f64, f64)>)]) -> Trace {
+    let mut entries = Vec::new();
+    let mut next = 0u64;
+    for (k, &(t, api)) in main.iter().enumerate() {
+        entries.push(Entry::Streaming(rq(t, api, 640 + 64 * k as u64, 50, 0..10 + k as u64)));
+        for (j, (after, inner)) in subs.iter().enumerate() {
+            if *after == k {
+                let reqs = inner
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(t, api))| {
+                        next += 1;
+                        InnerRequest::NonStreaming(rq(
+                            t,
+                            api,
+                            1280 + 64 * i as u64,
+                            30,
+                            1000 * (j as u64 + 1)..1000 * (j as u64 + 1) + 20 + i as u64,
+                        ))
+                    })
+                    .collect();
+                entries.push(Entry::Subagent(Subagent {
+                    t: inner[0].0,
+                    agent_id: format!("agent_{j}"),
+                    subagent_type: "Subagent".into(),
+                    duration_ms: None,
+                    total_tokens: None,
+                    tool_use_count: None,
+                    status: None,
+                    models: vec![],
+                    requests: reqs,
+                    tool_tokens: 0,
+                    system_tokens: 0,
+                }));
+            }
+        }
+    }
+    let _ = next;
+    Trace {
+        id: id.into(),
+        models: vec!["m".into()],
+        block_size: 64,
+        hash_id_scope: "local".into(),
+        tool_tokens: 128,
+        system_tokens: 0,
+        requests: entries,
+        totals: None,
+    }
+}
+
+fn pool(traces: &[Trace]) -> Vec<Arc<TracePlan>> {
+    traces.iter().map(|t| Arc::new(TracePlan::build(t, 42).unwrap())).collect()
+}
+
+/// Evenly spaced main turns: `n` turns, `gap` s apart, each `api` s long.
+fn linear(id: &str, n: usize, gap: f64, api: f64) -> Trace {
+    let main: Vec<(f64, f64)> = (0..n).map(|k| (k as f64 * gap, api)).collect();
+    mk(id, &main, &[])
+}
+
+fn cfg(c: u32) -> WorkloadConfig {
+    WorkloadConfig { concurrency: c, duration_ns: 2000 * S, ..WorkloadConfig::default() }
+}
+
+fn fixed(d: u64) -> impl FnMut(&RequestSpec) -> Service {
+    move |_| Service { duration_ns: d, failure: None }
+}
+
+fn run(c: WorkloadConfig, p: Vec<Arc<TracePlan>>, svc: impl FnMut(&RequestSpec) -> Service) -> DriveLog {
+    let mut wl = Workload::new(c, p).unwrap();
+    drive(&mut wl, 0, svc, |_, _| {})
+}
+
+fn key(r: &SentRecord) -> (u64, u16, u32) {
+    (r.spec.play, r.spec.stream, r.spec.turn_index)
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn t_star_lies_in_the_window_and_every_lane_profiles_a_turn() {
+    let traces: Vec<Trace> = (0..6).map(|i| linear(&format!("t{i}"), 3 + 7 * i, 13.0 + i as f64, 2.0)).collect();
+    let p = pool(&traces);
+    let c = cfg(12);
+    for (lane, plan) in p.iter().cycle().take(12).enumerate() {
+        let pl = place(plan, &c, lane as u32);
+        let d = plan.t_max - plan.t_min;
+        assert!(pl.t_star >= plan.t_min + 0.25 * d - 1e-9 && pl.t_star <= plan.t_min + 0.75 * d + 1e-9);
+        assert!((pl.first_profiled as usize) < plan.root_turns());
+    }
+    let log = run(c, p, fixed(S));
+    assert_eq!(log.outcome, Some(Outcome::Completed));
+    for lane in 0..12 {
+        assert!(log.records.iter().any(|r| r.spec.lane == lane && r.spec.phase == Phase::Profiling), "lane {lane} has no profiled turn");
+    }
+}
+
+#[test]
+fn same_seed_same_sequence_and_different_seed_different_placement() {
+    let traces: Vec<Trace> = (0..5).map(|i| linear(&format!("t{i}"), 20 + i, 9.0, 3.0)).collect();
+    let seq = |seed: u64| {
+        let c = WorkloadConfig { seed, ..cfg(3) };
+        let log = run(c, pool(&traces), |r: &RequestSpec| Service { duration_ns: (1 + r.turn_index as u64 % 4) * S, failure: None });
+        log.records
+            .iter()
+            .map(|r| (r.sent_at, r.spec.lane, r.spec.source_trace_id.to_string(), r.spec.turn_index, r.spec.phase, r.spec.prompt.marker))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(seq(42), seq(42));
+    let p = pool(&traces);
+    let t = |seed: u64| (0..3).map(|l| sample_t_star(&p[l], seed, l as u32, 0.25, 0.75)).collect::<Vec<_>>();
+    assert_eq!(t(42), t(42));
+    assert_ne!(t(42), t(43));
+}
+
+#[test]
+fn sequential_sampler_plays_every_trace_before_repeating() {
+    let traces: Vec<Trace> = (0..7).map(|i| linear(&format!("t{i}"), 2, 1.0, 0.5)).collect();
+    let log = run(cfg(3), pool(&traces), fixed(S));
+    let mut plays: Vec<(u64, String)> = log.records.iter().map(|r| (r.spec.play, r.spec.source_trace_id.to_string())).collect();
+    plays.sort();
+    plays.dedup();
+    let order: Vec<String> = plays.into_iter().map(|p| p.1).collect();
+    assert!(order.len() > 14);
+    for (i, id) in order.iter().enumerate() {
+        assert_eq!(id, &format!("t{}", i % 7), "play {i}");
+    }
+}
+
+#[test]
+fn warmup_sends_ten_one_token_requests_per_lane_plus_primers() {
+    let traces: Vec<Trace> = (0..4).map(|i| linear(&format!("t{i}"), 60, 10.0, 2.0)).collect();
+    let log = run(cfg(4), pool(&traces), fixed(S));
+    let warm: Vec<&SentRecord> = log.records.iter().filter(|r| r.spec.kind == RequestKind::LaneWarmup).collect();
+    assert_eq!(warm.len(), 40);
+    assert!(warm.iter().all(|r| r.spec.max_tokens == 1 && r.spec.phase == Phase::Warmup));
+    let primers: Vec<&SentRecord> = log.records.iter().filter(|r| r.spec.kind == RequestKind::Primer).collect();
+    assert_eq!(primers.len(), 4);
+    // Primers carry the recorded output and the full history (their turn's whole prompt).
+    for p in &primers {
+        assert_eq!(p.spec.max_tokens, p.spec.recorded_output_tokens);
+        assert!(p.spec.turn_index > 0);
+    }
+    // Profiling starts after every warmup request finished; all lanes start from that instant.
+    let start = log.profiling_start.unwrap();
+    assert!(log.records.iter().filter(|r| r.spec.phase == Phase::Warmup).all(|r| r.done_at.unwrap() <= start));
+    assert!(log.records.iter().filter(|r| r.spec.phase == Phase::Profiling).all(|r| r.sent_at >= start));
+    // Warmup turns are consumed: profiling continues with the following turns, never repeating.
+    let mut seen = HashSet::new();
+    for r in &log.records {
+        assert!(seen.insert(key(r)), "turn sent twice: {:?}", key(r));
+    }
+}
+
+#[test]
+fn markers_are_shared_within_a_play_and_fresh_on_recycle() {
+    let traces: Vec<Trace> = (0..2).map(|i| linear(&format!("t{i}"), 30, 5.0, 1.0)).collect();
+    let log = run(cfg(2), pool(&traces), fixed(S));
+    let mut by_play: HashMap<u64, HashSet<String>> = HashMap::new();
+    for r in &log.records {
+        by_play.entry(r.spec.play).or_default().insert(r.spec.prompt.marker.unwrap().hex());
+    }
+    assert!(by_play.len() > 2, "needs recycled plays");
+    let mut all = HashSet::new();
+    for (play, m) in &by_play {
+        assert_eq!(m.len(), 1, "play {play} has several markers");
+        assert!(all.insert(m.iter().next().unwrap().clone()), "marker reused across plays");
+    }
+    // The first user message of every request starts with the marker.
+    let v = crate::prompt::WordVocab::default();
+    for r in log.records.iter().take(50) {
+        let msgs = r.spec.prompt.messages(&v);
+        let first_user = msgs.iter().find(|m| m.role == crate::prompt::Role::User).unwrap();
+        assert!(first_user.content.starts_with(&r.spec.prompt.marker.unwrap().text()));
+        assert_eq!(msgs.last().unwrap().role, crate::prompt::Role::User);
+    }
+}
+
+#[test]
+fn global_idle_cap_shifts_all_timers_by_the_same_amount() {
+    // Two lanes, no warmup: both first turns take 1 s; next turns are 25 s and 33 s away.
+    let a = mk("a", &[(0.0, 1.0), (26.0, 1.0)], &[]);
+    let b = mk("b", &[(0.0, 1.0), (34.0, 1.0)], &[]);
+    let c = WorkloadConfig { warmup: false, ..cfg(2) };
+    let log = run(c, pool(&[a, b]), fixed(S));
+    let t = |id: &str| {
+        log.records.iter().find(|r| &*r.spec.source_trace_id == id && r.spec.turn_index == 1 && r.spec.play < 2).unwrap().sent_at
+    };
+    assert_eq!(t("a"), 11 * S, "25 s gap capped to 10 s after the last completion at 1 s");
+    assert_eq!(t("b") - t("a"), 8 * S, "relative spacing kept");
+}
+
+#[test]
+fn tree_idle_cap_fires_the_next_turn_at_300_s() {
+    // Lane 0 waits 400 s between turns; lane 1 keeps a request in flight (so the global cap stays off).
+    let a = mk("a", &[(0.0, 1.0), (401.0, 1.0)], &[]);
+    let b = mk("b", &[(0.0, 1.0), (2.0, 1.0)], &[]);
+    let c = WorkloadConfig { warmup: false, ..cfg(2) };
+    let log = run(c, pool(&[a, b]), |r: &RequestSpec| Service {
+        duration_ns: if &*r.source_trace_id == "b" { 500 * S } else { S },
+        failure: None,
+    });
+    let sent = log.records.iter().find(|r| &*r.spec.source_trace_id == "a" && r.spec.turn_index == 1 && r.spec.play == 0).unwrap();
+    assert_eq!(sent.sent_at, S + 300 * S);
+}
+
+#[test]
+fn nothing_starts_after_the_deadline_and_stragglers_are_cancelled_after_the_grace() {
+    let traces: Vec<Trace> = (0..3).map(|i| linear(&format!("t{i}"), 50, 3.0, 1.0)).collect();
+    let c = WorkloadConfig { warmup: false, duration_ns: 100 * S, ..cfg(3) };
+    let log =
+        run(c, pool(&traces), |r: &RequestSpec| Service { duration_ns: if r.turn_index % 3 == 2 { 80 * S } else { 2 * S }, failure: None });
+    assert_eq!(log.outcome, Some(Outcome::Completed));
+    let deadline = log.profiling_deadline.unwrap();
+    assert!(log.records.iter().all(|r| r.sent_at < deadline));
+    for r in &log.records {
+        let end = r.sent_at + if r.spec.turn_index % 3 == 2 { 80 * S } else { 2 * S };
+        if end > deadline + 30 * S {
+            assert!(r.cancelled, "request ending at {end} should have been cancelled");
+        } else {
+            assert!(!r.cancelled && r.done_at == Some(end));
+        }
+    }
+    assert!(log.records.iter().any(|r| r.cancelled));
+}
+
+#[test]
+fn join_waits_for_children_and_children_wait_for_their_spawn() {
+    // Root turn 1 spawns two subagents; root turn 2 joins them; a third subagent runs in the background.
+    let t = mk("j", &[(0.0, 1.0), (2.0, 1.0), (30.0, 1.0)], &[(1, vec![(4.0, 2.0), (7.0, 2.0)]), (1, vec![(5.0, 1.0)])]);
+    let mut bg = mk("bg", &[(0.0, 1.0), (2.0, 1.0)], &[(1, vec![(3.0, 1.0), (5.0, 1.0)])]);
+    bg.requests.rotate_left(0);
+    let c = WorkloadConfig { warmup: false, ..cfg(1) };
+    // Children are slow (20 s each): the join turn must wait for them beyond its own delay.
+    let log = run(c, pool(&[t, bg]), |r: &RequestSpec| Service { duration_ns: if r.stream > 0 { 20 * S } else { S }, failure: None });
+    let play0: Vec<&SentRecord> = log.records.iter().filter(|r| r.spec.play == 0).collect();
+    let get = |s: u16, i: u32| play0.iter().find(|r| r.spec.stream == s && r.spec.turn_index == i).unwrap();
+    let anchor_done = get(0, 1).done_at.unwrap();
+    assert!(get(1, 0).sent_at >= anchor_done + S); // recorded offset 4.0 − (2.0 + 1.0)
+    assert!(get(2, 0).sent_at >= anchor_done);
+    let join = get(0, 2);
+    assert!(join.sent_at >= get(1, 1).done_at.unwrap());
+    assert!(join.sent_at >= get(2, 0).done_at.unwrap());
+    // The background subagent holds the lane: the next play starts only after it finished.
+    let play1: Vec<&SentRecord> = log.records.iter().filter(|r| r.spec.play == 1).collect();
+    let bg_child_done = play1.iter().filter(|r| r.spec.stream == 1).map(|r| r.done_at.unwrap()).max().unwrap();
+    let play2_start = log.records.iter().filter(|r| r.spec.play == 2).map(|r| r.sent_at).min().unwrap();
+    assert!(play2_start >= bg_child_done);
+    // Correlation ids: constant within a conversation, distinct between parent and children.
+    let corr = |s: u16| play0.iter().filter(|r| r.spec.stream == s).map(|r| r.spec.correlation_id.clone()).collect::<HashSet<_>>();
+    assert_eq!(corr(0).len(), 1);
+    assert_eq!(corr(1).len(), 1);
+    assert_ne!(corr(0), corr(1));
+    assert_ne!(corr(1), corr(2));
+    assert!(play0.iter().all(|r| r.spec.root_correlation_id == *corr(0).iter().next().unwrap()));
+    assert_eq!(&*get(1, 0).spec.conversation_id, "j::sa:agent_0");
+}
+
+#[test]
+fn context_overflow_ends_the_conversation_but_errors_do_not() {
+    let t = linear("o", 10, 5.0, 1.0);
+    let c = WorkloadConfig { warmup: false, ..cfg(1) };
+    let log = run(c, pool(&[t]), |r: &RequestSpec| Service {
+        duration_ns: S,
+        failure: match (r.play, r.turn_index) {
+            (0, 2) => Some(Failure::Error),
+            (0, 4) => Some(Failure::ContextOverflow),
+            _ => None,
+        },
+    });
+    let play0: Vec<u32> = log.records.iter().filter(|r| r.spec.play == 0).map(|r| r.spec.turn_index).collect();
+    assert_eq!(play0, vec![0, 1, 2, 3, 4]);
+    // The lane moved on to the next play right away.
+    assert!(log.records.iter().any(|r| r.spec.play == 1));
+}
+
+#[test]
+fn live_abort_fires_after_max_c_10_records_and_not_before() {
+    let traces: Vec<Trace> = (0..3).map(|i| linear(&format!("t{i}"), 40, 2.0, 1.0)).collect();
+    let c = WorkloadConfig { warmup: false, ..cfg(3) };
+    let mut n = 0;
+    let log = run(c, pool(&traces), |_| {
+        n += 1;
+        Service { duration_ns: S, failure: Some(Failure::Error) }
+    });
+    assert_eq!(log.outcome, Some(Outcome::Aborted { failed: 10, total: 10 }));
+    // One early failure: 1/3 after three records does not abort (not armed), and 1/10 is not above 10 %.
+    let c = WorkloadConfig { warmup: false, duration_ns: 300 * S, ..cfg(3) };
+    let mut k = 0u64;
+    let log = run(c, pool(&traces), |_| {
+        k += 1;
+        Service { duration_ns: S, failure: if k == 1 { Some(Failure::Error) } else { None } }
+    });
+    assert_eq!(log.outcome, Some(Outcome::Completed));
+}
+
+#[test]
+fn root_warmup_failure_cancels_the_run_but_subagent_warmup_failure_does_not() {
+    // t* pinned mid-trace while the subagent is active, so the lane sends a child primer.
+    let t = mk("w", &[(0.0, 1.0), (10.0, 1.0), (100.0, 1.0), (110.0, 1.0)], &[(1, vec![(20.0, 1.0), (50.0, 1.0), (105.0, 1.0)])]);
+    let c = WorkloadConfig { start_min_ratio: 0.5, start_max_ratio: 0.5, ..cfg(1) };
+    let root_fail = run(c.clone(), pool(std::slice::from_ref(&t)), |r: &RequestSpec| Service {
+        duration_ns: S,
+        failure: (r.phase == Phase::Warmup && r.stream == 0).then_some(Failure::Error),
+    });
+    assert_eq!(root_fail.outcome, Some(Outcome::Cancelled { reason: "run_cancelled".into() }));
+    let child_fail = run(c, pool(&[t]), |r: &RequestSpec| Service {
+        duration_ns: S,
+        failure: (r.phase == Phase::Warmup && r.stream == 1).then_some(Failure::Error),
+    });
+    assert!(child_fail.records.iter().any(|r| r.spec.phase == Phase::Warmup && r.spec.stream == 1 && r.spec.kind == RequestKind::Primer));
+    assert_eq!(child_fail.outcome, Some(Outcome::Completed));
+}
+
+#[test]
+fn request_spec_exposes_prompt_and_theoretical_hit() {
+    let t = linear("h", 5, 5.0, 1.0);
+    let log = run(WorkloadConfig { warmup: false, ..cfg(1) }, pool(&[t]), fixed(S));
+    let r0 = &log.records[0].spec;
+    assert_eq!(r0.theoretical_hit(), (0, 10));
+    let r1 = &log.records[1].spec;
+    assert_eq!(r1.theoretical_hit(), (10, 11));
+    assert_eq!(r1.max_tokens, 50);
+    assert_eq!(r1.prompt.input_tokens(), 704);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Properties under random completion times.
+
+fn check_log(log: &DriveLog, pool: &[Arc<TracePlan>], caps_off: bool) {
+    let plan_of: HashMap<&str, &Arc<TracePlan>> = pool.iter().map(|p| (&*p.id, p)).collect();
+    let mut by_turn: HashMap<(u64, u16, u32), &SentRecord> = HashMap::new();
+    for r in &log.records {
+        assert!(by_turn.insert(key(r), r).is_none(), "turn sent twice in one play");
+    }
+    let mut markers: HashMap<u64, crate::prompt::Marker> = HashMap::new();
+    let mut seen_markers = HashSet::new();
+    for r in &log.records {
+        let m = r.spec.prompt.marker.unwrap();
+        match markers.get(&r.spec.play) {
+            Some(x) => assert_eq!(*x, m),
+            None => {
+                assert!(seen_markers.insert(m), "marker shared by two plays");
+                markers.insert(r.spec.play, m);
+            }
+        }
+    }
+    for r in log.records.iter().filter(|r| r.spec.phase == Phase::Profiling) {
+        let plan = plan_of[&*r.spec.source_trace_id];
+        let sp = &plan.streams[r.spec.stream as usize];
+        let turn = &sp.turns[r.spec.turn_index as usize];
+        // No turn before its predecessor finished (+ its delay when no idle cap applies).
+        let pred = if r.spec.turn_index > 0 {
+            by_turn.get(&(r.spec.play, r.spec.stream, r.spec.turn_index - 1))
+        } else {
+            sp.anchor.and_then(|a| by_turn.get(&(r.spec.play, 0, a)))
+        };
+        if let Some(p) = pred {
+            if let Some(done) = p.done_at {
+                assert!(r.sent_at >= done, "turn before its predecessor finished");
+                if caps_off && p.spec.phase == Phase::Profiling {
+                    assert!(r.sent_at >= done + turn.delay_ns, "turn before its end-to-start delay");
+                }
+            } else {
+                panic!("predecessor cancelled yet turn sent");
+            }
+        } else if r.spec.turn_index == 0 && r.spec.stream > 0 {
+            // A child's first turn is never sent before its anchor was sent and finished.
+            let a = sp.anchor.unwrap();
+            if let Some(p) = by_turn.get(&(r.spec.play, 0, a)) {
+                assert!(r.sent_at >= p.done_at.unwrap());
+            }
+        }
+        // Join and replay predecessors.
+        for &(ps, pi) in &turn.preds {
+            if let Some(p) = by_turn.get(&(r.spec.play, ps, pi)) {
+                assert!(p.done_at.is_some_and(|d| d <= r.sent_at), "prerequisite {ps}/{pi} not finished");
+            }
+        }
+    }
+}
+
+fn synth_pool(n: usize, seed: u64) -> Vec<Arc<TracePlan>> {
+    // Small synthetic traces (subagents forced in) keep the property runs fast.
+    let g = crate::trace::synth::Generator::new(crate::trace::synth::SynthParams {
+        traces: n,
+        seed,
+        subagent_trace_fraction: 0.5,
+        ..Default::default()
+    });
+    g.traces()
+        .map(|mut t| {
+            // Trim long traces: the properties do not need hundreds of turns.
+            let mut mains = 0;
+            t.requests.retain(|e| {
+                if e.request().is_some() {
+                    mains += 1;
+                }
+                mains <= 25
+            });
+            Arc::new(TracePlan::build(&t, seed).unwrap())
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn workload_invariants_hold_under_random_service_times(
+        seed in 0u64..1000,
+        c in 1u32..6,
+        caps_off in any::<bool>(),
+        durations in proptest::collection::vec(1u64..40_000, 64),
+    ) {
+        let p = synth_pool(6, seed);
+        let mut config = WorkloadConfig { concurrency: c, seed, duration_ns: 1500 * S, warmup_requests_per_lane: 3, ..WorkloadConfig::default() };
+        if caps_off {
+            config.system_idle_cap_ns = u64::MAX / 4;
+            config.trace_idle_cap_ns = u64::MAX / 4;
+        }
+        let mut i = 0usize;
+        let mut svc = |_: &RequestSpec| { i += 1; Service { duration_ns: durations[i % durations.len()] * 1_000_000, failure: None } };
+        let mut wl = Workload::new(config.clone(), p.clone()).unwrap();
+        let log = drive(&mut wl, 0, &mut svc, |w, _| {
+            if w.is_profiling() {
+                assert_eq!(w.live_trees(), c as usize, "live trees differ from C");
+            }
+        });
+        prop_assert!(matches!(log.outcome, Some(Outcome::Completed)));
+        check_log(&log, &p, caps_off);
+        prop_assert_eq!(wl.stats().forced_releases, 0);
+        // Same seed, same request sequence.
+        let mut j = 0usize;
+        let mut wl2 = Workload::new(config, p.clone()).unwrap();
+        let log2 = drive(&mut wl2, 0, |_| { j += 1; Service { duration_ns: durations[j % durations.len()] * 1_000_000, failure: None } }, |_, _| {});
+        let a: Vec<_> = log.records.iter().map(|r| (r.sent_at, r.spec.id, key(r), r.spec.prompt.marker)).collect();
+        let b: Vec<_> = log2.records.iter().map(|r| (r.sent_at, r.spec.id, key(r), r.spec.prompt.marker)).collect();
+        prop_assert_eq!(a, b);
+    }
+}
+
+#[test]
+fn http_body_has_the_locked_agentx_shape() {
+    let t = linear("b", 4, 5.0, 1.0);
+    let log = run(WorkloadConfig { warmup: false, ..cfg(1) }, pool(&[t]), fixed(S));
+    let v = crate::prompt::WordVocab::default();
+    let extra: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(r#"{"temperature": 0.7, "top_k": 5, "stream": false}"#).unwrap();
+    for r in &log.records {
+        let b = r.spec.http_body("served", &v, Some(&extra));
+        assert_eq!(b["model"], "served");
+        assert_eq!(b["stream"], true);
+        assert_eq!(b["ignore_eos"], true);
+        assert_eq!(b["stream_options"]["include_usage"], true);
+        assert_eq!(b["max_completion_tokens"], r.spec.max_tokens);
+        assert_eq!(b["top_k"], 5);
+        for absent in ["temperature", "tools", "min_tokens", "max_tokens"] {
+            assert!(b.get(absent).is_none(), "{absent} must not be sent");
+        }
+        let msgs = b["messages"].as_array().unwrap();
+        assert_eq!(msgs.last().unwrap()["role"], "user");
+        // Turn k carries turn k-1's messages (no reset in this trace) plus its own.
+        if r.spec.turn_index > 0 {
+            let prev = log.records.iter().find(|p| p.spec.turn_index == r.spec.turn_index - 1 && p.spec.play == r.spec.play).unwrap();
+            let pb = prev.spec.http_body("served", &v, None);
+            let pm = pb["messages"].as_array().unwrap();
+            assert!(!r.spec.prompt.reset_context());
+            assert_eq!(msgs[..pm.len() - 1], pm[..pm.len() - 1]);
+            assert!(msgs.len() > pm.len());
+        }
+    }
+}

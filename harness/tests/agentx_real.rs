@@ -1,0 +1,111 @@
+//! Conformance on the real AgentX corpus (`SWEEP_SHARED_DATA`, default `../shared/data`).
+//! Ignored by default: run with `cargo test -- --ignored`.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use harness::prompt::{MARKER_TOKENS, Marker, Prompt, WordVocab};
+use harness::trace::{ReadOptions, TraceSource, read_traces};
+use harness::workload::driver::{Service, drive};
+use harness::workload::{Outcome, Phase, TracePlan, Workload, WorkloadConfig, compile_pool};
+
+fn corpus() -> PathBuf {
+    let root = std::env::var("SWEEP_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"));
+    let p = root.join("agentx-traces/kv-cache-tester-200.jsonl.gz");
+    assert!(p.exists(), "shared data absent: {} not found; set SWEEP_SHARED_DATA to the shared data directory", p.display());
+    p
+}
+
+#[test]
+#[ignore = "needs the shared AgentX corpus (SWEEP_SHARED_DATA)"]
+fn real_prompts_share_exactly_the_hashed_prefix_and_have_in_tokens() {
+    let set = read_traces(&[corpus()], &ReadOptions::default()).unwrap();
+    let vocab = WordVocab::default();
+    // Every 25th trace plus the subagent traces keeps the token materialisation affordable.
+    let picked: Vec<_> =
+        set.traces.iter().enumerate().filter(|(i, t)| i % 25 == 0 || t.subagents().next().is_some()).map(|(_, t)| t).take(14).collect();
+    let mut pairs = 0;
+    for t in picked {
+        let plan = TracePlan::build(t, 42).unwrap();
+        let marker = Marker::new("conformance", 0, 0, &t.id);
+        for sp in &plan.streams {
+            // (tokens, hash ids, page hashes, first user block) of the previous turn.
+            type Prev = (Vec<u32>, Vec<u64>, Vec<u64>, u32);
+            let mut prev: Option<Prev> = None;
+            let reqs: Vec<_> = if sp.anchor.is_none() {
+                t.main_requests().collect()
+            } else {
+                let agent = sp.conversation_id.rsplit("::sa:").next().unwrap();
+                t.subagents().find(|s| s.agent_id == agent).unwrap().inner().collect()
+            };
+            for (k, r) in reqs.iter().enumerate() {
+                let p = Prompt { conversation: sp.prompts.clone(), turn: k as u32, marker: Some(marker) };
+                let toks = p.token_ids(&vocab);
+                assert_eq!(toks.len() as u64, r.input_tokens + MARKER_TOKENS as u64, "{} turn {k}", t.id);
+                let pages = p.page_hashes(64);
+                let first_user = p.shape().first_user_block;
+                if let Some((ptoks, pids, ppages, pfu)) = &prev {
+                    let l = pids.iter().zip(&r.hash_ids).take_while(|(a, b)| a == b).count();
+                    let l = l.min((r.input_tokens / 64) as usize).min(ptoks.len() / 64);
+                    let fu = (*pfu).min(first_user) as usize;
+                    let shared = if l >= fu && *pfu == first_user { l * 64 + MARKER_TOKENS } else { l.min(fu) * 64 };
+                    assert_eq!(ptoks[..shared], toks[..shared], "{} turn {k}: shared prefix differs", t.id);
+                    if shared + 64 <= toks.len().min(ptoks.len()) {
+                        assert_ne!(
+                            ptoks[shared..shared + 64],
+                            toks[shared..shared + 64],
+                            "{} turn {k}: shares more than the ids say",
+                            t.id
+                        );
+                    }
+                    let same_pages = ppages.iter().zip(&pages).take_while(|(a, b)| a == b).count();
+                    let same_tok_pages = ptoks.chunks_exact(64).zip(toks.chunks_exact(64)).take_while(|(a, b)| a == b).count();
+                    assert_eq!(same_pages, same_tok_pages, "{} turn {k}: page hashes disagree with tokens", t.id);
+                    let mut inc = Vec::new();
+                    p.page_hashes_after(64, ppages, p.shared_tokens_with_previous().unwrap(), &mut inc);
+                    assert_eq!(inc, pages, "{} turn {k}: incremental page hashes differ", t.id);
+                    pairs += 1;
+                }
+                prev = Some((toks, r.hash_ids.clone(), pages, first_user));
+            }
+        }
+    }
+    assert!(pairs > 500, "only {pairs} consecutive pairs checked");
+}
+
+#[test]
+#[ignore = "needs the shared AgentX corpus (SWEEP_SHARED_DATA)"]
+fn the_real_corpus_replays_with_every_lane_busy() {
+    let mut warnings = Vec::new();
+    let source = TraceSource::Files(vec![corpus()]);
+    let pool: Vec<Arc<TracePlan>> = compile_pool(&source, &ReadOptions::default(), 42, &mut warnings).unwrap();
+    assert_eq!(pool.len(), 200);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let c = 24;
+    let cfg = WorkloadConfig { concurrency: c, duration_ns: 1800 * 1_000_000_000, ..WorkloadConfig::default() };
+    let mut wl = Workload::new(cfg, pool).unwrap();
+    // A rough server: 0.3 s + 20 µs per prompt token + 15 ms per output token.
+    let log = drive(
+        &mut wl,
+        0,
+        |r| Service { duration_ns: 300_000_000 + r.prompt.input_tokens() * 20_000 + r.max_tokens * 15_000_000, failure: None },
+        |w, _| {
+            if w.is_profiling() {
+                assert_eq!(w.live_trees(), c as usize);
+            }
+        },
+    );
+    assert_eq!(log.outcome, Some(Outcome::Completed));
+    assert_eq!(wl.stats().forced_releases, 0);
+    let profiled = log.records.iter().filter(|r| r.spec.phase == Phase::Profiling).count();
+    assert!(profiled > 1000, "{profiled}");
+    let mut seen = HashSet::new();
+    for r in &log.records {
+        assert!(seen.insert((r.spec.play, r.spec.stream, r.spec.turn_index)));
+    }
+    // Subagent streams were replayed.
+    assert!(log.records.iter().any(|r| r.spec.stream > 0));
+}
