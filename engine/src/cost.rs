@@ -151,9 +151,7 @@ impl MeasuredPath {
                 "lm_head" => {
                     head = Some(mk((g.n as f64 / lm_split) as u64, g.k, b.head, 1.0));
                 }
-                "qkv_proj" | "q_b_proj" | "o_a_proj" => {
-                    gemms.push(mk(g.n / attn_tp, g.k, b.attention, layers))
-                }
+                "qkv_proj" | "q_b_proj" | "o_a_proj" => gemms.push(mk(g.n / attn_tp, g.k, b.attention, layers)),
                 "o_proj" | "o_b_proj" => gemms.push(mk(g.n, g.k / attn_tp, b.attention, layers)),
                 // Low-rank down-projections are small and replicated.
                 "q_a_proj" | "kv_proj" => gemms.push(mk(g.n, g.k, b.attention, layers)),
@@ -236,10 +234,7 @@ impl CostModel {
             lm_head_flops_per_token: 2.0 * p.lm_head,
             lm_split,
             extra_device_bytes,
-            measured: gpu
-                .measured
-                .as_ref()
-                .and_then(|_| MeasuredPath::new(model, &par, lm_split)),
+            measured: gpu.measured.as_ref().and_then(|_| MeasuredPath::new(model, &par, lm_split)),
         }
     }
 
@@ -262,13 +257,7 @@ impl CostModel {
 
     /// The measured-curve body of one rank's step: operator times summed as the kernels run
     /// one after another (Vidur-style), returning (bandwidth-bound s, operator s).
-    fn measured_body(
-        &self,
-        c: &MeasuredCurves,
-        p: &MeasuredPath,
-        r: &RankLoad,
-        t_all: f64,
-    ) -> (f64, f64) {
+    fn measured_body(&self, c: &MeasuredCurves, p: &MeasuredPath, r: &RankLoad, t_all: f64) -> (f64, f64) {
         let m = &self.model;
         let t = r.tokens as f64;
         let layers = m.layers as f64;
@@ -278,17 +267,12 @@ impl CostModel {
         if let (Some((gu, dn)), Some(e)) = (&p.experts, &m.experts) {
             let share = 1.0 / (self.par.ep as f64 * self.tp_moe);
             let curve = |g: &StepGemm| {
-                c.moe
-                    .iter()
-                    .find(|mc| mc.n == g.n && mc.k == g.k && Some(mc.dtype) == g.dtype)
-                    .and_then(|mc| mc.time_us(t_all))
+                c.moe.iter().find(|mc| mc.n == g.n && mc.k == g.k && Some(mc.dtype) == g.dtype).and_then(|mc| mc.time_us(t_all))
             };
             ops += match (curve(gu), curve(dn)) {
                 (Some(a), Some(b)) if t_all > 0.0 => gu.count * (a + b) * 1e-6 * share,
                 _ => {
-                    let flops =
-                        2.0 * e.top_k as f64 * e.params_per_expert * m.moe_layers as f64 * t_all
-                            / self.par.tp as f64;
+                    let flops = 2.0 * e.top_k as f64 * e.params_per_expert * m.moe_layers as f64 * t_all / self.par.tp as f64;
                     (self.expert_read(t_all) / self.bw).max(flops / self.flops)
                 }
             };
@@ -303,15 +287,11 @@ impl CostModel {
         } else {
             0.0
         };
-        let rate = c
-            .prefill_attention_tflops(t)
-            .or_else(|| c.peak_tflops(CurveDtype::Bf16))
-            .map_or(self.flops, |tf| tf * 1e12);
+        let rate = c.prefill_attention_tflops(t).or_else(|| c.peak_tflops(CurveDtype::Bf16)).map_or(self.flops, |tf| tf * 1e12);
         let attn_compute = r.attn_flops / attn_tp / rate;
         ops += attn_compute.max(kv_s);
-        let elementwise = layers
-            * (c.fitted.tau_elementwise_us * 1e-6
-                + c.fitted.elementwise_traffic * t * p.elementwise_bytes_per_token / self.bw);
+        let elementwise =
+            layers * (c.fitted.tau_elementwise_us * 1e-6 + c.fitted.elementwise_traffic * t * p.elementwise_bytes_per_token / self.bw);
         (elementwise, ops)
     }
 
@@ -484,11 +464,7 @@ impl CostModel {
         for r in ranks {
             let t = r.tokens as f64;
             // With measured curves the per-layer cost is inside the operator times.
-            let mut fixed = if measured.is_some() {
-                c.tau_step_us * 1e-6
-            } else {
-                layers * c.tau_layer_us * 1e-6 + c.tau_step_us * 1e-6
-            };
+            let mut fixed = if measured.is_some() { c.tau_step_us * 1e-6 } else { layers * c.tau_layer_us * 1e-6 + c.tau_step_us * 1e-6 };
             // Lockstep: an eager rank makes the whole step eager.
             if any_eager {
                 fixed += c.eager_overhead_us * 1e-6;
