@@ -26,3 +26,6 @@ QUICK=(); for a in "$@"; do [ "$a" = --quick ] && QUICK=(--quick); done
 PYTHONUNBUFFERED=1 timeout 330 python3 "$HERE/../calibrate_torch.py" "${PROFILE_ARG[@]}" "${QUICK[@]}" \
     --out "$OUT/torch.json" --steps-out "$OUT/torch-steps.json" 2>&1 | tee "$OUT/torch.log"
 echo "torch exit: ${PIPESTATUS[0]}"
+if [ -f "$OUT/h200-measured.yaml" ] && [ -f "$OUT/torch.json" ]; then
+  "$BIN" calibrate import-peer --profile "$OUT/h200-measured.yaml" --peer "$OUT/torch.json"
+fi
