@@ -68,6 +68,7 @@
 //! - The DeepSeek-V4 per-request sliding-window state is not charged to the pool.
 
 pub mod args;
+pub mod calibrate;
 pub mod core;
 pub mod cost;
 pub mod kv;

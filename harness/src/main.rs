@@ -2,6 +2,8 @@ use clap::{Parser, Subcommand};
 use harness::{cmd, engine_cmd};
 use std::process::ExitCode;
 
+mod calibrate;
+
 /// Plan, run and report LLM-serving recipe sweeps (AgentX, InferenceX-compatible).
 #[derive(Parser)]
 #[command(name = "sweep", version, about)]
@@ -29,6 +31,9 @@ enum Command {
     Collect(cmd::results::CollectArgs),
     /// Per-point deltas between two runs, with the noise estimated from bootstrap intervals.
     Compare(cmd::results::CompareArgs),
+    /// Measure a GPU into a hardware profile and check the cost model against it.
+    #[command(subcommand)]
+    Calibrate(calibrate::CalibrateCommand),
     /// Generate synthetic AgentX traces, compare trace-set statistics, dry-run the replay workload.
     #[command(subcommand)]
     Trace(cmd::trace::TraceCommand),
@@ -44,6 +49,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Gate(a) => cmd::results::gate(&a),
         Command::Collect(a) => cmd::results::collect(&a),
         Command::Compare(a) => cmd::results::compare(&a),
+        Command::Calibrate(c) => calibrate::run(c).map(|()| ExitCode::SUCCESS),
         Command::Trace(t) => cmd::trace::run(&t),
     }
 }
