@@ -10,6 +10,8 @@
 //! Weights per GPU: dense / (attention) TP plus the routed experts hit by the step's
 //! tokens (`1 − (1 − k/E)^T`, T summed over all ranks because MoE is shared).
 
+use crate::calibrate::curves::{Dtype as CurveDtype, MeasuredCurves};
+use crate::calibrate::shapes::ModelShape;
 use crate::profiles::{DraftKind, GpuSpec, KvLayout, ModelSpec, Roofline};
 use crate::time::Time;
 use serde::Serialize;
@@ -87,6 +89,103 @@ pub struct CostModel {
     lm_head_flops_per_token: f64,
     lm_split: f64,
     extra_device_bytes: f64,
+    measured: Option<MeasuredPath>,
+}
+
+/// One per-GPU GEMM of a step, timed from the measured curve of its shape and dtype.
+#[derive(Clone, Debug)]
+struct StepGemm {
+    n: u64,
+    k: u64,
+    /// `None` when the weights' storage type has no measured curve (e.g. FP4): roofline.
+    dtype: Option<CurveDtype>,
+    bytes_per_param: f64,
+    /// Times per step (layers holding this weight).
+    count: f64,
+}
+
+/// What the measured-curve path needs: the model's per-GPU GEMM shapes (from its
+/// architecture, split by tensor parallelism), its routed-expert shapes and the bytes its
+/// elementwise kernels move per token per layer.
+#[derive(Clone, Debug)]
+struct MeasuredPath {
+    gemms: Vec<StepGemm>,
+    head: StepGemm,
+    experts: Option<(StepGemm, StepGemm)>,
+    elementwise_bytes_per_token: f64,
+}
+
+fn curve_dtype(bytes_per_param: f64) -> Option<CurveDtype> {
+    if (bytes_per_param - 2.0).abs() < 1e-9 {
+        Some(CurveDtype::Bf16)
+    } else if (bytes_per_param - 1.0).abs() < 1e-9 {
+        Some(CurveDtype::Fp8)
+    } else {
+        None
+    }
+}
+
+impl MeasuredPath {
+    /// Shapes come from the model's built-in architecture description; a model without one
+    /// keeps the datasheet roofline.
+    fn new(model: &ModelSpec, par: &Parallelism, lm_split: f64) -> Option<MeasuredPath> {
+        let shape = ModelShape::builtin(&model.name)?;
+        let (tp, attn_tp) = (par.tp as u64, par.attn_tp() as u64);
+        let b = &model.bytes_per_param;
+        let layers = model.layers as f64;
+        let dense_layers = (model.layers - model.moe_layers) as f64;
+        let shared = shape.moe.as_ref().map_or(0, |m| m.shared_experts) as f64;
+        let mut gemms = Vec::new();
+        let mut experts = (None, None);
+        let mut head = None;
+        for g in shape.gemms() {
+            let name = g.name.rsplit('/').next().unwrap_or(&g.name).to_string();
+            let mk = |n: u64, k: u64, bpp: f64, count: f64| StepGemm {
+                n: n.max(1),
+                k: k.max(1),
+                dtype: curve_dtype(bpp),
+                bytes_per_param: bpp,
+                count,
+            };
+            match name.as_str() {
+                "lm_head" => {
+                    head = Some(mk((g.n as f64 / lm_split) as u64, g.k, b.head, 1.0));
+                }
+                "qkv_proj" | "q_b_proj" | "o_a_proj" => gemms.push(mk(g.n / attn_tp, g.k, b.attention, layers)),
+                "o_proj" | "o_b_proj" => gemms.push(mk(g.n, g.k / attn_tp, b.attention, layers)),
+                // Low-rank down-projections are small and replicated.
+                "q_a_proj" | "kv_proj" => gemms.push(mk(g.n, g.k, b.attention, layers)),
+                "gate_up_proj" => gemms.push(mk(g.n / tp, g.k, b.ffn, dense_layers)),
+                "down_proj" => gemms.push(mk(g.n, g.k / tp, b.ffn, dense_layers)),
+                "expert_gate_up" => {
+                    let moe = model.moe_layers as f64;
+                    if shared > 0.0 {
+                        gemms.push(mk(g.n / tp, g.k, b.ffn, moe * shared));
+                    }
+                    let bpp = model.experts.as_ref().map_or(b.ffn, |e| e.bytes_per_param);
+                    experts.0 = Some(mk(g.n, g.k, bpp, moe));
+                }
+                "expert_down" => {
+                    let moe = model.moe_layers as f64;
+                    if shared > 0.0 {
+                        gemms.push(mk(g.n, g.k / tp, b.ffn, moe * shared));
+                    }
+                    let bpp = model.experts.as_ref().map_or(b.ffn, |e| e.bytes_per_param);
+                    experts.1 = Some(mk(g.n, g.k, bpp, moe));
+                }
+                _ => gemms.push(mk(g.n, g.k, b.attention, layers)),
+            }
+        }
+        Some(MeasuredPath {
+            gemms,
+            head: head?,
+            experts: match experts {
+                (Some(a), Some(b)) => Some((a, b)),
+                _ => None,
+            },
+            elementwise_bytes_per_token: shape.elementwise_bytes_per_token(attn_tp, tp),
+        })
+    }
 }
 
 fn experts_hit_fraction(k: f64, e: f64, t: f64) -> f64 {
@@ -135,7 +234,65 @@ impl CostModel {
             lm_head_flops_per_token: 2.0 * p.lm_head,
             lm_split,
             extra_device_bytes,
+            measured: gpu.measured.as_ref().and_then(|_| MeasuredPath::new(model, &par, lm_split)),
         }
+    }
+
+    /// Whether step times come from measured operator curves (else the datasheet roofline).
+    pub fn uses_measured_curves(&self) -> bool {
+        self.measured.is_some()
+    }
+
+    /// Time (s) of one GEMM from its measured curve, or the roofline when there is none.
+    fn gemm_s(&self, c: &MeasuredCurves, g: &StepGemm, rows: f64) -> f64 {
+        if rows <= 0.0 {
+            return 0.0;
+        }
+        if let Some(us) = g.dtype.and_then(|d| c.gemm_time_us(g.n, g.k, d, rows)) {
+            return us * 1e-6;
+        }
+        let bytes = (g.n * g.k) as f64 * g.bytes_per_param;
+        (bytes / self.bw).max(2.0 * rows * (g.n * g.k) as f64 / self.flops)
+    }
+
+    /// The measured-curve body of one rank's step: operator times summed as the kernels run
+    /// one after another (Vidur-style), returning (bandwidth-bound s, operator s).
+    fn measured_body(&self, c: &MeasuredCurves, p: &MeasuredPath, r: &RankLoad, t_all: f64) -> (f64, f64) {
+        let m = &self.model;
+        let t = r.tokens as f64;
+        let layers = m.layers as f64;
+        let attn_tp = self.par.attn_tp() as f64;
+        let mut ops: f64 = p.gemms.iter().map(|g| g.count * self.gemm_s(c, g, t)).sum();
+        ops += self.gemm_s(c, &p.head, r.logits as f64);
+        if let (Some((gu, dn)), Some(e)) = (&p.experts, &m.experts) {
+            let share = 1.0 / (self.par.ep as f64 * self.tp_moe);
+            let curve = |g: &StepGemm| {
+                c.moe.iter().find(|mc| mc.n == g.n && mc.k == g.k && Some(mc.dtype) == g.dtype).and_then(|mc| mc.time_us(t_all))
+            };
+            ops += match (curve(gu), curve(dn)) {
+                (Some(a), Some(b)) if t_all > 0.0 => gu.count * (a + b) * 1e-6 * share,
+                _ => {
+                    let flops = 2.0 * e.top_k as f64 * e.params_per_expert * m.moe_layers as f64 * t_all / self.par.tp as f64;
+                    (self.expert_read(t_all) / self.bw).max(flops / self.flops)
+                }
+            };
+        }
+        // Attention: KV reads from the decode-attention curve, score FLOPs at the measured
+        // prefill-attention rate (or the best GEMM rate).
+        let kv_s = if r.kv_read_bytes > 0.0 {
+            c.attention
+                .as_ref()
+                .and_then(|a| a.time_us(r.logits.max(1) as f64, r.kv_read_bytes / layers))
+                .map_or(r.kv_read_bytes / self.bw, |us| layers * us * 1e-6)
+        } else {
+            0.0
+        };
+        let rate = c.prefill_attention_tflops(t).or_else(|| c.peak_tflops(CurveDtype::Bf16)).map_or(self.flops, |tf| tf * 1e12);
+        let attn_compute = r.attn_flops / attn_tp / rate;
+        ops += attn_compute.max(kv_s);
+        let elementwise =
+            layers * (c.fitted.tau_elementwise_us * 1e-6 + c.fitted.elementwise_traffic * t * p.elementwise_bytes_per_token / self.bw);
+        (elementwise, ops)
     }
 
     /// Weight bytes resident on one GPU (model + draft + device-resident tables).
@@ -303,20 +460,22 @@ impl CostModel {
 
         let mut best = StepCost::default();
         let mut best_t = -1.0f64;
+        let measured = self.gpu.measured.as_ref().zip(self.measured.as_ref());
         for r in ranks {
             let t = r.tokens as f64;
-            let mut fixed = layers * c.tau_layer_us * 1e-6 + c.tau_step_us * 1e-6;
+            // With measured curves the per-layer cost is inside the operator times.
+            let mut fixed = if measured.is_some() { c.tau_step_us * 1e-6 } else { layers * c.tau_layer_us * 1e-6 + c.tau_step_us * 1e-6 };
             // Lockstep: an eager rank makes the whole step eager.
             if any_eager {
                 fixed += c.eager_overhead_us * 1e-6;
             }
             let bytes = self.dense_read + expert_read + r.kv_read_bytes;
-            let mem = bytes / self.bw;
+            let mut mem = bytes / self.bw;
             let flops = self.attn_dense_flops_per_token * t / attn_tp
                 + moe_flops
                 + self.lm_head_flops_per_token * r.logits as f64 / self.lm_split
                 + r.attn_flops / attn_tp;
-            let compute = flops / self.flops;
+            let mut compute = flops / self.flops;
             // Communication: attention all-reduce inside the attention-TP group,
             // then MoE all-reduce / DP gather-scatter / all-to-all.
             let (mut comm_b, mut comm_l) = (0.0, 0.0);
@@ -345,9 +504,18 @@ impl CostModel {
                 comm_b += layers * 2.0 * (tp - 1.0) / tp * t * hidden * 2.0 / self.nvl;
             }
             let draft = r.draft.as_ref().map_or(0.0, |d| self.draft_time(d));
-            let body = match c.roofline {
-                Roofline::Max => mem.max(compute).max(comm_b),
-                Roofline::Sum => mem + compute + comm_b,
+            let body = if let Some((curves, path)) = measured {
+                // Kernels run back to back: bandwidth-bound and operator times add up.
+                (mem, compute) = self.measured_body(curves, path, r, t_all);
+                match c.roofline {
+                    Roofline::Max => (mem + compute).max(comm_b),
+                    Roofline::Sum => mem + compute + comm_b,
+                }
+            } else {
+                match c.roofline {
+                    Roofline::Max => mem.max(compute).max(comm_b),
+                    Roofline::Sum => mem + compute + comm_b,
+                }
             };
             let total = fixed + body + comm_l + draft;
             if total > best_t {

@@ -68,6 +68,7 @@
 //! - The DeepSeek-V4 per-request sliding-window state is not charged to the pool.
 
 pub mod args;
+pub mod calibrate;
 pub mod core;
 pub mod cost;
 pub mod kv;
@@ -75,8 +76,10 @@ pub mod limits;
 pub mod profiles;
 pub mod prompt;
 pub mod rng;
+pub mod server;
 pub mod spec_decode;
 pub mod time;
+pub mod tokenize;
 
 pub use args::{EngineConfig, FlagRecord, FlagStatus, RouterConfig};
 pub use core::{

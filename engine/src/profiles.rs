@@ -220,6 +220,10 @@ pub struct GpuSpec {
     pub aliases: Vec<String>,
     pub datasheet: Datasheet,
     pub cost: CostParams,
+    /// Curves measured on this GPU by `sweep calibrate gpu`; when present the cost model
+    /// sums measured operator times instead of the datasheet roofline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<crate::calibrate::MeasuredCurves>,
 }
 
 impl GpuSpec {
@@ -260,6 +264,7 @@ const EMBEDDED_MODELS: &[(&str, &str)] = &[
 
 const EMBEDDED_HARDWARE: &[(&str, &str)] = &[
     ("profiles/hardware/h200.yaml", include_str!("../profiles/hardware/h200.yaml")),
+    ("profiles/hardware/h200-measured.yaml", include_str!("../profiles/hardware/h200-measured.yaml")),
     ("profiles/hardware/b200.yaml", include_str!("../profiles/hardware/b200.yaml")),
     ("profiles/hardware/gb300.yaml", include_str!("../profiles/hardware/gb300.yaml")),
 ];
@@ -405,7 +410,7 @@ mod tests {
     #[test]
     fn embedded_profiles_parse_and_look_up_by_alias() {
         assert_eq!(ModelSpec::builtin().len(), 4);
-        assert_eq!(GpuSpec::builtin().len(), 3);
+        assert_eq!(GpuSpec::builtin().len(), 4);
         let m = ModelSpec::lookup("deepseek-ai/DeepSeek-V4.1-Flash").unwrap();
         assert_eq!(m.name, "deepseek-v4.1-flash");
         assert!(m.unconfirmed.iter().any(|u| u == "kv"));

@@ -5,6 +5,7 @@
 
 pub mod changelog;
 pub mod cmd;
+pub mod engine_cmd;
 pub mod gate;
 pub mod golden_al;
 pub mod metrics;

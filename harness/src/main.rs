@@ -1,6 +1,8 @@
 use clap::{Parser, Subcommand};
-use harness::cmd;
+use harness::{cmd, engine_cmd};
 use std::process::ExitCode;
+
+mod calibrate;
 
 /// Plan, run and report LLM-serving recipe sweeps (AgentX, InferenceX-compatible).
 #[derive(Parser)]
@@ -23,6 +25,8 @@ enum Command {
     /// Check or append to perf-changelog.yaml.
     #[command(subcommand)]
     Changelog(cmd::changelog::Command),
+    /// The reference engine: `sweep engine serve <SGLang flags>`.
+    Engine(engine_cmd::EngineArgs),
     /// Regenerate a run's charts, report.md and report.html.
     Report(cmd::results::ReportArgs),
     /// CI verdict for a run: gate.json, JUnit XML and the exit code.
@@ -31,6 +35,9 @@ enum Command {
     Collect(cmd::results::CollectArgs),
     /// Per-point deltas between two runs, with the noise estimated from bootstrap intervals.
     Compare(cmd::results::CompareArgs),
+    /// Measure a GPU into a hardware profile and check the cost model against it.
+    #[command(subcommand)]
+    Calibrate(calibrate::CalibrateCommand),
     /// Generate synthetic AgentX traces, compare trace-set statistics, dry-run the replay workload.
     #[command(subcommand)]
     Trace(cmd::trace::TraceCommand),
@@ -43,10 +50,12 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Run(a) => cmd::run::run(&a),
         Command::Replay(a) => cmd::replay::run(&a),
         Command::Changelog(c) => cmd::changelog::run(&c),
+        Command::Engine(a) => engine_cmd::run(a).map(|()| ExitCode::SUCCESS),
         Command::Report(a) => cmd::results::report(&a),
         Command::Gate(a) => cmd::results::gate(&a),
         Command::Collect(a) => cmd::results::collect(&a),
         Command::Compare(a) => cmd::results::compare(&a),
+        Command::Calibrate(c) => calibrate::run(c).map(|()| ExitCode::SUCCESS),
         Command::Trace(t) => cmd::trace::run(&t),
     }
 }

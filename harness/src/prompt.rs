@@ -776,7 +776,7 @@ struct CacheEntry {
     /// Keeps the plan alive so its address stays a valid key.
     _conversation: Arc<ConversationPlan>,
     turn: u32,
-    hashes: Vec<u64>,
+    hashes: Arc<[u64]>,
     used: u64,
 }
 
@@ -785,8 +785,9 @@ impl PageHashCache {
         Self { page, capacity: capacity.max(1), clock: 0, entries: HashMap::default() }
     }
 
-    /// The chained page hashes of `p` (same result as [`Prompt::page_hashes`]).
-    pub fn page_hashes(&mut self, p: &Prompt) -> &[u64] {
+    /// The chained page hashes of `p` (same result as [`Prompt::page_hashes`]), shared: hand them
+    /// to an engine as is (e.g. `engine::Prompt::from_chained(hashes, 64, p.total_tokens())`).
+    pub fn page_hashes(&mut self, p: &Prompt) -> Arc<[u64]> {
         self.clock += 1;
         let key = (Arc::as_ptr(&p.conversation) as usize, p.marker);
         let mut hashes = Vec::with_capacity(p.total_tokens() as usize / self.page + 1);
@@ -795,7 +796,11 @@ impl PageHashCache {
                 let shared = p.shared_tokens_with_previous().unwrap_or(0);
                 p.page_hashes_after(self.page, &e.hashes, shared, &mut hashes);
             }
-            Some(e) if e.turn == p.turn => hashes.extend_from_slice(&e.hashes),
+            Some(e) if e.turn == p.turn => {
+                let h = e.hashes.clone();
+                self.entries.get_mut(&key).expect("present").used = self.clock;
+                return h;
+            }
             _ => p.page_hashes_into(self.page, &mut hashes),
         }
         if !self.entries.contains_key(&key) && self.entries.len() >= self.capacity {
@@ -807,13 +812,13 @@ impl PageHashCache {
         let e = self.entries.entry(key).or_insert_with(|| CacheEntry {
             _conversation: p.conversation.clone(),
             turn: p.turn,
-            hashes: Vec::new(),
+            hashes: Arc::from(Vec::new()),
             used: 0,
         });
         e.turn = p.turn;
-        e.hashes = hashes;
+        e.hashes = Arc::from(hashes);
         e.used = self.clock;
-        &e.hashes
+        e.hashes.clone()
     }
 
     /// Conversations held.

@@ -225,7 +225,7 @@ fn incremental_page_hashes_equal_full_ones() {
                     assert_eq!(inc, full, "turn {k}, reuse {s}");
                 }
             }
-            assert_eq!(cache.page_hashes(&pr), &full[..]);
+            assert_eq!(&cache.page_hashes(&pr)[..], &full[..]);
             prev = Some(full);
         }
     }

@@ -499,3 +499,22 @@ fn http_body_has_the_locked_agentx_shape() {
         }
     }
 }
+
+#[test]
+fn plan_hit_rate_matches_the_corpus_statistic() {
+    // Same definition in both places: a block is a hit if already seen in the trace, walking every
+    // request (root and subagents) in recorded order.
+    let traces = crate::trace::synth::generate(8, 11);
+    let stats = crate::trace::stats::stats_of("s", &traces);
+    let (mut hit, mut total) = (0u64, 0u64);
+    for t in &traces {
+        let p = TracePlan::build(t, 1).unwrap();
+        for s in &p.streams {
+            for turn in &s.prompts.turns {
+                hit += u64::from(turn.hit_blocks);
+                total += u64::from(turn.total_blocks);
+            }
+        }
+    }
+    assert!((hit as f64 / total as f64 - stats.theoretical_cache_hit_rate).abs() < 1e-12);
+}

@@ -1,0 +1,182 @@
+//! Step-time predictions for a dense model, from measured curves or from a datasheet
+//! roofline, and their comparison with step times measured on the GPU.
+
+use serde::{Deserialize, Serialize};
+
+use std::collections::BTreeMap;
+
+use crate::cost::{CostModel, Parallelism, RankLoad};
+use crate::profiles::{GpuSpec, ModelSpec};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepMode {
+    /// One new token for each of `batch` requests with `ctx` tokens of context.
+    Decode,
+    /// One request's chunk of `tokens` new tokens after `ctx` cached ones.
+    Prefill,
+}
+
+/// One step's GPU time, measured by running the model's operator chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepMeasurement {
+    pub mode: StepMode,
+    pub batch: u64,
+    /// Context per request (decode) or cached prefix (prefill).
+    pub ctx: u64,
+    /// Tokens computed in the step (batch for decode, chunk size for prefill).
+    pub tokens: u64,
+    pub measured_us: f64,
+    /// What ran the chain (e.g. the cudarc runner or the PyTorch script).
+    pub runner: String,
+}
+
+/// The engine's load for a measured step on one GPU (TP 1).
+pub fn rank_load(cm: &CostModel, s: &StepMeasurement) -> RankLoad {
+    match s.mode {
+        StepMode::Decode => RankLoad {
+            tokens: s.batch,
+            logits: s.batch,
+            kv_read_bytes: s.batch as f64 * cm.kv_read_bytes(s.ctx),
+            attn_flops: s.batch as f64 * cm.attn_flops(1, s.ctx, false),
+            graph: true,
+            draft: None,
+        },
+        StepMode::Prefill => RankLoad {
+            tokens: s.tokens,
+            logits: 1,
+            kv_read_bytes: cm.kv_read_bytes(s.ctx + s.tokens),
+            attn_flops: cm.attn_flops(s.tokens, s.ctx + s.tokens, true),
+            graph: false,
+            draft: None,
+        },
+    }
+}
+
+/// The cost model's GPU time for a step (µs): its step time less the host-side terms
+/// (`tau_step`, the eager overhead), which a chain of kernels run alone does not pay.
+pub fn predict_gpu_us(cm: &CostModel, s: &StepMeasurement) -> f64 {
+    let load = rank_load(cm, s);
+    let c = &cm.gpu.cost;
+    let host = c.tau_step_us + if load.graph { 0.0 } else { c.eager_overhead_us };
+    cm.step(&[load]).total.as_secs_f64() * 1e6 - host
+}
+
+fn single_gpu() -> Parallelism {
+    Parallelism { tp: 1, attn_dp: 1, ep: 1, moe_a2a: false, dp_lm_head: false }
+}
+
+/// One row of the predicted-vs-measured table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepComparison {
+    pub step: StepMeasurement,
+    /// From the measured profile; `None` if it has no curves for this model.
+    pub predicted_measured_us: Option<f64>,
+    pub predicted_datasheet_us: f64,
+}
+
+impl StepComparison {
+    /// Signed relative error of the measured-profile prediction.
+    pub fn err_measured(&self) -> Option<f64> {
+        self.predicted_measured_us.map(|p| p / self.step.measured_us - 1.0)
+    }
+    pub fn err_datasheet(&self) -> f64 {
+        self.predicted_datasheet_us / self.step.measured_us - 1.0
+    }
+}
+
+/// Predicts every step from the measured profile and from the datasheet profile. Steps of a
+/// runner whose name starts with the peer run's framework (e.g. "PyTorch") are predicted from
+/// the peer's kernel curves, since that is what the runner executed.
+pub fn compare(model: &ModelSpec, steps: &[StepMeasurement], measured: &GpuSpec, datasheet: &GpuSpec) -> Vec<StepComparison> {
+    let env = BTreeMap::new();
+    let cm = CostModel::new(model, measured, single_gpu(), &env);
+    let peer = measured.measured.as_ref().and_then(|m| {
+        let framework = m.peer.as_ref()?.name.split_whitespace().next()?.to_string();
+        let mut g = measured.clone();
+        g.measured = m.with_peer_kernels();
+        Some((framework, CostModel::new(model, &g, single_gpu(), &env)))
+    });
+    let cd = CostModel::new(model, datasheet, single_gpu(), &env);
+    steps
+        .iter()
+        .map(|s| {
+            let cm = match &peer {
+                Some((fw, pm)) if s.runner.starts_with(fw.as_str()) => pm,
+                _ => &cm,
+            };
+            StepComparison {
+                step: s.clone(),
+                predicted_measured_us: cm.uses_measured_curves().then(|| predict_gpu_us(cm, s)),
+                predicted_datasheet_us: predict_gpu_us(&cd, s),
+            }
+        })
+        .collect()
+}
+
+/// Median and worst absolute relative error; `None` for an empty list.
+pub fn error_summary(errs: &[f64]) -> Option<(f64, f64)> {
+    if errs.is_empty() {
+        return None;
+    }
+    let mut a: Vec<f64> = errs.iter().map(|e| e.abs()).collect();
+    a.sort_by(f64::total_cmp);
+    let n = a.len();
+    let med = if n % 2 == 1 { a[n / 2] } else { (a[n / 2 - 1] + a[n / 2]) / 2.0 };
+    Some((med, a[n - 1]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calibrate::curves::*;
+
+    fn decode(batch: u64, ctx: u64) -> StepMeasurement {
+        StepMeasurement { mode: StepMode::Decode, batch, ctx, tokens: batch, measured_us: 1.0, runner: "test".into() }
+    }
+
+    /// A measured profile whose every GEMM takes 10 µs, decode attention 5 µs per layer,
+    /// with free elementwise kernels: the step is the sum of those operator times.
+    #[test]
+    fn measured_profile_sums_operator_curves() {
+        let model = ModelSpec::lookup("llama-3.1-8b").unwrap();
+        let mut gpu = GpuSpec::lookup("h200").unwrap();
+        let flat = |n: u64, k: u64| GemmCurve {
+            name: String::new(),
+            n,
+            k,
+            dtype: Dtype::Bf16,
+            points: vec![GemmPoint {
+                m: 1,
+                us: 10.0,
+                // A rate so high that attention score FLOPs cost nothing.
+                tflops: 1e9,
+            }],
+        };
+        let shapes = crate::calibrate::ModelShape::llama_3_1_8b().gemms();
+        gpu.measured = Some(MeasuredCurves {
+            gemm: shapes.iter().map(|s| flat(s.n, s.k)).collect(),
+            attention: Some(AttentionCurve {
+                kv_heads: 8,
+                q_per_kv: 4,
+                head_dim: 128,
+                points: vec![AttentionPoint { batch: 1, ctx: 1 << 30, kv_bytes: 1 << 50, us: 5.0, gbps: 1.0 }],
+            }),
+            ..Default::default()
+        });
+        gpu.datasheet.hbm_bandwidth = f64::INFINITY;
+        let rows = compare(&model, &[decode(1, 1024)], &gpu, &GpuSpec::lookup("h200").unwrap());
+        let p = rows[0].predicted_measured_us.unwrap();
+        // 32 layers × (4 GEMMs + attention) + the LM head.
+        assert!((p - (32.0 * (4.0 * 10.0 + 5.0) + 10.0)).abs() < 1e-6, "{p}");
+        // The datasheet profile has no curves: a roofline prediction of ~15 GB at 3.84 TB/s.
+        let d = rows[0].predicted_datasheet_us;
+        assert!((4000.0..5500.0).contains(&d), "{d}");
+    }
+
+    #[test]
+    fn error_summary_takes_absolute_median_and_worst() {
+        assert_eq!(error_summary(&[0.1, -0.3, 0.05]), Some((0.1, 0.3)));
+        assert_eq!(error_summary(&[]), None);
+    }
+}

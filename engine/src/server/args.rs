@@ -1,0 +1,284 @@
+//! Front-end flags of `sweep engine serve`: SGLang's HTTP / tokenizer flags (read and
+//! left in argv for the engine's own parser) and the few flags only this server has
+//! (removed from argv).
+
+use std::path::PathBuf;
+
+use crate::tokenize::{Backend, TemplateFamily};
+
+/// Errors in the front-end flags.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    #[error("flag {flag} needs a value")]
+    MissingValue { flag: String },
+    #[error("flag {flag}: invalid value {value:?}: {reason}")]
+    Invalid { flag: String, value: String, reason: String },
+}
+
+/// Settings of the HTTP shell.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    pub host: String,
+    pub port: u16,
+    pub model_path: String,
+    pub served_model_name: String,
+    pub api_key: Option<String>,
+    pub tokenizer_path: Option<PathBuf>,
+    pub tokenizer_backend: Backend,
+    pub tokenizer_worker_num: usize,
+    /// Memo budget of the incremental chat encoder.
+    pub tokenizer_cache_bytes: usize,
+    pub chat_template: TemplateFamily,
+    pub enable_metrics: bool,
+    pub enable_cache_report: bool,
+    pub stream_default_usage: bool,
+    pub reasoning_parser: Option<String>,
+    /// `--context-length` when given.
+    pub context_length: Option<u64>,
+    /// Engine time runs this many times faster than wall time.
+    pub time_scale: f64,
+    pub max_body_bytes: usize,
+    pub seed: u64,
+    /// Thinking mode when the request does not say (`SGLANG_DEFAULT_THINKING`).
+    pub default_thinking: bool,
+    /// Mean length of a reply that ends on its own (no `ignore_eos`): lengths are
+    /// drawn from a geometric distribution with this mean, per request, seeded.
+    pub mean_output_tokens: u64,
+    /// Engine model profile (name or YAML); default: the one matching `--model-path`.
+    pub engine_model: Option<String>,
+    /// Hardware profile (name or YAML) the engine's cost model uses.
+    pub hardware: String,
+    /// Emit SGLang 0.5.5's chunk shape instead of 0.5.23's (`--sglang-compat 0.5.5`).
+    pub compat_055: bool,
+    pub launch_command: Vec<String>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            host: "127.0.0.1".into(),
+            port: 30000,
+            model_path: "deepseek-ai/DeepSeek-V4-Flash".into(),
+            served_model_name: "deepseek-ai/DeepSeek-V4-Flash".into(),
+            api_key: None,
+            tokenizer_path: None,
+            tokenizer_backend: Backend::Builtin,
+            tokenizer_worker_num: 1,
+            tokenizer_cache_bytes: 512 << 20,
+            chat_template: TemplateFamily::DeepSeekV4,
+            enable_metrics: false,
+            enable_cache_report: false,
+            stream_default_usage: false,
+            reasoning_parser: None,
+            context_length: None,
+            time_scale: 1.0,
+            max_body_bytes: 64 << 20,
+            seed: 42,
+            default_thinking: false,
+            mean_output_tokens: 256,
+            engine_model: None,
+            hardware: "h200".into(),
+            compat_055: false,
+            launch_command: Vec::new(),
+        }
+    }
+}
+
+/// Flags that belong to this server only; removed before the engine parses argv.
+const SERVER_ONLY: &[&str] = &[
+    "--time-scale",
+    "--chat-template",
+    "--engine-model",
+    "--hardware",
+    "--sglang-compat",
+    "--tokenizer-cache-mb",
+    "--max-request-body-mb",
+    "--mean-output-tokens",
+];
+
+fn split(arg: &str) -> (&str, Option<&str>) {
+    match arg.split_once('=') {
+        Some((f, v)) if f.starts_with("--") => (f, Some(v)),
+        _ => (arg, None),
+    }
+}
+
+fn invalid(flag: &str, value: &str, reason: impl Into<String>) -> ArgsError {
+    ArgsError::Invalid { flag: flag.into(), value: value.into(), reason: reason.into() }
+}
+
+impl ServeConfig {
+    /// Reads the front-end flags from SGLang-style argv and `SGLANG_*` variables;
+    /// returns the config and argv without the server-only flags.
+    pub fn from_argv(argv: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(ServeConfig, Vec<String>), ArgsError> {
+        let mut c = ServeConfig { launch_command: argv.to_vec(), ..ServeConfig::default() };
+        let mut rest = Vec::new();
+        let mut served = None;
+        let mut template = None;
+        let mut backend_given = false;
+        let mut i = 0;
+        while i < argv.len() {
+            let (flag, inline) = split(&argv[i]);
+            let takes_value = matches!(
+                flag,
+                "--host"
+                    | "--port"
+                    | "--model-path"
+                    | "--model"
+                    | "--served-model-name"
+                    | "--api-key"
+                    | "--tokenizer-path"
+                    | "--tokenizer-backend"
+                    | "--tokenizer-worker-num"
+                    | "--chat-template"
+                    | "--reasoning-parser"
+                    | "--context-length"
+                    | "--random-seed"
+                    | "--time-scale"
+                    | "--tokenizer-cache-mb"
+                    | "--max-request-body-mb"
+                    | "--mean-output-tokens"
+                    | "--engine-model"
+                    | "--hardware"
+                    | "--sglang-compat"
+            );
+            let value = if takes_value {
+                match inline {
+                    Some(v) => Some(v.to_string()),
+                    None => {
+                        let v = argv.get(i + 1).filter(|v| !v.starts_with("--")).cloned();
+                        if v.is_none() {
+                            return Err(ArgsError::MissingValue { flag: flag.into() });
+                        }
+                        Some(v.unwrap())
+                    }
+                }
+            } else {
+                None
+            };
+            let consumed = if takes_value && inline.is_none() { 2 } else { 1 };
+            let v = value.as_deref().unwrap_or("");
+            let num = |v: &str| -> Result<f64, ArgsError> {
+                v.parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| invalid(flag, v, "expected a number"))
+            };
+            match flag {
+                "--host" => c.host = v.into(),
+                "--port" => c.port = v.parse().map_err(|_| invalid(flag, v, "expected a port number 0-65535"))?,
+                "--model-path" | "--model" => c.model_path = v.into(),
+                "--served-model-name" => served = Some(v.to_string()),
+                "--api-key" => c.api_key = Some(v.into()),
+                "--tokenizer-path" => c.tokenizer_path = Some(PathBuf::from(v)),
+                "--tokenizer-backend" => {
+                    backend_given = true;
+                    c.tokenizer_backend = v.parse().map_err(|e: crate::tokenize::TokenizeError| invalid(flag, v, e.to_string()))?
+                }
+                "--tokenizer-worker-num" => {
+                    c.tokenizer_worker_num =
+                        v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected an integer >= 1"))?
+                }
+                "--chat-template" => template = Some(v.parse().map_err(|e: String| invalid(flag, v, e))?),
+                "--reasoning-parser" => c.reasoning_parser = Some(v.into()),
+                "--engine-model" => c.engine_model = Some(v.into()),
+                "--hardware" => c.hardware = v.into(),
+                "--sglang-compat" => {
+                    c.compat_055 = match v {
+                        "0.5.5" => true,
+                        "0.5.23" => false,
+                        _ => return Err(invalid(flag, v, "expected 0.5.23 (default) or 0.5.5")),
+                    }
+                }
+                "--context-length" => {
+                    c.context_length = Some(v.parse().ok().filter(|n| *n >= 2).ok_or_else(|| invalid(flag, v, "expected an integer >= 2"))?)
+                }
+                "--random-seed" => c.seed = v.parse().map_err(|_| invalid(flag, v, "expected an unsigned integer"))?,
+                "--enable-metrics" => c.enable_metrics = true,
+                "--enable-cache-report" => c.enable_cache_report = true,
+                "--stream-response-default-include-usage" => c.stream_default_usage = true,
+                "--time-scale" => {
+                    let x = num(v)?;
+                    if x <= 0.0 {
+                        return Err(invalid(flag, v, "must be > 0 (1 = real time)"));
+                    }
+                    c.time_scale = x;
+                }
+                "--tokenizer-cache-mb" => c.tokenizer_cache_bytes = (num(v)?.max(0.0) * 1048576.0) as usize,
+                "--max-request-body-mb" => {
+                    let x = num(v)?;
+                    if x <= 0.0 {
+                        return Err(invalid(flag, v, "must be > 0"));
+                    }
+                    c.max_body_bytes = (x * 1048576.0) as usize;
+                }
+                "--mean-output-tokens" => {
+                    c.mean_output_tokens = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected an integer >= 1"))?
+                }
+                _ => {}
+            }
+            if !SERVER_ONLY.contains(&flag) {
+                rest.extend_from_slice(&argv[i..i + consumed]);
+            }
+            i += consumed;
+        }
+        c.served_model_name = served.unwrap_or_else(|| c.model_path.clone());
+        c.chat_template = template.unwrap_or_else(|| TemplateFamily::for_model(&c.model_path));
+        // SGLang's default backend is huggingface, but only with a tokenizer file; with
+        // no file the built-in vocabulary is the only choice.
+        if c.tokenizer_path.is_none() {
+            c.tokenizer_backend = Backend::Builtin;
+        } else if !backend_given {
+            c.tokenizer_backend = Backend::HuggingFace;
+        }
+        c.default_thinking =
+            env("SGLANG_DEFAULT_THINKING").map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes")).unwrap_or(false);
+        Ok((c, rest))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn reads_front_end_flags_and_strips_server_only_ones() {
+        let (c, rest) = ServeConfig::from_argv(
+            &argv(
+                "--model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 4 --port=8123 --api-key k \
+                 --tokenizer-path /t/tokenizer.json --tokenizer-backend fastokens --time-scale 10 \
+                 --enable-metrics --tokenizer-worker-num 4",
+            ),
+            |_| Some("1".into()),
+        )
+        .unwrap();
+        assert_eq!(c.port, 8123);
+        assert_eq!(c.served_model_name, "deepseek-ai/DeepSeek-V4.1-Flash");
+        assert_eq!(c.tokenizer_backend, Backend::Fastokens);
+        assert_eq!(c.time_scale, 10.0);
+        assert_eq!(c.tokenizer_worker_num, 4);
+        assert!(c.enable_metrics && c.default_thinking);
+        assert_eq!(c.chat_template, TemplateFamily::DeepSeekV4);
+        assert!(!rest.iter().any(|a| a.contains("time-scale")));
+        assert!(rest.contains(&"--tp".to_string()) && rest.contains(&"--api-key".to_string()));
+    }
+
+    #[test]
+    fn bad_values_name_the_flag() {
+        let e = ServeConfig::from_argv(&argv("--time-scale 0"), |_| None).unwrap_err();
+        assert!(e.to_string().contains("--time-scale"), "{e}");
+        let e = ServeConfig::from_argv(&argv("--port"), |_| None).unwrap_err();
+        assert!(e.to_string().contains("--port needs a value"), "{e}");
+        let e = ServeConfig::from_argv(&argv("--tokenizer-backend sp"), |_| None).unwrap_err();
+        assert!(e.to_string().contains("--tokenizer-backend"), "{e}");
+    }
+
+    #[test]
+    fn backend_defaults() {
+        let (c, _) = ServeConfig::from_argv(&argv("--tokenizer-backend fastokens"), |_| None).unwrap();
+        assert_eq!(c.tokenizer_backend, Backend::Builtin);
+        let (c, _) = ServeConfig::from_argv(&argv("--tokenizer-path /x"), |_| None).unwrap();
+        assert_eq!(c.tokenizer_backend, Backend::HuggingFace);
+    }
+}

@@ -1,0 +1,270 @@
+//! The real-time shell around a sans-IO engine core: one thread owns the core,
+//! maps wall time to engine time (`--time-scale`), feeds it submissions and aborts,
+//! advances it when its next event is due, and routes its outputs to the request
+//! tasks.
+
+use std::collections::HashMap;
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+
+/// Request id inside the server.
+pub type ReqId = u64;
+
+/// Engine time in nanoseconds since the server started (scaled by `--time-scale`).
+pub type Nanos = u64;
+
+/// What the shell submits.
+#[derive(Clone, Debug)]
+pub struct CoreRequest {
+    pub id: ReqId,
+    pub input_ids: Vec<u32>,
+    /// The request's cap (`None`: bounded by the context).
+    pub max_new_tokens: Option<u64>,
+    pub ignore_eos: bool,
+    /// The simulated model ends its reply (EOS) after this many tokens, unless
+    /// `ignore_eos`; `None` = never.
+    pub eos_after: Option<u64>,
+    /// Pin to an attention-DP rank (`data_parallel_rank`).
+    pub dp_rank: Option<u32>,
+    /// The reply's ids as far as they are known in advance (may be empty): lets the
+    /// core cache the output under the hashes the next turn's prompt will have.
+    pub continuation_output: Vec<u32>,
+}
+
+/// Why a request finished inside the core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoreFinish {
+    /// Produced `max_new_tokens`.
+    Length,
+    /// The reply ended on its own (EOS after `eos_after` tokens).
+    Stop,
+    /// Aborted (by the shell or by the core, e.g. out of memory).
+    Abort,
+}
+
+/// A refusal or failure, with SGLang's status and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoreError {
+    pub status: u16,
+    pub message: String,
+}
+
+/// Outputs of one `advance`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CoreEvent {
+    /// `n` new tokens for `id` (one scheduler output: one SSE chunk).
+    Tokens { id: ReqId, n: u32 },
+    /// The request left the core.
+    Finished {
+        id: ReqId,
+        reason: CoreFinish,
+        cached_tokens: u64,
+        /// Seconds (engine time) spent waiting before the first prefill.
+        queue_time: f64,
+    },
+    /// The core failed the request after accepting it.
+    Failed { id: ReqId, error: CoreError },
+}
+
+/// Scheduler-side gauges.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CoreStats {
+    pub num_running_reqs: u64,
+    pub num_queue_reqs: u64,
+    pub num_used_tokens: u64,
+    pub token_usage: f64,
+    pub gen_throughput: f64,
+    pub cache_hit_rate: f64,
+    pub spec_accept_length: f64,
+    pub spec_accept_rate: f64,
+    pub num_retracted_reqs: u64,
+    pub is_cuda_graph: bool,
+    pub max_total_num_tokens: u64,
+    pub context_length: u64,
+    pub max_req_input_len: u64,
+    /// Requests queued, running or finishing inside the core.
+    pub live_requests: u64,
+}
+
+/// The engine core as the shell drives it (sans-IO: no clocks, no threads).
+pub trait Core: Send + 'static {
+    /// Accepts a request at `now`, or refuses it (queue full, too long for the pool).
+    fn submit(&mut self, now: Nanos, req: CoreRequest) -> Result<(), CoreError>;
+    /// Drops a request (client went away, stop string matched). Unknown ids are ignored.
+    fn abort(&mut self, now: Nanos, id: ReqId);
+    /// When the core next has something to do, if anything.
+    fn next_event_time(&self) -> Option<Nanos>;
+    /// Runs every iteration due by `now`.
+    fn advance(&mut self, now: Nanos) -> Vec<CoreEvent>;
+    /// Empties the prefix cache; false while requests are running or waiting.
+    fn flush_cache(&mut self) -> bool;
+    fn stats(&self) -> CoreStats;
+    /// Resolved configuration and model facts for `/server_info`.
+    fn server_info(&self) -> serde_json::Value;
+}
+
+/// What a request task receives.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReqEvent {
+    Tokens(u32),
+    Finished { reason: CoreFinish, cached_tokens: u64, queue_time: f64 },
+    Failed(CoreError),
+}
+
+enum Cmd {
+    Submit { req: CoreRequest, events: mpsc::UnboundedSender<ReqEvent>, accepted: oneshot::Sender<Result<(), CoreError>> },
+    Abort(ReqId),
+    Flush(oneshot::Sender<bool>),
+    Info(oneshot::Sender<serde_json::Value>),
+    Stop,
+}
+
+/// Handle to the driver thread.
+#[derive(Clone)]
+pub struct Driver {
+    tx: std_mpsc::Sender<Cmd>,
+    stats: Arc<Mutex<CoreStats>>,
+}
+
+impl Driver {
+    /// Starts the thread owning `core`; engine time runs `time_scale` times faster
+    /// than wall time.
+    pub fn start<C: Core>(core: C, time_scale: f64) -> Driver {
+        let (tx, rx) = std_mpsc::channel();
+        let stats = Arc::new(Mutex::new(core.stats()));
+        let s2 = stats.clone();
+        std::thread::Builder::new().name("engine-core".into()).spawn(move || run(core, rx, time_scale, s2)).expect("spawn engine thread");
+        Driver { tx, stats }
+    }
+
+    /// Submits; resolves once the core accepted or refused the request.
+    pub async fn submit(&self, req: CoreRequest) -> Result<mpsc::UnboundedReceiver<ReqEvent>, CoreError> {
+        let (etx, erx) = mpsc::unbounded_channel();
+        let (atx, arx) = oneshot::channel();
+        let gone = || CoreError { status: 503, message: "The engine is shutting down.".into() };
+        self.tx.send(Cmd::Submit { req, events: etx, accepted: atx }).map_err(|_| gone())?;
+        arx.await.map_err(|_| gone())??;
+        Ok(erx)
+    }
+
+    pub fn abort(&self, id: ReqId) {
+        let _ = self.tx.send(Cmd::Abort(id));
+    }
+
+    pub async fn flush_cache(&self) -> bool {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Flush(tx)).is_err() {
+            return false;
+        }
+        rx.await.unwrap_or(false)
+    }
+
+    pub fn stats(&self) -> CoreStats {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub async fn server_info(&self) -> serde_json::Value {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Info(tx)).is_err() {
+            return serde_json::Value::Null;
+        }
+        rx.await.unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Stops the thread (outstanding requests get no further events).
+    pub fn stop(&self) {
+        let _ = self.tx.send(Cmd::Stop);
+    }
+}
+
+fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats: Arc<Mutex<CoreStats>>) {
+    let start = Instant::now();
+    let now = || (start.elapsed().as_nanos() as f64 * time_scale) as Nanos;
+    let wall_of = |t: Nanos| start + Duration::from_nanos((t as f64 / time_scale) as u64);
+    let mut routes: HashMap<ReqId, mpsc::UnboundedSender<ReqEvent>> = HashMap::new();
+    loop {
+        let timeout = match core.next_event_time() {
+            Some(t) => wall_of(t).saturating_duration_since(Instant::now()),
+            None => Duration::from_secs(3600),
+        };
+        let first = match rx.recv_timeout(timeout) {
+            Ok(c) => Some(c),
+            Err(std_mpsc::RecvTimeoutError::Timeout) => None,
+            Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+        };
+        // Drain everything queued so a burst of arrivals is seen at once.
+        let mut cmds: Vec<Cmd> = first.into_iter().collect();
+        cmds.extend(rx.try_iter());
+        // Bring the core up to `t` first, so commands land at or after its clock.
+        let t = now();
+        let mut changed = false;
+        // Outputs are routed after the stats are refreshed, so a client that reacts
+        // to a token sees gauges that already include it.
+        let mut out = Vec::new();
+        if core.next_event_time().is_some_and(|due| due <= t) {
+            out.extend(core.advance(t));
+            changed = true;
+        }
+        for cmd in cmds {
+            match cmd {
+                Cmd::Submit { req, events, accepted } => {
+                    let id = req.id;
+                    let r = core.submit(t, req);
+                    if r.is_ok() {
+                        routes.insert(id, events);
+                    }
+                    let _ = accepted.send(r);
+                    changed = true;
+                }
+                Cmd::Abort(id) => {
+                    if routes.remove(&id).is_some() {
+                        core.abort(t, id);
+                        changed = true;
+                    }
+                }
+                Cmd::Flush(reply) => {
+                    let _ = reply.send(core.flush_cache());
+                    changed = true;
+                }
+                Cmd::Info(reply) => {
+                    let _ = reply.send(core.server_info());
+                }
+                Cmd::Stop => return,
+            }
+        }
+        // Work the commands made due at once (e.g. a prefill starting now).
+        if core.next_event_time().is_some_and(|due| due <= t) {
+            out.extend(core.advance(t));
+            changed = true;
+        }
+        if changed {
+            *stats.lock().unwrap_or_else(|e| e.into_inner()) = core.stats();
+        }
+        for ev in out {
+            dispatch(&mut routes, ev);
+        }
+    }
+}
+
+fn dispatch(routes: &mut HashMap<ReqId, mpsc::UnboundedSender<ReqEvent>>, ev: CoreEvent) {
+    match ev {
+        CoreEvent::Tokens { id, n } => {
+            if let Some(tx) = routes.get(&id) {
+                let _ = tx.send(ReqEvent::Tokens(n));
+            }
+        }
+        CoreEvent::Finished { id, reason, cached_tokens, queue_time } => {
+            if let Some(tx) = routes.remove(&id) {
+                let _ = tx.send(ReqEvent::Finished { reason, cached_tokens, queue_time });
+            }
+        }
+        CoreEvent::Failed { id, error } => {
+            if let Some(tx) = routes.remove(&id) {
+                let _ = tx.send(ReqEvent::Failed(error));
+            }
+        }
+    }
+}

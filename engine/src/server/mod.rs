@@ -1,0 +1,483 @@
+//! The engine's OpenAI-compatible HTTP shell (axum), in real time, answering with
+//! SGLang 0.5.23's bytes: `/v1/chat/completions` (SSE and JSON), `/v1/models`,
+//! `/health`, `/server_info`, `/model_info`, `/metrics`, `/flush_cache`.
+//!
+//! Layout: [`args`] reads the front-end flags, [`driver`] owns the sans-IO core on a
+//! thread and maps wall time to engine time, [`pool`] runs tokenisation off the event
+//! loop, [`api`] parses and validates requests, [`metrics`] is the `sglang:` set.
+
+pub mod api;
+pub mod args;
+pub mod driver;
+pub mod engine_core;
+pub mod metrics;
+mod pool;
+mod stream;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+pub use api::ApiError;
+pub use args::ServeConfig;
+pub use driver::{Core, CoreError, CoreEvent, CoreFinish, CoreRequest, CoreStats, Driver};
+
+use crate::tokenize::{ChatEncoder, Tokenizer};
+use metrics::Metrics;
+use pool::Pool;
+
+/// Errors starting the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot bind {addr}: {source}; pick another --port or --host")]
+    Bind { addr: String, source: std::io::Error },
+    #[error(transparent)]
+    Tokenizer(#[from] crate::tokenize::TokenizeError),
+    #[error("server I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Shared state of all handlers.
+pub struct AppState {
+    pub(crate) cfg: ServeConfig,
+    ready: AtomicBool,
+    encoder: OnceLock<Arc<ChatEncoder>>,
+    pool: Pool,
+    pub(crate) driver: Driver,
+    pub(crate) metrics: Option<Metrics>,
+    next_id: AtomicU64,
+    pub(crate) created: u64,
+    started: Instant,
+    startup_secs: OnceLock<f64>,
+}
+
+impl AppState {
+    pub(crate) fn context_length(&self) -> u64 {
+        let core = self.driver.stats().context_length;
+        match (self.cfg.context_length, core) {
+            (Some(c), 0) => c,
+            (Some(c), k) => c.min(k),
+            (None, 0) => 1_048_576,
+            (None, k) => k,
+        }
+    }
+
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// A running server.
+pub struct Server {
+    pub addr: SocketAddr,
+    state: Arc<AppState>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    /// Binds, starts serving (health answers 503 until ready), loads the tokenizer on
+    /// a worker, then marks the server ready.
+    pub async fn start<C: Core>(cfg: ServeConfig, core: C) -> Result<Server, ServeError> {
+        let addr = format!("{}:{}", cfg.host, cfg.port);
+        let listener = TcpListener::bind(&addr).await.map_err(|source| ServeError::Bind { addr, source })?;
+        let addr = listener.local_addr()?;
+        let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let driver = Driver::start(core, cfg.time_scale);
+        let metrics = cfg.enable_metrics.then(|| {
+            let m = Metrics::new(&cfg.served_model_name);
+            m.init(&driver.stats());
+            m
+        });
+        let state = Arc::new(AppState {
+            pool: Pool::new(cfg.tokenizer_worker_num),
+            cfg,
+            ready: AtomicBool::new(false),
+            encoder: OnceLock::new(),
+            driver,
+            metrics,
+            next_id: AtomicU64::new(1),
+            created,
+            started: Instant::now(),
+            startup_secs: OnceLock::new(),
+        });
+        let app = router(state.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await
+        });
+        let server = Server { addr, state: state.clone(), shutdown: Some(tx), task };
+        let cfg = state.cfg.clone();
+        let encoder = state
+            .pool
+            .run(move || -> Result<ChatEncoder, crate::tokenize::TokenizeError> {
+                let tok = match &cfg.tokenizer_path {
+                    Some(p) => Tokenizer::from_path(p, cfg.tokenizer_backend)?,
+                    None => Tokenizer::builtin(),
+                };
+                ChatEncoder::new(Arc::new(tok), cfg.chat_template, cfg.tokenizer_cache_bytes)
+            })
+            .await
+            .expect("tokenizer worker alive")?;
+        let _ = state.encoder.set(Arc::new(encoder));
+        let _ = state.startup_secs.set(state.started.elapsed().as_secs_f64());
+        state.ready.store(true, Ordering::Release);
+        Ok(server)
+    }
+
+    pub fn state(&self) -> &Arc<AppState> {
+        &self.state
+    }
+
+    /// Serves until the task ends (it ends only on error or shutdown).
+    pub async fn wait(mut self) -> Result<(), ServeError> {
+        let _keep = self.shutdown.take();
+        (&mut self.task).await.map_err(|e| std::io::Error::other(e.to_string()))??;
+        Ok(())
+    }
+
+    /// Stops accepting, finishes open responses, stops the engine thread.
+    pub async fn shutdown(mut self) {
+        self.state.ready.store(false, Ordering::Release);
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.task).await;
+        self.state.driver.stop();
+    }
+}
+
+fn router(state: Arc<AppState>) -> Router {
+    let limit = state.cfg.max_body_bytes;
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(models))
+        .route("/v1/models/{*id}", get(model_card))
+        .route("/health", get(health))
+        .route("/health_generate", get(health))
+        .route("/ready", get(ready))
+        .route("/server_info", get(server_info))
+        .route("/get_server_info", get(server_info))
+        .route("/model_info", get(model_info))
+        .route("/get_model_info", get(model_info))
+        .route("/flush_cache", get(flush_cache).post(flush_cache))
+        .route("/metrics", get(metrics_endpoint))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(state.clone(), auth))
+        .with_state(state)
+}
+
+async fn auth(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    if let Some(key) = &st.cfg.api_key {
+        let path = req.uri().path();
+        // SGLang leaves health and metrics open to probes.
+        let open = path.starts_with("/health") || path.starts_with("/metrics");
+        let ok = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).is_some_and(|v| v == format!("Bearer {key}"));
+        if !open && !ok {
+            return (StatusCode::UNAUTHORIZED, [(header::CONTENT_TYPE, "application/json")], r#"{"error":"Unauthorized"}"#).into_response();
+        }
+    }
+    next.run(req).await
+}
+
+async fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], r#"{"detail":"Not Found"}"#).into_response()
+}
+
+fn json_response(status: StatusCode, v: &Value) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
+}
+
+#[derive(serde::Serialize)]
+struct ModelCard<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    owned_by: &'static str,
+    root: &'a str,
+    parent: Option<()>,
+    max_model_len: u64,
+}
+
+#[derive(serde::Serialize)]
+struct ModelList<'a> {
+    object: &'static str,
+    data: Vec<ModelCard<'a>>,
+}
+
+async fn models(State(st): State<Arc<AppState>>) -> Response {
+    let body = ModelList { object: "list", data: vec![card(&st)] };
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], serde_json::to_string(&body).unwrap_or_default()).into_response()
+}
+
+fn card(st: &AppState) -> ModelCard<'_> {
+    ModelCard {
+        id: &st.cfg.served_model_name,
+        object: "model",
+        created: st.created,
+        owned_by: "sglang",
+        root: &st.cfg.served_model_name,
+        parent: None,
+        max_model_len: st.context_length(),
+    }
+}
+
+async fn model_card(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+    if id == st.cfg.served_model_name {
+        return (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], serde_json::to_string(&card(&st)).unwrap_or_default())
+            .into_response();
+    }
+    json_response(
+        StatusCode::NOT_FOUND,
+        &json!({"error": {
+            "message": format!("The model '{id}' does not exist"),
+            "type": "invalid_request_error",
+            "param": "model",
+            "code": "model_not_found",
+        }}),
+    )
+}
+
+async fn ready(State(st): State<Arc<AppState>>) -> StatusCode {
+    if st.ready.load(Ordering::Acquire) { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }
+}
+
+async fn health(State(st): State<Arc<AppState>>) -> StatusCode {
+    if !st.ready.load(Ordering::Acquire) {
+        return StatusCode::SERVICE_UNAVAILABLE;
+    }
+    let generate = std::env::var("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION")
+        .map(|v| !matches!(v.to_ascii_lowercase().as_str(), "0" | "false"))
+        .unwrap_or(true);
+    if !generate {
+        return StatusCode::OK;
+    }
+    let timeout = std::env::var("SGLANG_HEALTH_CHECK_TIMEOUT").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(20.0);
+    // A one-token generation from input id 0, as SGLang's health check does.
+    let id = st.next_id();
+    let req = CoreRequest {
+        id,
+        input_ids: vec![0],
+        max_new_tokens: Some(1),
+        ignore_eos: true,
+        eos_after: None,
+        dp_rank: None,
+        continuation_output: Vec::new(),
+    };
+    let Ok(mut rx) = st.driver.submit(req).await else {
+        return StatusCode::SERVICE_UNAVAILABLE;
+    };
+    match tokio::time::timeout(Duration::from_secs_f64(timeout), rx.recv()).await {
+        Ok(Some(driver::ReqEvent::Failed(_))) | Ok(None) => StatusCode::SERVICE_UNAVAILABLE,
+        Ok(Some(_)) => {
+            st.driver.abort(id);
+            StatusCode::OK
+        }
+        Err(_) => {
+            st.driver.abort(id);
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+    }
+}
+
+async fn server_info(State(st): State<Arc<AppState>>) -> Response {
+    let core = st.driver.server_info().await;
+    let stats = st.driver.stats();
+    let c = &st.cfg;
+    let mut v = json!({
+        "model_path": c.model_path,
+        "served_model_name": c.served_model_name,
+        "host": c.host,
+        "port": c.port,
+        "tokenizer_path": c.tokenizer_path.as_ref().map(|p| p.display().to_string()),
+        "tokenizer_backend": c.tokenizer_backend.to_string(),
+        "tokenizer_worker_num": c.tokenizer_worker_num,
+        "chat_template": c.chat_template.to_string(),
+        "context_length": st.context_length(),
+        "enable_metrics": c.enable_metrics,
+        "enable_cache_report": c.enable_cache_report,
+        "stream_response_default_include_usage": c.stream_default_usage,
+        "reasoning_parser": c.reasoning_parser,
+        "random_seed": c.seed,
+        "time_scale": c.time_scale,
+        "time_scale_note": format!(
+            "engine time runs {}x faster than wall time; latencies seen by clients are scaled down by that factor",
+            c.time_scale
+        ),
+        "launch_command": c.launch_command.join(" "),
+        "status": if st.ready.load(Ordering::Acquire) { "ready" } else { "starting" },
+        "max_total_num_tokens": stats.max_total_num_tokens,
+        "max_req_input_len": stats.max_req_input_len,
+        "startup_time": st.startup_secs.get().copied(),
+        "version": "0.5.23",
+        "frontend": "python",
+        "engine": "sweep reference engine (simulated: timings are predicted, not measured)",
+    });
+    if let (Some(obj), Value::Object(core)) = (v.as_object_mut(), core) {
+        for (k, val) in core {
+            obj.entry(k).or_insert(val);
+        }
+        if !obj.contains_key("internal_states") {
+            obj.insert(
+                "internal_states".into(),
+                json!([{
+                    "last_gen_throughput": stats.gen_throughput,
+                    "avg_spec_accept_length": stats.spec_accept_length,
+                    "max_total_num_tokens": stats.max_total_num_tokens,
+                }]),
+            );
+        }
+        if let Some(enc) = st.encoder.get() {
+            let s = enc.stats();
+            obj.insert(
+                "tokenizer_memo".into(),
+                json!({"entries": s.entries, "bytes": s.bytes, "budget_bytes": s.budget_bytes,
+                       "hits": s.hits, "misses": s.misses, "evictions": s.evictions}),
+            );
+        }
+    }
+    let mut body = v.to_string();
+    // The launch command and flag records would echo the API key.
+    if let Some(key) = st.cfg.api_key.as_deref().filter(|k| !k.is_empty()) {
+        // Replace the key as it appears inside JSON strings (escaped).
+        let escaped = serde_json::to_string(key).unwrap_or_default();
+        let inner = &escaped[1..escaped.len().saturating_sub(1).max(1)];
+        body = body.replace(inner, "<redacted>");
+    }
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn model_info(State(st): State<Arc<AppState>>) -> Response {
+    let c = &st.cfg;
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "model_path": c.model_path,
+            "served_model_name": c.served_model_name,
+            "tokenizer_path": c.tokenizer_path.as_ref().map(|p| p.display().to_string()),
+            "is_generation": true,
+            "weight_version": "default",
+            "reasoning_parser": c.reasoning_parser,
+            "tool_call_parser": null,
+            "model_type": if c.chat_template == crate::tokenize::TemplateFamily::ChatMl { "chatml" } else { "deepseek_v4" },
+            "architectures": ["DeepseekV4ForCausalLM"],
+        }),
+    )
+}
+
+async fn flush_cache(State(st): State<Arc<AppState>>) -> Response {
+    if st.driver.flush_cache().await {
+        if let Some(e) = st.encoder.get() {
+            e.clear();
+        }
+        (StatusCode::OK, "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n").into_response()
+    } else {
+        (StatusCode::BAD_REQUEST, "Cache not flushed: there are running or waiting requests.\n").into_response()
+    }
+}
+
+async fn metrics_endpoint(State(st): State<Arc<AppState>>) -> Response {
+    match &st.metrics {
+        None => not_found().await,
+        Some(m) => {
+            m.set_core(&st.driver.stats());
+            (StatusCode::OK, [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], m.render())
+                .into_response()
+        }
+    }
+}
+
+async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+    match chat_inner(st, headers, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn chat_inner(st: Arc<AppState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let arrived = Instant::now();
+    if !st.ready.load(Ordering::Acquire) {
+        return Err(ApiError::status(StatusCode::SERVICE_UNAVAILABLE, "The server is starting; retry when /health returns 200."));
+    }
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().starts_with("application/json"));
+    if !is_json {
+        return Err(ApiError::schema("Unsupported Media Type: Only 'application/json' is allowed"));
+    }
+    let body = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::status(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("Request body too large: the limit is {} bytes (raise it with --max-request-body-mb).", st.cfg.max_body_bytes),
+            )
+        } else {
+            ApiError::schema(format!("Cannot read the request body: {e}"))
+        }
+    })?;
+    let encoder = st.encoder.get().expect("ready implies encoder").clone();
+    // Parsing a multi-megabyte body is CPU work too: do it on the tokenizer pool.
+    let parsed = st
+        .pool
+        .run(move || -> Result<_, ApiError> {
+            let req = api::parse_chat(&body)?;
+            let messages = api::convert_messages(&req)?;
+            Ok((req, messages))
+        })
+        .await
+        .ok_or_else(|| ApiError::internal("tokenizer worker failed"))??;
+    let (req, messages) = parsed;
+    let limits = api::Limits { context_length: st.context_length(), context_length_set: st.cfg.context_length.is_some() };
+    let params = api::validate_params(&req, limits)?;
+    let thinking = req
+        .chat_template_kwargs
+        .as_ref()
+        .and_then(|k| k.get("thinking").or_else(|| k.get("enable_thinking")))
+        .and_then(Value::as_bool)
+        .unwrap_or(st.cfg.default_thinking);
+    let tools = req.tools.as_ref().filter(|t| !t.is_empty()).map(|t| {
+        let mut s = String::from("## Tools\n\n");
+        for tool in t {
+            s.push_str(&tool.to_string());
+            s.push('\n');
+        }
+        s
+    });
+    let opts = crate::tokenize::ChatOptions { thinking, tools };
+    let enc = encoder.clone();
+    let encoded = st
+        .pool
+        .run(move || enc.encode(&messages, &opts))
+        .await
+        .ok_or_else(|| ApiError::internal("tokenizer worker failed"))?
+        .map_err(ApiError::internal)?;
+    let prompt_tokens = encoded.ids.len() as u64;
+    api::validate_length(prompt_tokens, &params, limits)?;
+    stream::run(st, req, params, encoded.ids, encoder, thinking, arrived).await
+}
+
+/// `Body` from a stream of SSE frames (used by [`stream`]).
+pub(crate) fn sse_body<S>(s: S) -> Body
+where
+    S: futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static,
+{
+    Body::from_stream(s)
+}

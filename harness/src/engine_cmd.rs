@@ -1,0 +1,64 @@
+//! `sweep engine serve <SGLang flags>`: the reference engine as a real
+//! OpenAI-compatible HTTP server (real time, or `--time-scale K` times faster).
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use engine::server::engine_core::{EngineCore, engine_env};
+use engine::server::{ServeConfig, Server};
+
+/// Arguments of `sweep engine`.
+#[derive(Debug, Args)]
+pub struct EngineArgs {
+    #[command(subcommand)]
+    pub command: EngineCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EngineCommand {
+    /// Serve the reference engine over HTTP with SGLang's API, flags and metrics.
+    ///
+    /// Takes `python -m sglang.launch_server` flags (both 0.5.5 and 0.5.23 spellings)
+    /// and `SGLANG_*` variables, plus: --hardware NAME|YAML (GPU profile of the cost
+    /// model, default h200), --engine-model NAME|YAML (model profile, default the one
+    /// matching --model-path), --chat-template deepseek-v4|deepseek-v3|chatml,
+    /// --time-scale K (engine time runs K times faster than wall time),
+    /// --tokenizer-cache-mb N (memo of the incremental chat encoder, default 512),
+    /// --max-request-body-mb N (default 64), --mean-output-tokens N (mean length of
+    /// replies that end on their own, default 256). Binds 127.0.0.1:30000 by default.
+    Serve {
+        /// SGLang server flags, e.g. `--tp 4 --tokenizer-path DIR --enable-metrics`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        flags: Vec<String>,
+    },
+}
+
+pub fn run(args: EngineArgs) -> anyhow::Result<()> {
+    match args.command {
+        EngineCommand::Serve { flags } => serve(flags),
+    }
+}
+
+fn serve(flags: Vec<String>) -> anyhow::Result<()> {
+    let (cfg, rest) = ServeConfig::from_argv(&flags, |k| std::env::var(k).ok()).context("invalid `sweep engine serve` flags")?;
+    let env = engine_env(std::env::vars());
+    let core = EngineCore::from_args(&rest, &env, cfg.engine_model.as_deref(), &cfg.hardware, cfg.seed)
+        .context("cannot build the engine from these flags")?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    rt.block_on(async move {
+        let server = Server::start(cfg.clone(), core).await.context("cannot start the engine server")?;
+        eprintln!(
+            "sweep engine: serving {} on http://{} (tokenizer: {}, time scale {}x); Ctrl-C to stop",
+            cfg.served_model_name, server.addr, cfg.tokenizer_backend, cfg.time_scale
+        );
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => {
+                r.context("cannot listen for Ctrl-C")?;
+                eprintln!("sweep engine: shutting down");
+                tokio::time::timeout(Duration::from_secs(10), server.shutdown()).await.ok();
+                Ok(())
+            }
+        }
+    })
+}
