@@ -209,7 +209,7 @@ pub fn simulate(engine: &mut Engine, wl: &mut Workload, cancel: &AtomicBool, mut
                     let idx = records.len();
                     records.push(super::record_for(&spec, now));
                     prog.sent += 1;
-                    let page_hashes: Arc<[u64]> = hashes.page_hashes(&spec.prompt).into();
+                    let page_hashes: Arc<[u64]> = hashes.page_hashes(&spec.prompt);
                     let prompt = engine::Prompt::from_chained(page_hashes, PAGE_TOKENS as u32, spec.prompt.total_tokens())
                         .expect("page hashes cover every full page");
                     let max_new = spec.max_tokens.clamp(1, u32::MAX as u64) as u32;
