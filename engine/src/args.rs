@@ -450,8 +450,8 @@ fn lookup_flag(name: &str) -> Option<(&'static str, Arity, FlagStatus)> {
     FLAGS.iter().find(|(c, al, _, _)| *c == n || al.contains(&n.as_str())).map(|&(c, _, a, s)| (c, a, s))
 }
 
-/// Levenshtein distance (small inputs only).
-fn edit_distance(a: &str, b: &str) -> usize {
+/// Levenshtein distance (small inputs only); also used for the harness's "did you mean" hints.
+pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

@@ -312,17 +312,8 @@ pub fn expand(e: &Entry, scenarios: &[Scenario], runners: Option<&Runners>) -> R
                         }
                         Topology::Multi { prefill, decode } => {
                             m.insert("conc".into(), json!([c]));
-                            let w = |w: &Worker| {
-                                format!(
-                                    "{}x{}{}{}",
-                                    w.num_worker,
-                                    w.tp,
-                                    if w.ep > 1 { format!("ep{}", w.ep) } else { String::new() },
-                                    if w.dp_attn { "dpa" } else { "" }
-                                )
-                            };
                             let kvs = if kv == "none" { String::new() } else { format!("_{kvsuffix}") };
-                            format!("{}_p{}_d{}_conc{c}{kvs}", e.model_prefix, w(prefill), w(decode))
+                            format!("{}_p{}_d{}_conc{c}{kvs}", e.model_prefix, prefill.label(), decode.label())
                         }
                     };
                     m.insert("exp-name".into(), json!(exp));

@@ -526,16 +526,7 @@ fn arm_slug(e: &Entry, r: &Row) -> String {
             s
         }
         Topology::Multi { prefill, decode } => {
-            let w = |w: &crate::recipe::master::Worker| {
-                format!(
-                    "{}x{}{}{}",
-                    w.num_worker,
-                    w.tp,
-                    if w.ep > 1 { format!("ep{}", w.ep) } else { String::new() },
-                    if w.dp_attn { "dpa" } else { "" }
-                )
-            };
-            format!("p{}-d{}", w(prefill), w(decode))
+            format!("p{}-d{}", prefill.label(), decode.label())
         }
     };
     if let Some(seq) = &r.origin.seq {

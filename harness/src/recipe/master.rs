@@ -38,6 +38,12 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// The worker part of multi-node exp-names: `<nw>x<tp>[ep<ep>][dpa]`, e.g. `2x16ep32dpa`.
+    pub fn label(&self) -> String {
+        let ep = if self.ep > 1 { format!("ep{}", self.ep) } else { String::new() };
+        format!("{}x{}{ep}{}", self.num_worker, self.tp, if self.dp_attn { "dpa" } else { "" })
+    }
+
     /// GPUs of the role: `num-worker × tp × pp × pcp-size`.
     pub fn gpus(&self) -> u32 {
         self.num_worker * self.tp * self.pp * self.pcp
