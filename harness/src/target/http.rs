@@ -345,21 +345,8 @@ impl HttpRunner {
         ctx.profile_duration_s = run.profiling.map(|(a, d)| (d - a) as f64 / 1e9).unwrap_or(0.0);
         let status = if let Some(s) = &run.stopped {
             Status::Failed { reason: s.clone() }
-        } else if run.interrupted {
-            ctx.cancelled = true;
-            Status::Failed { reason: "cancelled".into() }
         } else {
-            match &run.outcome {
-                Some(WlOutcome::Completed) => Status::Done,
-                Some(WlOutcome::Aborted { failed, total }) => {
-                    Status::Failed { reason: format!("live abort: {failed} of {total} profiling requests failed (> 10 %)") }
-                }
-                Some(WlOutcome::Cancelled { reason }) => {
-                    ctx.cancelled = true;
-                    Status::Failed { reason: format!("run cancelled: {reason}") }
-                }
-                None => Status::Failed { reason: "the workload stopped before finishing".into() },
-            }
+            super::point_status(run.interrupted, run.outcome.as_ref(), &mut ctx, "the workload stopped before finishing")
         };
         PointOutcome { status, records: run.records, ctx }
     }

@@ -5,8 +5,29 @@
 pub mod http;
 pub mod sim;
 
+use crate::metrics::PointContext;
 use crate::records::{Phase as RecPhase, Record};
-use crate::workload::{Phase, RequestSpec, SourceKind};
+use crate::results::Status;
+use crate::workload::{Outcome, Phase, RequestSpec, SourceKind};
+
+/// A point's status from how its workload ended (both targets); marks cancellation in `ctx`.
+pub fn point_status(interrupted: bool, outcome: Option<&Outcome>, ctx: &mut PointContext, unfinished: &str) -> Status {
+    if interrupted {
+        ctx.cancelled = true;
+        return Status::Failed { reason: "cancelled".into() };
+    }
+    match outcome {
+        Some(Outcome::Completed) => Status::Done,
+        Some(Outcome::Aborted { failed, total }) => {
+            Status::Failed { reason: format!("live abort: {failed} of {total} profiling requests failed (> 10 %)") }
+        }
+        Some(Outcome::Cancelled { reason }) => {
+            ctx.cancelled = true;
+            Status::Failed { reason: format!("run cancelled: {reason}") }
+        }
+        None => Status::Failed { reason: unfinished.into() },
+    }
+}
 
 /// The record of a request sent at `now`, before anything came back.
 pub fn record_for(spec: &RequestSpec, now: u64) -> Record {

@@ -476,21 +476,7 @@ pub fn fit_pool(pool: &[Arc<TracePlan>], context: u64) -> Result<(Vec<Arc<TraceP
 pub fn sim_outcome(run: SimRun, engine: &Engine, mut ctx: PointContext) -> PointOutcome {
     ctx.profile_duration_s = run.profiling.map(|(a, d)| (d - a) as f64 / 1e9).unwrap_or(0.0);
     ctx.server_metrics = Some(server_metrics_json(engine, run.end_ns));
-    let status = if run.interrupted {
-        ctx.cancelled = true;
-        Status::Failed { reason: "cancelled".into() }
-    } else {
-        match &run.outcome {
-            Some(WlOutcome::Completed) => Status::Done,
-            Some(WlOutcome::Aborted { failed, total }) => {
-                Status::Failed { reason: format!("live abort: {failed} of {total} profiling requests failed (> 10 %)") }
-            }
-            Some(WlOutcome::Cancelled { reason }) => {
-                ctx.cancelled = true;
-                Status::Failed { reason: format!("run cancelled: {reason}") }
-            }
-            None => Status::Failed { reason: "the workload stopped before finishing (nothing left to run)".into() },
-        }
-    };
+    let status =
+        super::point_status(run.interrupted, run.outcome.as_ref(), &mut ctx, "the workload stopped before finishing (nothing left to run)");
     PointOutcome { status, records: run.records, ctx }
 }
