@@ -224,6 +224,92 @@ pub struct GpuSpec {
     /// sums measured operator times instead of the datasheet roofline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured: Option<crate::calibrate::MeasuredCurves>,
+    /// How `cost` was fitted to measured serving results by `sweep calibrate fit`: the points,
+    /// trace set, seed, loss and per-point residuals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<FitRecord>,
+}
+
+/// The record a fitted profile keeps of its fit (`sweep calibrate fit`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitRecord {
+    /// Config key whose recipes were replayed.
+    pub config_key: String,
+    pub model_profile: String,
+    /// The datasheet profile the fit started from (its datasheet section is kept unchanged).
+    pub base_profile: String,
+    /// Where the measured points came from.
+    pub results: String,
+    /// Trace set the replays used (predictions should use the same one).
+    pub traces: String,
+    /// Workload scales fitted with the cost parameters (1 = the trace as recorded).
+    #[serde(default)]
+    pub workload: WorkloadScales,
+    pub seed: u64,
+    /// Profiling seconds per simulated point during the fit.
+    pub duration_s: f64,
+    pub restarts: u32,
+    pub evaluations: u64,
+    pub wall_s: f64,
+    pub loss: f64,
+    /// How the loss is computed (weights per metric).
+    pub loss_definition: String,
+    /// Fitted parameters with their bounds.
+    pub parameters: std::collections::BTreeMap<String, FitParameter>,
+    /// Per point, per metric: measured, predicted (by this profile), residual.
+    pub points: Vec<FitPoint>,
+}
+
+/// How the replayed workload was changed to match the measured runs.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadScales {
+    /// Output tokens per request relative to the trace's recorded `out`.
+    pub osl_scale: f64,
+    /// Recorded inter-turn delays (end-to-start, spawn offsets) are multiplied by this.
+    pub delay_scale: f64,
+}
+
+impl Default for WorkloadScales {
+    fn default() -> Self {
+        WorkloadScales { osl_scale: 1.0, delay_scale: 1.0 }
+    }
+}
+
+impl WorkloadScales {
+    pub fn is_identity(&self) -> bool {
+        self.osl_scale == 1.0 && self.delay_scale == 1.0
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitParameter {
+    pub value: f64,
+    pub lower: f64,
+    pub upper: f64,
+    /// The base profile's value.
+    pub start: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitPoint {
+    pub id: String,
+    pub arm: String,
+    pub conc: u32,
+    pub metrics: std::collections::BTreeMap<String, FitResidual>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitResidual {
+    pub measured: f64,
+    pub predicted: f64,
+    /// (predicted − measured) / measured × 100.
+    pub residual_pct: f64,
+    pub weight: f64,
 }
 
 impl GpuSpec {
@@ -267,6 +353,7 @@ const EMBEDDED_HARDWARE: &[(&str, &str)] = &[
     ("profiles/hardware/h200-measured.yaml", include_str!("../profiles/hardware/h200-measured.yaml")),
     ("profiles/hardware/b200.yaml", include_str!("../profiles/hardware/b200.yaml")),
     ("profiles/hardware/gb300.yaml", include_str!("../profiles/hardware/gb300.yaml")),
+    ("profiles/hardware/gb300-fitted-dsv41flash.yaml", include_str!("../profiles/hardware/gb300-fitted-dsv41flash.yaml")),
 ];
 
 fn parse_yaml<T: for<'de> Deserialize<'de>>(path: &str, text: &str) -> Result<T, ProfileError> {
@@ -410,12 +497,18 @@ mod tests {
     #[test]
     fn embedded_profiles_parse_and_look_up_by_alias() {
         assert_eq!(ModelSpec::builtin().len(), 4);
-        assert_eq!(GpuSpec::builtin().len(), 4);
+        assert_eq!(GpuSpec::builtin().len(), 5);
         let m = ModelSpec::lookup("deepseek-ai/DeepSeek-V4.1-Flash").unwrap();
         assert_eq!(m.name, "deepseek-v4.1-flash");
         assert!(m.unconfirmed.iter().any(|u| u == "kv"));
         assert_eq!(ModelSpec::lookup("DSV3").unwrap().name, "deepseek-v3");
         assert_eq!(GpuSpec::lookup("H200").unwrap().name, "h200");
+        let fitted = GpuSpec::lookup("gb300-fitted").unwrap();
+        assert_eq!(fitted.name, "gb300-fitted-dsv41flash");
+        let f = fitted.fit.as_ref().expect("a fitted profile records its fit");
+        assert_eq!(f.points.len(), 3);
+        assert_eq!(fitted.datasheet, GpuSpec::lookup("gb300").unwrap().datasheet, "the datasheet is kept");
+        assert!(fitted.cost.calibrated);
         let e = ModelSpec::lookup("gpt-9").unwrap_err().to_string();
         assert!(e.contains("deepseek-v4-flash"), "{e}");
     }

@@ -28,6 +28,9 @@ pub enum CalibrateCommand {
     /// Print a measured profile's ceilings and curves as Markdown tables, side by side with
     /// the datasheet and the peer run.
     Report(ReportArgs),
+    /// Fit the cost model to measured serving results (a run directory or a results table) by
+    /// replaying the same recipes on the virtual clock; writes a fitted hardware profile.
+    Fit(harness::cmd::fit::FitArgs),
 }
 
 #[derive(Args)]
@@ -111,6 +114,7 @@ pub fn run(cmd: CalibrateCommand) -> Result<()> {
         CalibrateCommand::ImportPeer(a) => import_peer(a),
         CalibrateCommand::Check(a) => check(a),
         CalibrateCommand::Report(a) => report(a),
+        CalibrateCommand::Fit(a) => harness::cmd::fit::run(&a),
     }
 }
 

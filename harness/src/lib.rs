@@ -6,6 +6,7 @@
 pub mod changelog;
 pub mod cmd;
 pub mod engine_cmd;
+pub mod fit;
 pub mod gate;
 pub mod golden_al;
 pub mod metrics;
@@ -21,5 +22,6 @@ pub mod results;
 pub mod run;
 pub mod target;
 pub mod trace;
+pub mod twin;
 pub mod workload;
 pub mod yaml;

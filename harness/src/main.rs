@@ -20,6 +20,8 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Run the sweep a label selects (default: reference engine on the virtual clock); report and gate.
     Run(cmd::run::Args),
+    /// Predict every point of a config on the virtual clock with a fitted hardware profile.
+    Predict(cmd::predict::PredictArgs),
     /// Replay one point (C session trees for D seconds) against a server or the reference engine.
     Replay(cmd::replay::Args),
     /// Check or append to perf-changelog.yaml.
@@ -48,6 +50,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Validate(a) => cmd::validate::run(&a),
         Command::Plan(a) => cmd::plan::run(&a),
         Command::Run(a) => cmd::run::run(&a),
+        Command::Predict(a) => cmd::predict::run(&a),
         Command::Replay(a) => cmd::replay::run(&a),
         Command::Changelog(c) => cmd::changelog::run(&c),
         Command::Engine(a) => engine_cmd::run(a).map(|()| ExitCode::SUCCESS),

@@ -322,10 +322,16 @@ pub fn html(run: &RunSummary, svgs: &BTreeMap<View, String>) -> String {
 /// Writes charts, `report.md` and `report.html` into the run directory.
 pub fn write_all(run: &RunSummary, dir: &Path) -> Result<Vec<PathBuf>, String> {
     let svgs = charts(run, dir)?;
+    let (mut md_text, mut html_text) = (markdown(run), html(run, &svgs));
+    // Twin mode's residual table, when the run has one.
+    if let Some(t) = crate::twin::load(dir) {
+        md_text.push_str(&t.markdown());
+        html_text = html_text.replace("</body></html>", &format!("{}</body></html>", t.html()));
+    }
     let md = dir.join("report.md");
-    crate::problem::atomic_write(&md, markdown(run).as_bytes()).map_err(|e| e.to_string())?;
+    crate::problem::atomic_write(&md, md_text.as_bytes()).map_err(|e| e.to_string())?;
     let html_p = dir.join("report.html");
-    crate::problem::atomic_write(&html_p, html(run, &svgs).as_bytes()).map_err(|e| e.to_string())?;
+    crate::problem::atomic_write(&html_p, html_text.as_bytes()).map_err(|e| e.to_string())?;
     Ok(vec![html_p, md])
 }
 

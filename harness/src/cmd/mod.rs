@@ -1,7 +1,9 @@
 //! Command-line subcommands: argument structs (clap) and their implementations.
 
 pub mod changelog;
+pub mod fit;
 pub mod plan;
+pub mod predict;
 pub mod replay;
 pub mod results;
 pub mod run;

@@ -57,6 +57,10 @@ pub struct Args {
     /// Reference engine hardware profile (default: from the row's runner, e.g. cluster:gb300-nv → gb300).
     #[arg(long)]
     pub hardware: Option<String>,
+    /// Twin mode (live targets): replay every finished point on the virtual clock with the same
+    /// recipe, traces and seed; write residuals.json and a residual table in the reports.
+    #[arg(long)]
+    pub twin: bool,
     #[command(flatten)]
     pub repo: RepoArgs,
 }
@@ -206,6 +210,17 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     let run_id = out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| label.clone());
 
+    // The reference engine served live takes the same hardware profile as the virtual clock.
+    if let (Some(h), "local:engine") = (&args.hardware, args.target.as_str()) {
+        for p in plan.canary.iter_mut().chain(plan.matrices.iter_mut().flat_map(|m| m.points.iter_mut())) {
+            if let Some(l) = p.launch.as_mut() {
+                l.worker_argv.extend(["--hardware".to_string(), h.clone()]);
+            }
+        }
+    }
+    if args.twin && args.target == "sim" {
+        anyhow::bail!("--twin compares a live run with its virtual-clock twin; use it with --target local, local:engine or url:URL");
+    }
     let runner: Box<dyn PointRunner> = match args.target.as_str() {
         "sim" => {
             let (pool, trace_set) = load_pool(&args.traces, args.seed)?;
@@ -257,6 +272,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let t0 = std::time::Instant::now();
     let summary = run::execute(&plan, &opts, runner.as_ref(), &interrupt).map_err(anyhow::Error::msg)?;
     let wall = t0.elapsed().as_secs_f64();
+    if args.twin {
+        let (pool, trace_set) = load_pool(&args.traces, args.seed)?;
+        let fallback = ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() };
+        let r = crate::twin::run_twins(&plan, &summary, &out, pool, &trace_set, args.seed, args.duration, &fallback)
+            .map_err(anyhow::Error::msg)?;
+        eprintln!("twin: {} point(s) replayed on the virtual clock; {}", r.points.len(), out.join("residuals.json").display());
+    }
     finish(&summary, &out, wall, interrupt.load(Ordering::SeqCst))
 }
 

@@ -331,7 +331,7 @@ impl HttpRunner {
             let mut t = HttpTarget::new(base_url, "")?;
             t.model = t.discover_model().await?;
             if let Some(info) = t.server_info().await {
-                if let Some(k) = info["result_kind"].as_str() {
+                if let Some(k) = info["result_kind"].as_str().or(info["engine_info"]["result_kind"].as_str()) {
                     ctx.result_kind = k.to_string();
                 }
                 ctx.profiles = info;

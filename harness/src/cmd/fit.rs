@@ -1,0 +1,202 @@
+//! `sweep calibrate fit`: fit the reference engine's cost parameters to measured points, and
+//! write a fitted hardware profile next to the datasheet one.
+
+use super::RepoArgs;
+use crate::fit::{self, FitOptions, FitProblem, FitProvenance};
+use crate::plan::{self, Inputs, Labels, PlanPoint, PlanRequest};
+use anyhow::{Context, bail};
+use engine::GpuSpec;
+use engine::profiles::WorkloadScales;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct FitArgs {
+    /// Measured results: a `sweep run` directory (its measured points) or a YAML file with a
+    /// `calibration-results` list (arm, conc, tput_per_gpu, e2el_p75/p90, interactivity_p90, ttft_*).
+    #[arg(long)]
+    pub results: PathBuf,
+    /// Config key whose recipes are replayed (e.g. dsv41flash-fp4-gb300-sglang-agentic-dspark).
+    #[arg(long)]
+    pub config: String,
+    /// Trace set replayed: `synthetic[:N[:SEED]]` or Weka/mooncake files (use the set the
+    /// measured runs used).
+    #[arg(long, default_value = "synthetic")]
+    pub traces: String,
+    /// Profiling seconds per simulated point (the measured runs' own duration is most faithful;
+    /// shorter is faster and noisier).
+    #[arg(long, default_value_t = 1200.0)]
+    pub duration: f64,
+    /// Nelder–Mead restarts.
+    #[arg(long, default_value_t = 3)]
+    pub restarts: u32,
+    /// Evaluations per restart.
+    #[arg(long, default_value_t = 60)]
+    pub max_evals: usize,
+    /// Seed of the replays and of the restarts.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Parameters to fit (comma-separated). Cost: eta_bw, eta_flops, tau_layer_us, tau_step_us,
+    /// eager_overhead_us, allreduce_latency_us, a2a_latency_us; workload: osl_scale, delay_scale.
+    #[arg(long, value_delimiter = ',', default_values_t = fit::DEFAULT_PARAMS.iter().map(|s| s.to_string()).collect::<Vec<_>>())]
+    pub params: Vec<String>,
+    /// Starting hardware profile (default: the one matching the config's runner).
+    #[arg(long)]
+    pub base: Option<String>,
+    /// Model profile (default: from the recipe's --model-path).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Name of the fitted profile (default: <base>-fitted-<model prefix>).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Aliases of the fitted profile (default: <base>-fitted).
+    #[arg(long, value_delimiter = ',')]
+    pub alias: Vec<String>,
+    /// Where the profile goes (default: engine/profiles/hardware/<name>.yaml in the repository).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Also write the fit table (Markdown) here.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// Simulations at once (default: the number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    #[command(flatten)]
+    pub repo: RepoArgs,
+}
+
+/// The plan's points of one config key (the changelog's latest entry must select it).
+pub fn config_points(repo_args: &RepoArgs, key: &str) -> anyhow::Result<(crate::repo::Repo, Vec<PlanPoint>)> {
+    let repo = repo_args.repo().map_err(|p| anyhow::anyhow!("{p}"))?;
+    let inputs = Inputs::load(&repo).map_err(|p| anyhow::anyhow!("{p}"))?;
+    let plan = plan::build(
+        &repo,
+        &inputs,
+        &PlanRequest { labels: Labels::parse(&["full-sweep-fail-fast"]).map_err(anyhow::Error::msg)?, base: None },
+    )
+    .map_err(|p| anyhow::anyhow!("{p}"))?;
+    let pts: Vec<PlanPoint> = plan.points().filter(|p| p.config_key == key).cloned().collect();
+    if pts.is_empty() {
+        let keys: std::collections::BTreeSet<&str> = plan.points().map(|p| p.config_key.as_str()).collect();
+        bail!(
+            "--config {key}: not in the plan of the changelog's latest entry (configs there: {}); append a changelog entry that names it",
+            keys.into_iter().collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok((repo, pts))
+}
+
+pub fn run(a: &FitArgs) -> anyhow::Result<()> {
+    let t0 = std::time::Instant::now();
+    let (repo, plan_points) = config_points(&a.repo, &a.config)?;
+    let measured = fit::load_measured(&a.results, &a.config)?;
+    let points = fit::match_points(&plan_points, &measured)?;
+    let params = a.params.iter().map(|p| fit::param(p.trim())).collect::<Result<Vec<_>, _>>()?;
+    let runner = points[0].0.row.get("runner").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+    let base = match &a.base {
+        Some(b) => GpuSpec::lookup(b).with_context(|| format!("--base {b}"))?,
+        None => crate::target::sim::hardware_for_runner(&runner)?,
+    };
+    let prefix = points[0].0.row.get("model-prefix").and_then(|v| v.as_str()).unwrap_or("model").to_string();
+    let name = a.name.clone().unwrap_or_else(|| format!("{}-fitted-{prefix}", base.name));
+    let aliases = if a.alias.is_empty() { vec![format!("{}-fitted", base.name)] } else { a.alias.clone() };
+    let out = a.out.clone().unwrap_or_else(|| repo.root.join("engine/profiles/hardware").join(format!("{name}.yaml")));
+    eprintln!("sweep calibrate fit: loading traces {}", a.traces);
+    let traces = fit::load_traces(&a.traces)?;
+    let model_profile = {
+        let launch = points[0].0.launch.as_ref().context("the point has no resolved server command")?;
+        let mp = a.model.clone().or_else(|| {
+            let i = launch.worker_argv.iter().position(|x| x == "--model-path")?;
+            launch.worker_argv.get(i + 1).cloned()
+        });
+        engine::ModelSpec::lookup(mp.as_deref().unwrap_or_default()).map(|m| m.name).unwrap_or_else(|_| "?".into())
+    };
+    let problem = FitProblem {
+        points,
+        trace_set: format!("{} ({} traces)", a.traces, traces.len()),
+        traces,
+        model: a.model.clone(),
+        base: base.clone(),
+        base_scales: WorkloadScales::default(),
+        seed: a.seed,
+        duration_s: Some(a.duration),
+        jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1),
+    };
+    let opts = FitOptions { params, restarts: a.restarts.max(1), max_evals: a.max_evals.max(2), seed: a.seed };
+    eprintln!(
+        "fitting {} parameter(s) [{}] of {} on {} point(s) of {} ({} s per point, {} restart(s) x {} evaluations, {} at once)",
+        opts.params.len(),
+        opts.params.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+        base.name,
+        problem.points.len(),
+        a.config,
+        a.duration,
+        opts.restarts,
+        opts.max_evals,
+        problem.jobs
+    );
+    let total = 1 + opts.restarts as u64 * opts.max_evals as u64;
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} evaluations  {msg}")
+            .expect("template")
+            .progress_chars("=> "),
+    );
+    let outcome = fit::fit(&problem, &opts, |n, best| {
+        bar.set_position(n.min(total));
+        bar.set_message(format!("best loss {best:.4}"));
+    });
+    bar.finish_and_clear();
+    let wall = t0.elapsed().as_secs_f64();
+    let prov = FitProvenance {
+        name: name.clone(),
+        aliases,
+        config_key: a.config.clone(),
+        model_profile,
+        results: a.results.display().to_string(),
+        restarts: opts.restarts,
+        wall_s: wall,
+    };
+    let g = fit::fitted_profile(&problem, &opts, &outcome, &prov);
+    let yaml = fit::profile_yaml(&g).map_err(anyhow::Error::msg)?;
+    GpuSpec::from_yaml(&out.display().to_string(), &yaml).context("the fitted profile does not read back")?;
+    crate::problem::atomic_write(&out, yaml.as_bytes()).with_context(|| format!("writing {}", out.display()))?;
+    let table = fit::fit_table(&problem.points, &outcome.base_evaluation, &outcome.evaluation);
+    let mut md = format!(
+        "Fit of `{}` ({} → `{name}`) on {} point(s) of `{}`, traces {}, seed {}, {} s per point: loss {:.4} (datasheet profile {:.4}), {} evaluations in {:.0} s; restarts ended at [{}].\n\n",
+        a.results.display(),
+        base.name,
+        problem.points.len(),
+        a.config,
+        problem.trace_set,
+        a.seed,
+        a.duration,
+        outcome.evaluation.loss,
+        outcome.base_evaluation.loss,
+        outcome.evaluations,
+        wall,
+        outcome.restart_losses.iter().map(|l| format!("{l:.4}")).collect::<Vec<_>>().join(", ")
+    );
+    md.push_str("| parameter | datasheet profile | fitted | bounds |\n|---|---:|---:|---|\n");
+    for p in &opts.params {
+        md.push_str(&format!(
+            "| {} | {} | {} | {} – {} |\n",
+            p.name,
+            fit::fmt(problem_base_get(&problem, p.name)),
+            fit::fmt(outcome.best.get(p.name)),
+            p.lower,
+            p.upper
+        ));
+    }
+    md.push('\n');
+    md.push_str(&table);
+    println!("{md}");
+    println!("wrote {}", out.display());
+    if let Some(m) = &a.markdown {
+        crate::problem::atomic_write(m, md.as_bytes()).with_context(|| format!("writing {}", m.display()))?;
+    }
+    Ok(())
+}
+
+fn problem_base_get(p: &FitProblem, name: &str) -> f64 {
+    fit::Candidate { gpu: p.base.clone(), scales: p.base_scales }.get(name)
+}

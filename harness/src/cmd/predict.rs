@@ -1,0 +1,161 @@
+//! `sweep predict --config <key>`: every point of a config on the virtual clock with a fitted
+//! hardware profile (and the workload scales fitted with it), reported as `predicted`.
+
+use super::RepoArgs;
+use crate::plan::{self, Inputs, Labels, PlanRequest};
+use crate::run::{self, RunOptions};
+use crate::target::sim::{ProfileChoice, SimRunner};
+use anyhow::{Context, bail};
+use engine::GpuSpec;
+use engine::profiles::WorkloadScales;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+#[derive(clap::Args, Debug)]
+pub struct PredictArgs {
+    /// Config key whose points are predicted.
+    #[arg(long)]
+    pub config: String,
+    /// Hardware profile: `fitted` (the built-in profile fitted for this config), a profile name,
+    /// or a profile YAML.
+    #[arg(long, default_value = "fitted")]
+    pub profile: String,
+    /// Trace set (default: the one the profile was fitted on when it is on this machine, else the
+    /// bundled synthetic generator).
+    #[arg(long)]
+    pub traces: Option<String>,
+    /// Leave the fitted workload scales (output length, delays) out and replay the traces as recorded.
+    #[arg(long)]
+    pub no_workload_scales: bool,
+    /// Profiling seconds per point (default: the plan's, 3600).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Output directory (default: reports/<UTC timestamp>-predict under the repository root).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Points at once (default: the number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Model profile (default: from the recipe's --model-path).
+    #[arg(long)]
+    pub model: Option<String>,
+    #[command(flatten)]
+    pub repo: RepoArgs,
+}
+
+/// Finds the profile: `fitted` means the built-in profile whose fit record names this config.
+pub fn resolve_profile(profile: &str, config: &str) -> anyhow::Result<(GpuSpec, String)> {
+    if profile == "fitted" {
+        let all = GpuSpec::builtin();
+        let hit = all.iter().find(|g| g.fit.as_ref().is_some_and(|f| f.config_key == config));
+        return match hit {
+            Some(g) => Ok((g.clone(), g.name.clone())),
+            None => bail!(
+                "--profile fitted: no built-in fitted profile for {config} (fitted: {}); run `sweep calibrate fit --config {config} …` and pass --profile <its YAML>",
+                all.iter().filter(|g| g.fit.is_some()).map(|g| g.name.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        };
+    }
+    let g = GpuSpec::lookup(profile).with_context(|| format!("--profile {profile}"))?;
+    // A YAML file is passed on by path so the engine reads the same file.
+    let choice = if profile.ends_with(".yaml") || profile.ends_with(".yml") { profile.to_string() } else { g.name.clone() };
+    Ok((g, choice))
+}
+
+/// The trace spec a fit recorded (`<spec> (N traces)`).
+pub fn fit_trace_spec(recorded: &str) -> &str {
+    recorded.rsplit_once(" (").map_or(recorded, |(s, _)| s)
+}
+
+/// Whether a trace spec can be read here (synthetic always can).
+fn available(spec: &str) -> bool {
+    spec.starts_with("synthetic") || spec.split(',').all(|p| Path::new(p).exists())
+}
+
+pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
+    let (gpu, choice) = resolve_profile(&a.profile, &a.config)?;
+    let scales = if a.no_workload_scales { WorkloadScales::default() } else { gpu.fit.as_ref().map(|f| f.workload).unwrap_or_default() };
+    let (spec, note) = match (&a.traces, gpu.fit.as_ref()) {
+        (Some(t), _) => (t.clone(), String::new()),
+        (None, Some(f)) => {
+            let s = fit_trace_spec(&f.traces).to_string();
+            if available(&s) {
+                (s, " (the trace set the profile was fitted on)".to_string())
+            } else {
+                (
+                    "synthetic".to_string(),
+                    format!(
+                        " (the fit's trace set {s} is not on this machine; the bundled synthetic generator reproduces its distributions, see docs/calibration.md)"
+                    ),
+                )
+            }
+        }
+        (None, None) => ("synthetic".to_string(), String::new()),
+    };
+    let repo = a.repo.repo().map_err(|p| anyhow::anyhow!("{p}"))?;
+    let inputs = Inputs::load(&repo).map_err(|p| anyhow::anyhow!("{p}"))?;
+    let mut plan = plan::build(
+        &repo,
+        &inputs,
+        &PlanRequest { labels: Labels::parse(&["full-sweep-fail-fast"]).map_err(anyhow::Error::msg)?, base: None },
+    )
+    .map_err(|p| anyhow::anyhow!("{p}"))?;
+    if plan.canary.as_ref().is_some_and(|c| c.config_key != a.config) {
+        plan.canary = None;
+    }
+    for m in &mut plan.matrices {
+        m.points.retain(|p| p.config_key == a.config);
+    }
+    plan.matrices.retain(|m| !m.points.is_empty());
+    if plan.points().next().is_none() {
+        bail!("--config {}: not in the plan of the changelog's latest entry; append a changelog entry that names it", a.config);
+    }
+    let traces = crate::fit::load_traces(&spec)?;
+    let pool = crate::fit::compile(&traces, scales, a.seed);
+    let trace_set = if scales.is_identity() {
+        format!("{spec}{note}")
+    } else {
+        format!(
+            "{spec}{note}, fitted workload scales: output tokens x{:.3}, inter-turn delays x{:.4}",
+            scales.osl_scale, scales.delay_scale
+        )
+    };
+    let mut r = SimRunner::new(pool, trace_set.clone());
+    r.duration_s = a.duration;
+    r.profiles = ProfileChoice { model: a.model.clone(), hardware: Some(choice.clone()) };
+    if let Some(j) = a.jobs {
+        r.jobs = j.max(1);
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let out = a.out.clone().unwrap_or_else(|| repo.root.join("reports").join(format!("{}-predict", super::run::utc_stamp(now))));
+    let opts = RunOptions {
+        run_id: out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "predict".into()),
+        labels: vec!["predict".into(), a.config.clone()],
+        target: format!("sim (hardware profile {})", gpu.name),
+        out: out.clone(),
+        resume: false,
+        only: Vec::new(),
+        seed: a.seed,
+        replicates: 200,
+        verbose: true,
+    };
+    eprintln!("sweep predict: {} point(s) of {} with hardware profile {}; traces {trace_set}", plan.points().count(), a.config, gpu.name);
+    let t0 = std::time::Instant::now();
+    let summary = run::execute(&plan, &opts, &r, &Arc::new(AtomicBool::new(false))).map_err(anyhow::Error::msg)?;
+    let files = crate::report::write_all(&summary, &out).map_err(anyhow::Error::msg)?;
+    println!();
+    print!("{}", super::run::summary_table(&summary));
+    println!();
+    println!(
+        "{} point(s) predicted in {:.1} s (result_kind predicted; hardware profile {}, traces {trace_set})",
+        summary.points.len(),
+        t0.elapsed().as_secs_f64(),
+        gpu.name
+    );
+    println!("report: {}", files.first().map(|f| f.display().to_string()).unwrap_or_default());
+    Ok(if summary.points.iter().all(|p| p.ok()) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}

@@ -1,0 +1,789 @@
+//! Fitting the reference engine to measured serving results (`sweep calibrate fit`), and the
+//! metric residuals shared with twin mode (`sweep run --twin`).
+//!
+//! A fit replays the measured points' own recipes on the virtual clock with candidate cost
+//! parameters and minimises a weighted sum of squared log-ratios between simulated and measured
+//! metrics (see [`Metric::weight`] and `docs/calibration.md`). Parameters are bounded; the search
+//! is a bounded Nelder–Mead ([`nelder_mead`]) restarted several times from seeded starts. Every
+//! simulation is deterministic, so the same inputs and seed give the same fitted profile.
+//!
+//! Two parameters describe the workload rather than the GPU: `osl_scale` (output tokens relative
+//! to the trace's recorded `out`, for runs whose model generated more, e.g. with thinking on) and
+//! `delay_scale` (the recorded inter-turn delays). They are only fitted when asked for, are stored
+//! in the profile's `fit.workload`, and `sweep predict` applies them to the trace set.
+
+pub mod nelder_mead;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use engine::profiles::{FitParameter, FitPoint, FitRecord, FitResidual, WorkloadScales};
+use engine::{Engine, EngineConfig, GpuSpec, ModelSpec};
+use serde_json::Value;
+
+use crate::metrics::{PointContext, Summary};
+use crate::plan::PlanPoint;
+use crate::results::{RunSummary, Status};
+use crate::trace::{Entry, InnerRequest, ReadOptions, Request, Trace, TraceSource};
+use crate::workload::{TracePlan, Workload};
+
+/// Why a fit could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum FitError {
+    #[error("{path}: {message}")]
+    Results { path: String, message: String },
+    #[error("{0}")]
+    Points(String),
+    #[error("--traces {spec}: {message}")]
+    Traces { spec: String, message: String },
+    #[error("--params: {0}")]
+    Params(String),
+}
+
+/// A metric compared between a measured point and its simulated twin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Metric {
+    TputPerGpu,
+    E2elP75,
+    E2elP90,
+    IntvtyP90,
+    TtftP50,
+    TtftP90,
+    TtftP99,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 7] =
+        [Metric::TputPerGpu, Metric::E2elP75, Metric::E2elP90, Metric::IntvtyP90, Metric::TtftP50, Metric::TtftP90, Metric::TtftP99];
+
+    /// The key used in seed YAML tables, profiles and `residuals.json`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::TputPerGpu => "tput_per_gpu",
+            Metric::E2elP75 => "e2el_p75",
+            Metric::E2elP90 => "e2el_p90",
+            Metric::IntvtyP90 => "interactivity_p90",
+            Metric::TtftP50 => "ttft_p50",
+            Metric::TtftP90 => "ttft_p90",
+            Metric::TtftP99 => "ttft_p99",
+        }
+    }
+
+    pub fn from_key(k: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.key() == k)
+    }
+
+    /// Weight in the fit's loss: the headline pair (throughput per GPU, E2EL p90) counts fully,
+    /// the rest less; TTFT tails are noisy (one long prefill moves p99), so they count least.
+    pub fn weight(self) -> f64 {
+        match self {
+            Metric::TputPerGpu | Metric::E2elP90 => 1.0,
+            Metric::E2elP75 | Metric::IntvtyP90 => 0.5,
+            Metric::TtftP50 | Metric::TtftP90 => 0.25,
+            Metric::TtftP99 => 0.1,
+        }
+    }
+
+    pub fn of(self, s: &Summary) -> f64 {
+        match self {
+            Metric::TputPerGpu => s.tput_per_gpu,
+            Metric::E2elP75 => s.e2el.p75,
+            Metric::E2elP90 => s.e2el.p90,
+            Metric::IntvtyP90 => s.intvty_p90,
+            Metric::TtftP50 => s.ttft.p50,
+            Metric::TtftP90 => s.ttft.p90,
+            Metric::TtftP99 => s.ttft.p99,
+        }
+    }
+
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::TputPerGpu => "tok/s/GPU",
+            Metric::IntvtyP90 => "tok/s/user",
+            _ => "s",
+        }
+    }
+}
+
+/// The loss definition written into fitted profiles and the docs.
+pub fn loss_definition() -> String {
+    let w: Vec<String> = Metric::ALL.iter().map(|m| format!("{} {}", m.key(), m.weight())).collect();
+    format!(
+        "sum over points and measured metrics of w * ln(predicted / measured)^2, divided by the sum of the weights; weights: {}; a point that fails on the virtual clock adds 25 per weight",
+        w.join(", ")
+    )
+}
+
+/// `(predicted − measured) / measured`, in percent.
+pub fn residual_pct(measured: f64, predicted: f64) -> f64 {
+    if measured == 0.0 { f64::NAN } else { (predicted - measured) / measured * 100.0 }
+}
+
+/// One measured point: its arm and concurrency (or plan point id) and the metrics it has.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeasuredPoint {
+    pub arm: String,
+    pub conc: u32,
+    /// Plan point id, when the source is a run directory.
+    pub id: Option<String>,
+    pub metrics: BTreeMap<Metric, f64>,
+}
+
+/// Reads measured points for `config_key` from a run directory (`summary.json`: its measured,
+/// finished, valid points) or a YAML table with a `calibration-results` list (each entry: `arm`,
+/// `conc` and any of the metric keys). Returns the points and a description of the source.
+pub fn load_measured(path: &Path, config_key: &str) -> Result<Vec<MeasuredPoint>, FitError> {
+    let bad = |message: String| FitError::Results { path: path.display().to_string(), message };
+    if path.is_dir() {
+        let run = RunSummary::load(path).map_err(|e| bad(e.to_string()))?;
+        let pts: Vec<MeasuredPoint> = run
+            .points
+            .iter()
+            .filter(|p| p.config_key == config_key && p.result_kind == "measured" && p.ok())
+            .filter_map(|p| {
+                let s = p.summary.as_ref()?;
+                Some(MeasuredPoint {
+                    arm: p.arm.clone(),
+                    conc: p.conc,
+                    id: Some(p.id.clone()),
+                    metrics: Metric::ALL.iter().map(|m| (*m, m.of(s))).filter(|(_, v)| v.is_finite() && *v > 0.0).collect(),
+                })
+            })
+            .collect();
+        if pts.is_empty() {
+            return Err(bad(format!(
+                "no finished, valid `measured` point of {config_key} in this run (points: {}); fit on a run against a real server",
+                run.points.iter().map(|p| format!("{} ({})", p.id, p.result_kind)).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        return Ok(pts);
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read: {e}")))?;
+    let doc: Value = crate::yaml::from_str(&text).map_err(|e| bad(format!("not YAML: {e}")))?;
+    if let Some(k) = doc.get("config-key").and_then(Value::as_str)
+        && k != config_key
+    {
+        return Err(bad(format!("its config-key is {k}, not {config_key}; pass --config {k}")));
+    }
+    let rows = doc
+        .get("calibration-results")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("no `calibration-results` list (entries: {arm, conc, tput_per_gpu, e2el_p90, …})".into()))?;
+    let mut pts = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        let at = format!("calibration-results[{i}]");
+        let arm = r.get("arm").and_then(Value::as_str).ok_or_else(|| bad(format!("{at}.arm: missing (the arm name, e.g. Agg TP4)")))?;
+        let conc = r.get("conc").and_then(Value::as_u64).ok_or_else(|| bad(format!("{at}.conc: missing or not a whole number")))? as u32;
+        let mut metrics = BTreeMap::new();
+        for (k, v) in r.as_object().into_iter().flatten() {
+            if k == "arm" || k == "conc" {
+                continue;
+            }
+            let m = Metric::from_key(k).ok_or_else(|| {
+                bad(format!("{at}.{k}: unknown metric; known: {}", Metric::ALL.iter().map(|m| m.key()).collect::<Vec<_>>().join(", ")))
+            })?;
+            let x = v.as_f64().filter(|x| x.is_finite() && *x > 0.0).ok_or_else(|| bad(format!("{at}.{k}: not a positive number")))?;
+            metrics.insert(m, x);
+        }
+        if metrics.is_empty() {
+            return Err(bad(format!("{at}: no metric")));
+        }
+        pts.push(MeasuredPoint { arm: arm.to_string(), conc, id: None, metrics });
+    }
+    if pts.is_empty() {
+        return Err(bad("`calibration-results` is empty".into()));
+    }
+    Ok(pts)
+}
+
+fn norm_arm(s: &str) -> String {
+    s.to_ascii_lowercase().replace(['-', '_', ' '], "")
+}
+
+/// Pairs measured points with the plan's points of the same config (by id, else arm and conc).
+pub fn match_points(plan_points: &[PlanPoint], measured: &[MeasuredPoint]) -> Result<Vec<(PlanPoint, MeasuredPoint)>, FitError> {
+    let mut out = Vec::new();
+    for m in measured {
+        let hit = plan_points.iter().find(|p| match &m.id {
+            Some(id) => &p.id == id,
+            None => {
+                p.conc == m.conc && (norm_arm(&p.arm) == norm_arm(&m.arm) || p.id.ends_with(&format!("/{}-c{}", norm_arm(&m.arm), m.conc)))
+            }
+        });
+        match hit {
+            Some(p) => out.push((p.clone(), m.clone())),
+            None => {
+                return Err(FitError::Points(format!(
+                    "measured point {} c{} has no point in the plan (plan points: {})",
+                    m.arm,
+                    m.conc,
+                    plan_points.iter().map(|p| format!("{} c{}", p.arm, p.conc)).collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A fitted parameter: where it lives and its bounds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Param {
+    pub name: &'static str,
+    pub lower: f64,
+    pub upper: f64,
+    pub what: &'static str,
+}
+
+/// Every parameter a fit can move. Bounds span the spec's ranges (engine spec §7.4) with room
+/// on both sides; all are positive, so they are searched on a log scale.
+pub const PARAMS: &[Param] = &[
+    Param { name: "eta_bw", lower: 0.3, upper: 1.0, what: "HBM bandwidth efficiency (memory-bound steps: decode)" },
+    Param { name: "eta_flops", lower: 0.05, upper: 1.0, what: "FLOP efficiency (compute-bound steps: prefill)" },
+    Param { name: "tau_layer_us", lower: 5.0, upper: 200.0, what: "fixed cost per layer per step (kernel launches, norms, mHC)" },
+    Param { name: "tau_step_us", lower: 50.0, upper: 20000.0, what: "fixed cost per step (sampling, scheduling, streaming)" },
+    Param { name: "eager_overhead_us", lower: 100.0, upper: 300000.0, what: "extra cost of a step outside CUDA graphs (prefill)" },
+    Param { name: "allreduce_latency_us", lower: 2.0, upper: 100.0, what: "latency per all-reduce (TP)" },
+    Param { name: "a2a_latency_us", lower: 5.0, upper: 300.0, what: "latency per all-to-all / DP gather (EP, DP attention)" },
+    Param { name: "osl_scale", lower: 0.5, upper: 20.0, what: "workload: output tokens relative to the trace's recorded out" },
+    Param { name: "delay_scale", lower: 0.002, upper: 2.0, what: "workload: recorded inter-turn delays multiplied by this" },
+];
+
+/// The default parameter set: the cost model's efficiencies, fixed costs and the EP/DP latency.
+pub const DEFAULT_PARAMS: &[&str] = &["eta_bw", "eta_flops", "tau_layer_us", "tau_step_us", "a2a_latency_us"];
+
+pub fn param(name: &str) -> Result<Param, FitError> {
+    PARAMS.iter().copied().find(|p| p.name == name).ok_or_else(|| {
+        FitError::Params(format!("unknown parameter {name}; known: {}", PARAMS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")))
+    })
+}
+
+/// A candidate: cost parameters (inside a hardware profile) and workload scales.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub gpu: GpuSpec,
+    pub scales: WorkloadScales,
+}
+
+impl Candidate {
+    pub fn get(&self, name: &str) -> f64 {
+        let c = &self.gpu.cost;
+        match name {
+            "eta_bw" => c.eta_bw,
+            "eta_flops" => c.eta_flops,
+            "tau_layer_us" => c.tau_layer_us,
+            "tau_step_us" => c.tau_step_us,
+            "eager_overhead_us" => c.eager_overhead_us,
+            "allreduce_latency_us" => c.allreduce_latency_us,
+            "a2a_latency_us" => c.a2a_latency_us,
+            "osl_scale" => self.scales.osl_scale,
+            "delay_scale" => self.scales.delay_scale,
+            _ => f64::NAN,
+        }
+    }
+
+    pub fn set(&mut self, name: &str, v: f64) {
+        let c = &mut self.gpu.cost;
+        match name {
+            "eta_bw" => c.eta_bw = v,
+            "eta_flops" => c.eta_flops = v,
+            "tau_layer_us" => c.tau_layer_us = v,
+            "tau_step_us" => c.tau_step_us = v,
+            "eager_overhead_us" => c.eager_overhead_us = v,
+            "allreduce_latency_us" => c.allreduce_latency_us = v,
+            "a2a_latency_us" => c.a2a_latency_us = v,
+            "osl_scale" => self.scales.osl_scale = v,
+            "delay_scale" => self.scales.delay_scale = v,
+            _ => {}
+        }
+    }
+}
+
+fn to_unit(p: &Param, v: f64) -> f64 {
+    ((v.clamp(p.lower, p.upper) / p.lower).ln() / (p.upper / p.lower).ln()).clamp(0.0, 1.0)
+}
+
+fn from_unit(p: &Param, u: f64) -> f64 {
+    p.lower * (p.upper / p.lower).powf(u.clamp(0.0, 1.0))
+}
+
+/// Reads a trace set into memory (workload scales are applied per candidate).
+pub fn load_traces(spec: &str) -> Result<Vec<Trace>, FitError> {
+    let source: TraceSource = spec.parse().map_err(|e: String| FitError::Traces { spec: spec.into(), message: e })?;
+    let mut warnings = Vec::new();
+    let mut out = Vec::new();
+    source
+        .for_each(&ReadOptions::default(), &mut warnings, |t| {
+            out.push(t);
+            Ok(())
+        })
+        .map_err(|e| FitError::Traces { spec: spec.into(), message: e.to_string() })?;
+    if out.is_empty() {
+        return Err(FitError::Traces { spec: spec.into(), message: "no trace".into() });
+    }
+    Ok(out)
+}
+
+/// A trace with its outputs and recorded times scaled. Scaling every recorded time by the same
+/// factor scales every end-to-start delay and spawn offset by it and keeps cross-stream order.
+pub fn scale_trace(t: &Trace, s: WorkloadScales) -> Trace {
+    let mut t = t.clone();
+    let d = s.delay_scale;
+    let f = |r: &mut Request| {
+        r.output_tokens = ((r.output_tokens as f64 * s.osl_scale).round() as u64).max(1);
+        r.t *= d;
+        r.api_time = r.api_time.map(|x| x * d);
+        r.think_time = r.think_time.map(|x| x * d);
+        r.ttft = r.ttft.map(|x| x * d);
+    };
+    for e in &mut t.requests {
+        match e {
+            Entry::NonStreaming(r) | Entry::Streaming(r) => f(r),
+            Entry::Subagent(sa) => {
+                sa.t *= d;
+                sa.duration_ms = sa.duration_ms.map(|x| x * d);
+                for ir in &mut sa.requests {
+                    match ir {
+                        InnerRequest::NonStreaming(r) | InnerRequest::Streaming(r) => f(r),
+                    }
+                }
+            }
+        }
+    }
+    t
+}
+
+/// Compiles a trace set for replay with workload scales applied.
+pub fn compile(traces: &[Trace], s: WorkloadScales, seed: u64) -> Vec<Arc<TracePlan>> {
+    traces
+        .iter()
+        .filter_map(|t| if s.is_identity() { TracePlan::build(t, seed) } else { TracePlan::build(&scale_trace(t, s), seed) }.ok())
+        .map(Arc::new)
+        .collect()
+}
+
+/// Drops the program part of a command line: everything before the first `--flag`.
+fn flags_only(argv: &[String]) -> &[String] {
+    let i = argv.iter().position(|a| a.starts_with("--")).unwrap_or(argv.len());
+    &argv[i..]
+}
+
+/// Runs one plan point on the virtual clock with an explicit hardware profile; its summary.
+pub fn simulate_point(
+    point: &PlanPoint,
+    gpu: &GpuSpec,
+    model: Option<&str>,
+    pool: &[Arc<TracePlan>],
+    seed: u64,
+    duration_s: Option<f64>,
+) -> Result<Summary, String> {
+    let launch = point.launch.as_ref().ok_or("point has no resolved server command")?;
+    let mut cfg = EngineConfig::from_args(flags_only(&launch.worker_argv), &launch.env).map_err(|e| e.to_string())?;
+    if let Some(r) = &launch.router_argv {
+        cfg = cfg.with_router_args(flags_only(r)).map_err(|e| e.to_string())?;
+    }
+    let name = model
+        .map(str::to_string)
+        .or_else(|| cfg.model_path.clone())
+        .or_else(|| point.row.get("model").and_then(Value::as_str).map(str::to_string))
+        .ok_or("no model profile: pass --model")?;
+    let m = ModelSpec::lookup(&name).map_err(|e| e.to_string())?;
+    let mut engine = Engine::new(cfg, m, gpu.clone(), seed).map_err(|e| e.to_string())?;
+    let (pool, _) = crate::target::sim::fit_pool(pool, engine.limits().context_length).map_err(|e| e.to_string())?;
+    let mut wl = Workload::new(crate::target::sim::workload_config(point, seed, duration_s), pool).map_err(|e| e.to_string())?;
+    let run = crate::target::sim::simulate(&mut engine, &mut wl, &AtomicBool::new(false), |_| {});
+    let ctx = PointContext {
+        identity: crate::run::identity(point),
+        num_gpus: point.gpus.max(1),
+        result_kind: "predicted".into(),
+        seed,
+        concurrency: point.conc,
+        ..Default::default()
+    };
+    let out = crate::target::sim::sim_outcome(run, &engine, ctx);
+    if out.status != Status::Done {
+        return Err(format!("{:?}", out.status));
+    }
+    let (_, s) = crate::metrics::aggregate(&out.records, &out.ctx).map_err(|e| e.to_string())?;
+    if s.requests_ok == 0 {
+        return Err("no successful request".into());
+    }
+    Ok(s)
+}
+
+/// What a fit replays: the measured points with their plan points, the trace set and settings.
+pub struct FitProblem {
+    pub points: Vec<(PlanPoint, MeasuredPoint)>,
+    pub traces: Vec<Trace>,
+    /// Description of the trace set (recorded in the profile).
+    pub trace_set: String,
+    pub model: Option<String>,
+    pub base: GpuSpec,
+    pub base_scales: WorkloadScales,
+    pub seed: u64,
+    /// Profiling seconds per point (None: the plan's).
+    pub duration_s: Option<f64>,
+    /// Simulations run at once.
+    pub jobs: usize,
+}
+
+/// Per-point results of one candidate.
+#[derive(Clone, Debug)]
+pub struct Evaluation {
+    pub loss: f64,
+    pub summaries: Vec<Result<Summary, String>>,
+}
+
+/// The loss of per-point summaries against the measured points.
+pub fn loss(points: &[(PlanPoint, MeasuredPoint)], summaries: &[Result<Summary, String>]) -> f64 {
+    let (mut num, mut den) = (0.0, 0.0);
+    for ((_, m), s) in points.iter().zip(summaries) {
+        for (metric, meas) in &m.metrics {
+            let w = metric.weight();
+            den += w;
+            num += w * match s {
+                Ok(s) => {
+                    let p = metric.of(s);
+                    if p.is_finite() && p > 0.0 { (p / meas).ln().powi(2) } else { 25.0 }
+                }
+                Err(_) => 25.0,
+            };
+        }
+    }
+    if den > 0.0 { num / den } else { 0.0 }
+}
+
+impl FitProblem {
+    /// Evaluates candidates; all (candidate, point) simulations share `jobs` threads.
+    pub fn evaluate(&self, cands: &[Candidate]) -> Vec<Evaluation> {
+        let jobs = self.jobs.max(1);
+        // Trace pools per distinct workload scales (compiled once per candidate batch).
+        let pools: Vec<Vec<Arc<TracePlan>>> = {
+            let slots: Vec<Mutex<Option<Vec<Arc<TracePlan>>>>> = cands.iter().map(|_| Mutex::new(None)).collect();
+            let next = Mutex::new(0usize);
+            std::thread::scope(|s| {
+                for _ in 0..jobs.min(cands.len()) {
+                    s.spawn(|| {
+                        loop {
+                            let i = {
+                                let mut n = next.lock().expect("lock");
+                                let i = *n;
+                                *n += 1;
+                                i
+                            };
+                            if i >= cands.len() {
+                                break;
+                            }
+                            *slots[i].lock().expect("lock") = Some(compile(&self.traces, cands[i].scales, self.seed));
+                        }
+                    });
+                }
+            });
+            slots.into_iter().map(|m| m.into_inner().expect("lock").unwrap_or_default()).collect()
+        };
+        let n = self.points.len();
+        let tasks: Vec<(usize, usize)> = (0..cands.len()).flat_map(|c| (0..n).map(move |p| (c, p))).collect();
+        let results: Vec<Mutex<Option<Result<Summary, String>>>> = tasks.iter().map(|_| Mutex::new(None)).collect();
+        let next = Mutex::new(0usize);
+        std::thread::scope(|s| {
+            for _ in 0..jobs.min(tasks.len()) {
+                s.spawn(|| {
+                    loop {
+                        let k = {
+                            let mut g = next.lock().expect("lock");
+                            let k = *g;
+                            *g += 1;
+                            k
+                        };
+                        if k >= tasks.len() {
+                            break;
+                        }
+                        let (c, p) = tasks[k];
+                        let r =
+                            simulate_point(&self.points[p].0, &cands[c].gpu, self.model.as_deref(), &pools[c], self.seed, self.duration_s);
+                        *results[k].lock().expect("lock") = Some(r);
+                    }
+                });
+            }
+        });
+        let mut flat: Vec<Result<Summary, String>> =
+            results.into_iter().map(|m| m.into_inner().expect("lock").unwrap_or_else(|| Err("not run".into()))).collect();
+        let mut out = Vec::new();
+        for _ in 0..cands.len() {
+            let summaries: Vec<_> = flat.drain(..n).collect();
+            out.push(Evaluation { loss: loss(&self.points, &summaries), summaries });
+        }
+        out
+    }
+
+    fn base_candidate(&self) -> Candidate {
+        Candidate { gpu: self.base.clone(), scales: self.base_scales }
+    }
+}
+
+/// Settings of the search.
+#[derive(Clone, Debug)]
+pub struct FitOptions {
+    pub params: Vec<Param>,
+    pub restarts: u32,
+    /// Evaluations per restart.
+    pub max_evals: usize,
+    pub seed: u64,
+}
+
+/// A finished fit.
+#[derive(Clone, Debug)]
+pub struct FitOutcome {
+    pub best: Candidate,
+    pub evaluation: Evaluation,
+    /// The base profile's evaluation (for the before / after table).
+    pub base_evaluation: Evaluation,
+    pub evaluations: u64,
+    /// Best loss of each restart.
+    pub restart_losses: Vec<f64>,
+}
+
+/// Runs the search: restart 0 starts from the base profile, later restarts alternately from a
+/// seeded random point of the box and from the best point so far with a seeded jolt.
+/// `progress(evals_done, best_loss)` is called after every batch.
+pub fn fit(problem: &FitProblem, opts: &FitOptions, mut progress: impl FnMut(u64, f64)) -> FitOutcome {
+    let base = problem.base_candidate();
+    let base_evaluation = problem.evaluate(std::slice::from_ref(&base)).remove(0);
+    let to_cand = |u: &[f64]| {
+        let mut c = base.clone();
+        for (p, x) in opts.params.iter().zip(u) {
+            c.set(p.name, from_unit(p, *x));
+        }
+        c
+    };
+    let u0: Vec<f64> = opts.params.iter().map(|p| to_unit(p, base.get(p.name))).collect();
+    let mut best_u = u0.clone();
+    let mut best = (base_evaluation.loss, base_evaluation.clone());
+    let mut evals: u64 = 1;
+    let mut restart_losses = Vec::new();
+    let mut rng = engine::rng::Rng::new(opts.seed);
+    progress(evals, best.0);
+    for r in 0..opts.restarts.max(1) {
+        let start: Vec<f64> = match r {
+            0 => u0.clone(),
+            r if r % 2 == 1 => opts.params.iter().map(|_| rng.next_f64()).collect(),
+            _ => best_u.iter().map(|u| (u + (rng.next_f64() - 0.5) * 0.3).clamp(0.0, 1.0)).collect(),
+        };
+        let cache: Mutex<Vec<(Vec<f64>, Evaluation)>> = Mutex::new(Vec::new());
+        let m = nelder_mead::minimize(
+            |xs: &[Vec<f64>]| {
+                let cands: Vec<Candidate> = xs.iter().map(|u| to_cand(u)).collect();
+                let ev = problem.evaluate(&cands);
+                evals += xs.len() as u64;
+                let losses: Vec<f64> = ev.iter().map(|e| e.loss).collect();
+                let mut c = cache.lock().expect("lock");
+                for (u, e) in xs.iter().zip(ev) {
+                    if e.loss < best.0 {
+                        best = (e.loss, e.clone());
+                        best_u = u.clone();
+                    }
+                    c.push((u.clone(), e));
+                }
+                progress(evals, best.0);
+                losses
+            },
+            &start,
+            nelder_mead::Options { max_evals: opts.max_evals, ..Default::default() },
+        );
+        restart_losses.push(m.f);
+    }
+    FitOutcome { best: to_cand(&best_u), evaluation: best.1, base_evaluation, evaluations: evals, restart_losses }
+}
+
+/// Per-point residual records of an evaluation.
+pub fn fit_points(points: &[(PlanPoint, MeasuredPoint)], ev: &Evaluation) -> Vec<FitPoint> {
+    points
+        .iter()
+        .zip(&ev.summaries)
+        .map(|((p, m), s)| FitPoint {
+            id: p.id.clone(),
+            arm: p.arm.clone(),
+            conc: p.conc,
+            metrics: m
+                .metrics
+                .iter()
+                .map(|(k, meas)| {
+                    let pred = s.as_ref().map(|s| k.of(s)).unwrap_or(f64::NAN);
+                    (
+                        k.key().to_string(),
+                        FitResidual { measured: *meas, predicted: pred, residual_pct: residual_pct(*meas, pred), weight: k.weight() },
+                    )
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Settings recorded in the fitted profile.
+pub struct FitProvenance {
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub config_key: String,
+    pub model_profile: String,
+    pub results: String,
+    pub restarts: u32,
+    pub wall_s: f64,
+}
+
+/// The fitted hardware profile: the base profile's datasheet, the fitted cost parameters and
+/// the fit record.
+pub fn fitted_profile(problem: &FitProblem, opts: &FitOptions, out: &FitOutcome, prov: &FitProvenance) -> GpuSpec {
+    let mut g = out.best.gpu.clone();
+    g.name = prov.name.clone();
+    g.aliases = prov.aliases.clone();
+    g.cost.calibrated = true;
+    let base = problem.base_candidate();
+    g.fit = Some(FitRecord {
+        config_key: prov.config_key.clone(),
+        model_profile: prov.model_profile.clone(),
+        base_profile: problem.base.name.clone(),
+        results: prov.results.clone(),
+        traces: problem.trace_set.clone(),
+        workload: out.best.scales,
+        seed: problem.seed,
+        duration_s: problem.duration_s.unwrap_or(3600.0),
+        restarts: prov.restarts,
+        evaluations: out.evaluations,
+        wall_s: (prov.wall_s * 10.0).round() / 10.0,
+        loss: out.evaluation.loss,
+        loss_definition: loss_definition(),
+        parameters: opts
+            .params
+            .iter()
+            .map(|p| {
+                (p.name.to_string(), FitParameter { value: out.best.get(p.name), lower: p.lower, upper: p.upper, start: base.get(p.name) })
+            })
+            .collect(),
+        points: fit_points(&problem.points, &out.evaluation),
+    });
+    g
+}
+
+/// The profile as YAML with a header saying what it is.
+pub fn profile_yaml(g: &GpuSpec) -> Result<String, String> {
+    let body = crate::yaml::to_string(g).map_err(|e| e.to_string())?;
+    let f = g.fit.as_ref();
+    let header = format!(
+        "# Hardware profile FITTED by `sweep calibrate fit` to measured serving results: {} on {} (config {}),\n\
+         # traces {}, seed {}. datasheet: the base profile's published facts (unchanged); cost: fitted\n\
+         # parameters; fit: the points, loss and per-point residuals. Results predicted with it are\n\
+         # `predicted` and name this profile.\n",
+        f.map_or("?", |f| f.results.as_str()),
+        f.map_or("?", |f| f.base_profile.as_str()),
+        f.map_or("?", |f| f.config_key.as_str()),
+        f.map_or("?", |f| f.traces.as_str()),
+        f.map_or(0, |f| f.seed),
+    );
+    Ok(header + &body)
+}
+
+/// Markdown table of a fit: per point and metric, measured, base profile, fitted, residual.
+pub fn fit_table(points: &[(PlanPoint, MeasuredPoint)], base: &Evaluation, fitted: &Evaluation) -> String {
+    let mut o = String::from(
+        "| point | metric | measured | datasheet profile | residual | fitted profile | residual |\n|---|---|---:|---:|---:|---:|---:|\n",
+    );
+    for (i, (p, m)) in points.iter().enumerate() {
+        for (k, meas) in &m.metrics {
+            let b = base.summaries[i].as_ref().map(|s| k.of(s)).unwrap_or(f64::NAN);
+            let f = fitted.summaries[i].as_ref().map(|s| k.of(s)).unwrap_or(f64::NAN);
+            o.push_str(&format!(
+                "| {} | {} ({}) | {} | {} | {:+.1} % | {} | {:+.1} % |\n",
+                p.id.rsplit('/').next().unwrap_or(&p.id),
+                k.key(),
+                k.unit(),
+                fmt(*meas),
+                fmt(b),
+                residual_pct(*meas, b),
+                fmt(f),
+                residual_pct(*meas, f)
+            ));
+        }
+    }
+    o
+}
+
+/// Numbers for tables: thousands separators for large values, 3 significant-ish digits for small.
+pub fn fmt(x: f64) -> String {
+    if !x.is_finite() {
+        "-".into()
+    } else if x.abs() >= 1000.0 {
+        crate::gate::fmt_num(x)
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_mapping_round_trips_and_stays_in_bounds() {
+        for p in PARAMS {
+            for v in [p.lower, (p.lower * p.upper).sqrt(), p.upper] {
+                let u = to_unit(p, v);
+                assert!((from_unit(p, u) - v).abs() <= 1e-9 * v.max(1.0), "{} {v}", p.name);
+            }
+            assert_eq!(from_unit(p, -1.0), p.lower);
+            assert!((from_unit(p, 2.0) - p.upper).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn loss_is_zero_on_a_perfect_match_and_grows_with_the_ratio() {
+        let mut s = Summary { tput_per_gpu: 100.0, ..Default::default() };
+        s.e2el.p90 = 2.0;
+        let m = MeasuredPoint {
+            arm: "a".into(),
+            conc: 1,
+            id: None,
+            metrics: [(Metric::TputPerGpu, 100.0), (Metric::E2elP90, 2.0)].into_iter().collect(),
+        };
+        let pp = PlanPoint {
+            id: "k/a-c1".into(),
+            config_key: "k".into(),
+            arm: "a".into(),
+            conc: 1,
+            gpus: 1,
+            scenario: crate::plan::matrix::Scenario::AgenticCoding,
+            matrix: "m".into(),
+            duration_s: None,
+            warmup_per_lane: None,
+            row: Default::default(),
+            launch: None,
+        };
+        let pts = vec![(pp, m)];
+        assert_eq!(loss(&pts, &[Ok(s.clone())]), 0.0);
+        let mut s2 = s.clone();
+        s2.tput_per_gpu = 200.0;
+        let l = loss(&pts, &[Ok(s2)]);
+        assert!((l - 2f64.ln().powi(2) / 2.0).abs() < 1e-12, "{l}");
+        assert_eq!(loss(&pts, &[Err("x".into())]), 25.0);
+    }
+
+    #[test]
+    fn scaling_a_trace_scales_outputs_and_delays() {
+        let src: TraceSource = "synthetic:2:3".parse().unwrap();
+        let mut ts = Vec::new();
+        src.for_each(&ReadOptions::default(), &mut Vec::new(), |t| {
+            ts.push(t);
+            Ok(())
+        })
+        .unwrap();
+        let t = &ts[0];
+        let s = scale_trace(t, WorkloadScales { osl_scale: 3.0, delay_scale: 0.5 });
+        let (a, b) = (t.main_requests().nth(1).unwrap(), s.main_requests().nth(1).unwrap());
+        assert_eq!(b.output_tokens, ((a.output_tokens as f64) * 3.0).round() as u64);
+        assert!((b.t - a.t * 0.5).abs() < 1e-9);
+        assert_eq!(b.input_tokens, a.input_tokens);
+        assert_eq!(b.hash_ids, a.hash_ids);
+    }
+}

@@ -1,0 +1,201 @@
+//! Twin mode (`sweep run --twin`): every finished point of a live run is replayed with the same
+//! recipe, trace set, seed and duration on the virtual clock, and each metric's residual
+//! (simulated vs. live) is written to `residuals.json` and shown in the run's reports.
+//!
+//! Against `sweep engine serve` the twin uses the server's own model and hardware profiles (from
+//! `/server_info`), so the two differ only by what real time adds: HTTP, tokenization, scheduling
+//! jitter. Against a real server it uses `--hardware` (e.g. a fitted profile) or the runner's.
+
+use crate::fit::{Metric, residual_pct};
+use crate::plan::Plan;
+use crate::results::{RunSummary, Status, write_json};
+use crate::run::{Job, PointRunner};
+use crate::target::sim::{ProfileChoice, SimRunner};
+use crate::workload::TracePlan;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+/// Residuals above this (in percent, absolute) are flagged in reports.
+pub const FLAG_PCT: f64 = 10.0;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricResidual {
+    /// The live run's value.
+    pub measured: f64,
+    /// The virtual-clock twin's value.
+    pub predicted: f64,
+    /// (predicted − measured) / measured × 100.
+    pub residual_pct: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TwinPoint {
+    pub id: String,
+    /// `measured` (a real server) or `predicted` (a live reference engine), as the run labelled it.
+    pub live_result_kind: String,
+    /// Hardware and model profiles the twin used.
+    pub twin_hardware_profile: String,
+    pub twin_model_profile: String,
+    /// `ok`, or why the twin could not run.
+    pub status: String,
+    pub metrics: BTreeMap<String, MetricResidual>,
+}
+
+/// `residuals.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Residuals {
+    pub run_id: String,
+    pub live_target: String,
+    pub trace_set: String,
+    pub seed: u64,
+    pub duration_s: Option<f64>,
+    /// Time scale of a live reference engine (its latencies are scaled down by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_time_scale: Option<f64>,
+    pub flag_pct: f64,
+    pub points: Vec<TwinPoint>,
+}
+
+/// Runs the twins of a finished live run and writes `residuals.json` into `out`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_twins(
+    plan: &Plan,
+    run: &RunSummary,
+    out: &Path,
+    pool: Vec<Arc<TracePlan>>,
+    trace_set: &str,
+    seed: u64,
+    duration_s: Option<f64>,
+    fallback: &ProfileChoice,
+) -> Result<Residuals, String> {
+    let mut res = Residuals {
+        run_id: run.run_id.clone(),
+        live_target: run.target.clone(),
+        trace_set: trace_set.to_string(),
+        seed,
+        duration_s,
+        live_time_scale: None,
+        flag_pct: FLAG_PCT,
+        points: Vec::new(),
+    };
+    for p in &run.points {
+        let (Status::Done, Some(live)) = (&p.status, &p.summary) else { continue };
+        let Some(point) = plan.points().find(|x| x.id == p.id) else { continue };
+        // A live reference engine names its profiles in /server_info; use exactly those.
+        let info = &p.profiles;
+        let named = |k: &str| {
+            info.pointer(&format!("/engine_info/{k}_profile"))
+                .or_else(|| info.pointer(&format!("/profiles/{k}")))
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
+        let (hw, model) = (named("hardware"), named("model"));
+        if let Some(ts) = info.get("time_scale").and_then(|v| v.as_f64()) {
+            res.live_time_scale = Some(ts);
+        }
+        let choice = ProfileChoice { model: model.or_else(|| fallback.model.clone()), hardware: hw.or_else(|| fallback.hardware.clone()) };
+        let mut sim = SimRunner::new(pool.clone(), trace_set.to_string());
+        sim.duration_s = duration_s;
+        sim.profiles = choice;
+        let dir = crate::results::point_dir(out, &p.id).join("twin");
+        let job = Job { point: point.clone(), dir: dir.clone(), cancel: Arc::new(AtomicBool::new(false)), seed };
+        let o = sim.run(&job);
+        let hw_name = o.ctx.profiles.get("hardware_profile").and_then(|v| v.as_str()).unwrap_or("?").to_string();
+        let model_name = o.ctx.profiles.get("model_profile").and_then(|v| v.as_str()).unwrap_or("?").to_string();
+        let mut tp = TwinPoint {
+            id: p.id.clone(),
+            live_result_kind: p.result_kind.clone(),
+            twin_hardware_profile: hw_name,
+            twin_model_profile: model_name,
+            status: "ok".into(),
+            metrics: BTreeMap::new(),
+        };
+        match (&o.status, crate::metrics::aggregate(&o.records, &o.ctx)) {
+            (Status::Done, Ok((agg, s))) => {
+                std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                write_json(&dir.join("agg.json"), &agg).map_err(|e| e.to_string())?;
+                for m in Metric::ALL {
+                    let (a, b) = (m.of(live), m.of(&s));
+                    tp.metrics.insert(m.key().into(), MetricResidual { measured: a, predicted: b, residual_pct: residual_pct(a, b) });
+                }
+            }
+            (Status::Done, Err(e)) => tp.status = format!("twin aggregate failed: {e}"),
+            (st, _) => tp.status = format!("twin failed: {st:?}"),
+        }
+        res.points.push(tp);
+    }
+    write_json(&out.join("residuals.json"), &res).map_err(|e| e.to_string())?;
+    Ok(res)
+}
+
+/// Reads `residuals.json` of a run directory, when there is one.
+pub fn load(dir: &Path) -> Option<Residuals> {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("residuals.json")).ok()?).ok()
+}
+
+fn cell(r: &MetricResidual) -> String {
+    let flag = if r.residual_pct.abs() > FLAG_PCT { " ⚠" } else { "" };
+    format!("{} / {} / {:+.1} %{flag}", crate::fit::fmt(r.measured), crate::fit::fmt(r.predicted), r.residual_pct)
+}
+
+const COLS: [Metric; 6] = [Metric::TputPerGpu, Metric::IntvtyP90, Metric::TtftP50, Metric::TtftP90, Metric::E2elP75, Metric::E2elP90];
+
+impl Residuals {
+    /// The residual table for `report.md`.
+    pub fn markdown(&self) -> String {
+        let mut o = format!(
+            "\n## Twin residuals (live vs. virtual clock)\n\nEach finished point was replayed on the virtual clock with the same recipe, traces ({}), seed {} and duration; cells are live / twin / residual (twin − live) / live; ⚠ marks |residual| > {} %.{}\n\n| point | twin profiles |",
+            self.trace_set,
+            self.seed,
+            self.flag_pct,
+            self.live_time_scale.filter(|t| *t != 1.0).map(|t| format!(" The live engine ran at time scale {t}.")).unwrap_or_default()
+        );
+        for m in COLS {
+            o.push_str(&format!(" {} |", m.key()));
+        }
+        o.push_str("\n|---|---|");
+        o.push_str(&"---|".repeat(COLS.len()));
+        o.push('\n');
+        for p in &self.points {
+            o.push_str(&format!("| {} | {} on {} |", p.id, p.twin_model_profile, p.twin_hardware_profile));
+            for m in COLS {
+                o.push_str(&format!(" {} |", p.metrics.get(m.key()).map(cell).unwrap_or_else(|| p.status.clone())));
+            }
+            o.push('\n');
+        }
+        o
+    }
+
+    /// The residual table for `report.html`.
+    pub fn html(&self) -> String {
+        let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        let mut o = format!(
+            "<h2>Twin residuals (live vs. virtual clock)</h2>\n<p>Same recipe, traces ({}), seed {} and duration on the virtual clock. Cells: live / twin / residual; highlighted when |residual| &gt; {} %.</p>\n<table id=\"twin\"><tr><th>point</th><th>twin profiles</th>",
+            esc(&self.trace_set),
+            self.seed,
+            self.flag_pct
+        );
+        for m in COLS {
+            o.push_str(&format!("<th>{}</th>", m.key()));
+        }
+        o.push_str("</tr>\n");
+        for p in &self.points {
+            o.push_str(&format!("<tr><td>{}</td><td>{} on {}</td>", esc(&p.id), esc(&p.twin_model_profile), esc(&p.twin_hardware_profile)));
+            for m in COLS {
+                match p.metrics.get(m.key()) {
+                    Some(r) => {
+                        let cls = if r.residual_pct.abs() > FLAG_PCT { " class=\"fail\"" } else { "" };
+                        o.push_str(&format!("<td{cls}>{}</td>", esc(&cell(r))));
+                    }
+                    None => o.push_str(&format!("<td class=\"fail\">{}</td>", esc(&p.status))),
+                }
+            }
+            o.push_str("</tr>\n");
+        }
+        o.push_str("</table>\n");
+        o
+    }
+}
