@@ -53,12 +53,14 @@ fn fit_recovers_known_parameters_from_simulated_points() {
         seed: 42,
         duration_s: duration,
         jobs: 2,
+        weights: fit::default_weights(),
     };
     let opts = FitOptions {
         params: vec![fit::param("tau_step_us").unwrap(), fit::param("eager_overhead_us").unwrap()],
         restarts: 2,
         max_evals: 40,
         seed: 42,
+        start: Vec::new(),
     };
     let mut calls = 0;
     let out = fit::fit(&problem, &opts, |_, _| calls += 1);

@@ -39,6 +39,12 @@ pub struct FitArgs {
     /// eager_overhead_us, allreduce_latency_us, a2a_latency_us; workload: osl_scale, delay_scale.
     #[arg(long, value_delimiter = ',', default_values_t = fit::DEFAULT_PARAMS.iter().map(|s| s.to_string()).collect::<Vec<_>>())]
     pub params: Vec<String>,
+    /// Loss weight overrides, `metric=weight` (comma-separated), e.g. `ttft_p99=0,e2el_p90=2`.
+    #[arg(long, value_delimiter = ',')]
+    pub weights: Vec<String>,
+    /// Start values of the first restart, `param=value` (default: the base profile's values).
+    #[arg(long, value_delimiter = ',')]
+    pub start: Vec<String>,
     /// Starting hardware profile (default: the one matching the config's runner).
     #[arg(long)]
     pub base: Option<String>,
@@ -120,8 +126,19 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         seed: a.seed,
         duration_s: Some(a.duration),
         jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1),
+        weights: fit::parse_weights(&a.weights)?,
     };
-    let opts = FitOptions { params, restarts: a.restarts.max(1), max_evals: a.max_evals.max(2), seed: a.seed };
+    let mut start = Vec::new();
+    for s in &a.start {
+        let (k, v) = s.split_once('=').with_context(|| format!("--start {s}: expected param=value"))?;
+        let p = fit::param(k.trim())?;
+        let v: f64 = v.trim().parse().with_context(|| format!("--start {s}: not a number"))?;
+        if !(p.lower..=p.upper).contains(&v) {
+            bail!("--start {s}: outside the bounds {} – {}", p.lower, p.upper);
+        }
+        start.push((p.name.to_string(), v));
+    }
+    let opts = FitOptions { params, restarts: a.restarts.max(1), max_evals: a.max_evals.max(2), seed: a.seed, start };
     eprintln!(
         "fitting {} parameter(s) [{}] of {} on {} point(s) of {} ({} s per point, {} restart(s) x {} evaluations, {} at once)",
         opts.params.len(),

@@ -107,9 +107,26 @@ impl Metric {
     }
 }
 
+/// Each metric's default weight.
+pub fn default_weights() -> BTreeMap<Metric, f64> {
+    Metric::ALL.iter().map(|m| (*m, m.weight())).collect()
+}
+
+/// Reads `key=weight,…` overrides onto the default weights.
+pub fn parse_weights(spec: &[String]) -> Result<BTreeMap<Metric, f64>, FitError> {
+    let mut w = default_weights();
+    for item in spec {
+        let (k, v) = item.split_once('=').ok_or_else(|| FitError::Params(format!("--weights {item}: expected metric=weight")))?;
+        let m = Metric::from_key(k.trim()).ok_or_else(|| FitError::Params(format!("--weights {item}: unknown metric {k}")))?;
+        let x: f64 = v.trim().parse().ok().filter(|x: &f64| x.is_finite() && *x >= 0.0).ok_or_else(|| FitError::Params(format!("--weights {item}: not a weight >= 0")))?;
+        w.insert(m, x);
+    }
+    Ok(w)
+}
+
 /// The loss definition written into fitted profiles and the docs.
-pub fn loss_definition() -> String {
-    let w: Vec<String> = Metric::ALL.iter().map(|m| format!("{} {}", m.key(), m.weight())).collect();
+pub fn loss_definition(weights: &BTreeMap<Metric, f64>) -> String {
+    let w: Vec<String> = weights.iter().map(|(m, x)| format!("{} {}", m.key(), x)).collect();
     format!(
         "sum over points and measured metrics of w * ln(predicted / measured)^2, divided by the sum of the weights; weights: {}; a point that fails on the virtual clock adds 25 per weight",
         w.join(", ")
@@ -426,6 +443,8 @@ pub struct FitProblem {
     pub duration_s: Option<f64>,
     /// Simulations run at once.
     pub jobs: usize,
+    /// Loss weight of each metric.
+    pub weights: BTreeMap<Metric, f64>,
 }
 
 /// Per-point results of one candidate.
@@ -436,11 +455,11 @@ pub struct Evaluation {
 }
 
 /// The loss of per-point summaries against the measured points.
-pub fn loss(points: &[(PlanPoint, MeasuredPoint)], summaries: &[Result<Summary, String>]) -> f64 {
+pub fn loss(points: &[(PlanPoint, MeasuredPoint)], summaries: &[Result<Summary, String>], weights: &BTreeMap<Metric, f64>) -> f64 {
     let (mut num, mut den) = (0.0, 0.0);
     for ((_, m), s) in points.iter().zip(summaries) {
         for (metric, meas) in &m.metrics {
-            let w = metric.weight();
+            let w = weights.get(metric).copied().unwrap_or(0.0);
             den += w;
             num += w * match s {
                 Ok(s) => {
@@ -512,7 +531,7 @@ impl FitProblem {
         let mut out = Vec::new();
         for _ in 0..cands.len() {
             let summaries: Vec<_> = flat.drain(..n).collect();
-            out.push(Evaluation { loss: loss(&self.points, &summaries), summaries });
+            out.push(Evaluation { loss: loss(&self.points, &summaries, &self.weights), summaries });
         }
         out
     }
@@ -530,6 +549,8 @@ pub struct FitOptions {
     /// Evaluations per restart.
     pub max_evals: usize,
     pub seed: u64,
+    /// Start values of the first restart (default: the base profile's).
+    pub start: Vec<(String, f64)>,
 }
 
 /// A finished fit.
@@ -557,7 +578,11 @@ pub fn fit(problem: &FitProblem, opts: &FitOptions, mut progress: impl FnMut(u64
         }
         c
     };
-    let u0: Vec<f64> = opts.params.iter().map(|p| to_unit(p, base.get(p.name))).collect();
+    let u0: Vec<f64> = opts
+        .params
+        .iter()
+        .map(|p| to_unit(p, opts.start.iter().find(|(n, _)| n == p.name).map_or_else(|| base.get(p.name), |(_, v)| *v)))
+        .collect();
     let mut best_u = u0.clone();
     let mut best = (base_evaluation.loss, base_evaluation.clone());
     let mut evals: u64 = 1;
@@ -597,7 +622,7 @@ pub fn fit(problem: &FitProblem, opts: &FitOptions, mut progress: impl FnMut(u64
 }
 
 /// Per-point residual records of an evaluation.
-pub fn fit_points(points: &[(PlanPoint, MeasuredPoint)], ev: &Evaluation) -> Vec<FitPoint> {
+pub fn fit_points(points: &[(PlanPoint, MeasuredPoint)], ev: &Evaluation, weights: &BTreeMap<Metric, f64>) -> Vec<FitPoint> {
     points
         .iter()
         .zip(&ev.summaries)
@@ -612,7 +637,7 @@ pub fn fit_points(points: &[(PlanPoint, MeasuredPoint)], ev: &Evaluation) -> Vec
                     let pred = s.as_ref().map(|s| k.of(s)).unwrap_or(f64::NAN);
                     (
                         k.key().to_string(),
-                        FitResidual { measured: *meas, predicted: pred, residual_pct: residual_pct(*meas, pred), weight: k.weight() },
+                        FitResidual { measured: *meas, predicted: pred, residual_pct: residual_pct(*meas, pred), weight: weights.get(k).copied().unwrap_or(0.0) },
                     )
                 })
                 .collect(),
@@ -652,7 +677,7 @@ pub fn fitted_profile(problem: &FitProblem, opts: &FitOptions, out: &FitOutcome,
         evaluations: out.evaluations,
         wall_s: (prov.wall_s * 10.0).round() / 10.0,
         loss: out.evaluation.loss,
-        loss_definition: loss_definition(),
+        loss_definition: loss_definition(&problem.weights),
         parameters: opts
             .params
             .iter()
@@ -660,7 +685,7 @@ pub fn fitted_profile(problem: &FitProblem, opts: &FitOptions, out: &FitOutcome,
                 (p.name.to_string(), FitParameter { value: out.best.get(p.name), lower: p.lower, upper: p.upper, start: base.get(p.name) })
             })
             .collect(),
-        points: fit_points(&problem.points, &out.evaluation),
+        points: fit_points(&problem.points, &out.evaluation, &problem.weights),
     });
     g
 }
@@ -761,12 +786,16 @@ mod tests {
             launch: None,
         };
         let pts = vec![(pp, m)];
-        assert_eq!(loss(&pts, &[Ok(s.clone())]), 0.0);
+        let w = default_weights();
+        assert_eq!(loss(&pts, &[Ok(s.clone())], &w), 0.0);
         let mut s2 = s.clone();
         s2.tput_per_gpu = 200.0;
-        let l = loss(&pts, &[Ok(s2)]);
+        let l = loss(&pts, &[Ok(s2)], &w);
         assert!((l - 2f64.ln().powi(2) / 2.0).abs() < 1e-12, "{l}");
-        assert_eq!(loss(&pts, &[Err("x".into())]), 25.0);
+        assert_eq!(loss(&pts, &[Err("x".into())], &w), 25.0);
+        let only_tput = parse_weights(&["e2el_p90=0".to_string()]).unwrap();
+        assert!((loss(&pts, &[Ok(s.clone())], &only_tput)).abs() < 1e-12);
+        assert!(parse_weights(&["nope=1".to_string()]).is_err());
     }
 
     #[test]
