@@ -87,7 +87,8 @@ pub fn run_twins(
         // A live reference engine names its profiles in /server_info; use exactly those.
         let info = &p.profiles;
         let named = |k: &str| {
-            info.pointer(&format!("/engine_info/{k}_profile"))
+            info.get(format!("{k}_profile"))
+                .or_else(|| info.pointer(&format!("/engine_info/{k}_profile")))
                 .or_else(|| info.pointer(&format!("/profiles/{k}")))
                 .and_then(|v| v.as_str())
                 .map(str::to_string)
@@ -161,8 +162,13 @@ impl Residuals {
         o.push('\n');
         for p in &self.points {
             o.push_str(&format!("| {} | {} on {} |", p.id, p.twin_model_profile, p.twin_hardware_profile));
+            if p.metrics.is_empty() {
+                let why: String = p.status.chars().take(160).collect();
+                o.push_str(&format!(" {why} |{}\n", " |".repeat(COLS.len() - 1)));
+                continue;
+            }
             for m in COLS {
-                o.push_str(&format!(" {} |", p.metrics.get(m.key()).map(cell).unwrap_or_else(|| p.status.clone())));
+                o.push_str(&format!(" {} |", p.metrics.get(m.key()).map(cell).unwrap_or_else(|| "-".into())));
             }
             o.push('\n');
         }
@@ -184,13 +190,17 @@ impl Residuals {
         o.push_str("</tr>\n");
         for p in &self.points {
             o.push_str(&format!("<tr><td>{}</td><td>{} on {}</td>", esc(&p.id), esc(&p.twin_model_profile), esc(&p.twin_hardware_profile)));
+            if p.metrics.is_empty() {
+                o.push_str(&format!("<td class=\"fail\" colspan=\"{}\">{}</td></tr>\n", COLS.len(), esc(&p.status)));
+                continue;
+            }
             for m in COLS {
                 match p.metrics.get(m.key()) {
                     Some(r) => {
                         let cls = if r.residual_pct.abs() > FLAG_PCT { " class=\"fail\"" } else { "" };
                         o.push_str(&format!("<td{cls}>{}</td>", esc(&cell(r))));
                     }
-                    None => o.push_str(&format!("<td class=\"fail\">{}</td>", esc(&p.status))),
+                    None => o.push_str("<td>-</td>"),
                 }
             }
             o.push_str("</tr>\n");

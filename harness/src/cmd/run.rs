@@ -210,14 +210,6 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     let run_id = out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| label.clone());
 
-    // The reference engine served live takes the same hardware profile as the virtual clock.
-    if let (Some(h), "local:engine") = (&args.hardware, args.target.as_str()) {
-        for p in plan.canary.iter_mut().chain(plan.matrices.iter_mut().flat_map(|m| m.points.iter_mut())) {
-            if let Some(l) = p.launch.as_mut() {
-                l.worker_argv.extend(["--hardware".to_string(), h.clone()]);
-            }
-        }
-    }
     if args.twin && args.target == "sim" {
         anyhow::bail!("--twin compares a live run with its virtual-clock twin; use it with --target local, local:engine or url:URL");
     }
