@@ -54,6 +54,10 @@ pub struct Args {
     /// Reference engine model profile (default: from the point's --model-path / the row's model).
     #[arg(long)]
     pub model: Option<String>,
+    /// Synthesis tokenizer for live targets (`tokenizer.json` or its folder), so prompts have the
+    /// trace's token counts on the server (default: the one the server reports, if readable here).
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
     /// Reference engine hardware profile (default: from the row's runner, e.g. cluster:gb300-nv → gb300).
     #[arg(long)]
     pub hardware: Option<String>,
@@ -226,6 +230,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 trace_set,
                 duration_s: args.duration,
                 health_timeout: std::time::Duration::from_secs_f64(args.server_timeout.max(1.0)),
+                profiles: ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() },
+                tokenizer: args.tokenizer.clone(),
             })
         }
         t => anyhow::bail!("--target {t}: expected sim, local, local:engine or url:URL"),
