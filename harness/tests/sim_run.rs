@@ -231,3 +231,40 @@ fn per_point_jobs_collected_equal_a_single_run() {
     assert_eq!(w.curves, m.curves, "same frontiers and coverage");
     assert!(merged.join("report.html").is_file());
 }
+
+#[test]
+fn append_changelog_records_a_passing_run_and_only_a_passing_one() {
+    let repo = repo_copy();
+    let root = repo.path().to_str().unwrap();
+    let changelog = repo.path().join("perf-changelog.yaml");
+    let before = std::fs::read(&changelog).unwrap();
+    let run = |out: &str, extra: &[&str], link: &str| {
+        let dir = repo.path().join(out);
+        let mut a = vec!["run", "full-sweep-fail-fast", "--configs", "dsv41flash-*", "--duration", "300", "--root", root];
+        a.extend_from_slice(&["--out", dir.to_str().unwrap(), "--append-changelog", "--description", "DSpark K=5, fastokens", "--pr-link", link]);
+        a.extend_from_slice(extra);
+        (sweep(&a, repo.path()), dir)
+    };
+    // A malformed link is refused before any point runs.
+    let (o, dir) = run("bad-link", &[], "https://github.com/o/r/pull/XXXX");
+    assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
+    assert!(text(&o).1.contains("--pr-link"), "{}", text(&o).1);
+    assert!(!dir.exists());
+    // A failing gate (one point cannot cover the frontier) appends nothing.
+    let (o, _) = run("one-point", &["--only", "dsv41flash-fp4-gb300-sglang-agentic-dspark/tp4-c1"], "https://github.com/o/r/pull/7");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).0.contains("changelog: not appended"), "{}", text(&o).0);
+    assert_eq!(std::fs::read(&changelog).unwrap(), before);
+    // A passing run appends one entry at the end, and the file is still a valid append.
+    let (o, _) = run("pass", &[], "https://github.com/o/r/pull/7");
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}\n{se}");
+    assert!(so.contains("changelog: appended entry for dsv41flash-fp4-gb300-sglang-agentic-dspark"), "{so}");
+    let after = std::fs::read_to_string(&changelog).unwrap();
+    assert!(after.as_bytes().starts_with(&before));
+    let added = &after[before.len()..];
+    assert!(added.contains("- dsv41flash-fp4-gb300-sglang-agentic-dspark") && added.contains("pull/7"), "{added}");
+    assert!(added.contains("DSpark K=5, fastokens"), "{added}");
+    let o = sweep(&["changelog", "check", "--root", root], repo.path());
+    assert!(o.status.success(), "{:?}", text(&o));
+}

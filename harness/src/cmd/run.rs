@@ -61,6 +61,15 @@ pub struct Args {
     /// Reference engine hardware profile (default: from the row's runner, e.g. cluster:gb300-nv → gb300).
     #[arg(long)]
     pub hardware: Option<String>,
+    /// After a passing gate, append a perf-changelog.yaml entry for the run's config keys.
+    #[arg(long, requires_all = ["description", "pr_link"])]
+    pub append_changelog: bool,
+    /// Description lines of the changelog entry (repeat for several lines).
+    #[arg(long)]
+    pub description: Vec<String>,
+    /// https://github.com/<owner>/<repo>/pull/<number> of the changelog entry.
+    #[arg(long = "pr-link")]
+    pub pr_link: Option<String>,
     #[command(flatten)]
     pub repo: RepoArgs,
 }
@@ -175,6 +184,12 @@ pub fn summary_table(run: &RunSummary) -> String {
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let labels = Labels::parse(&args.labels).map_err(anyhow::Error::msg)?;
+    // Checked before any point runs: a bad link must not cost a sweep.
+    if let Some(l) = &args.pr_link
+        && !crate::changelog::is_canonical_pr_link(l)
+    {
+        anyhow::bail!("--pr-link {l}: expected https://github.com/<owner>/<repo>/pull/<number>");
+    }
     let repo = match args.repo.repo() {
         Ok(r) => r,
         Err(p) => {
@@ -263,11 +278,34 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let t0 = std::time::Instant::now();
     let summary = run::execute(&plan, &opts, runner.as_ref(), &interrupt).map_err(anyhow::Error::msg)?;
     let wall = t0.elapsed().as_secs_f64();
-    finish(&summary, &out, wall, interrupt.load(Ordering::SeqCst))
+    let (code, passed) = finish(&summary, &out, wall, interrupt.load(Ordering::SeqCst))?;
+    if args.append_changelog {
+        if !passed {
+            println!("changelog: not appended (the gate failed)");
+            return Ok(code);
+        }
+        let entry = crate::changelog::NewEntry {
+            config_keys: super::changelog::keys_from_run(&out).map_err(|p| anyhow::anyhow!("{p}"))?,
+            description: args.description.clone(),
+            pr_link: args.pr_link.clone().unwrap_or_default(),
+            scenario_type: None,
+            evals_only: false,
+            all_evals: false,
+            append_only: false,
+        };
+        match super::changelog::append_entry(&repo, &entry) {
+            Ok(msg) => println!("changelog: {msg}"),
+            Err(p) => {
+                eprintln!("{p}");
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
+    Ok(code)
 }
 
 /// Reports, gate, summary table; the exit code.
-fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool) -> anyhow::Result<ExitCode> {
+fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool) -> anyhow::Result<(ExitCode, bool)> {
     let files = crate::report::write_all(summary, out).map_err(anyhow::Error::msg)?;
     let verdict = super::results::gate_run(out, None, None)?;
     println!();
@@ -286,9 +324,9 @@ fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool) -> a
     println!("gate:   {}", out.join("gate.json").display());
     if interrupted {
         println!("interrupted: re-run with --resume --out {} to finish the remaining points", out.display());
-        return Ok(ExitCode::from(130));
+        return Ok((ExitCode::from(130), false));
     }
-    Ok(if verdict.passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok((if verdict.passed { ExitCode::SUCCESS } else { ExitCode::FAILURE }, verdict.passed))
 }
 
 #[cfg(test)]
