@@ -96,13 +96,13 @@ pub fn append_entry(repo: &crate::repo::Repo, e: &NewEntry) -> Result<String, Pr
         let master = repo.master()?;
         for k in &e.config_keys {
             if changelog::resolve_pattern(k, master.keys()).is_empty() {
-        return Err(Problems::one(Problem::new(
-            &repo.master_files[0],
-            None,
-            "",
-            format!("config key `{k}` matches no master config"),
-            "add the config first, or fix the key",
-        )));
+                return Err(Problems::one(Problem::new(
+                    &repo.master_files[0],
+                    None,
+                    "",
+                    format!("config key `{k}` matches no master config"),
+                    "add the config first, or fix the key",
+                )));
             }
         }
     }

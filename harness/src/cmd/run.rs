@@ -127,6 +127,21 @@ fn filter_configs(plan: &mut Plan, glob: &str) {
 }
 
 /// Ctrl-C sets `flag` (first press: finish cleanly; second: exit at once).
+/// Removes fixed-seq-len points (the load generator replays AgentX session trees only); their ids.
+fn drop_fixed_seq_len(plan: &mut Plan) -> Vec<String> {
+    use crate::plan::matrix::Scenario;
+    let mut dropped = Vec::new();
+    if plan.canary.as_ref().is_some_and(|c| c.scenario == Scenario::FixedSeqLen) {
+        dropped.extend(plan.canary.take().map(|c| c.id));
+    }
+    for m in &mut plan.matrices {
+        dropped.extend(m.points.iter().filter(|p| p.scenario == Scenario::FixedSeqLen).map(|p| p.id.clone()));
+        m.points.retain(|p| p.scenario != Scenario::FixedSeqLen);
+    }
+    plan.matrices.retain(|m| !m.points.is_empty());
+    dropped
+}
+
 fn install_interrupt(flag: Arc<AtomicBool>) {
     std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
@@ -215,6 +230,20 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         filter_configs(&mut plan, g);
         if plan.points().next().is_none() {
             anyhow::bail!("--configs {g}: no config key in the plan matches (see `sweep plan {}`)", args.labels.join(" "));
+        }
+    }
+    let fixed = drop_fixed_seq_len(&mut plan);
+    if !fixed.is_empty() {
+        println!(
+            "note: {} fixed-seq-len point(s) left out: sweep replays AgentX traces, not fixed ISL/OSL prompts ({})",
+            fixed.len(),
+            fixed.join(", ")
+        );
+        if plan.points().next().is_none() {
+            anyhow::bail!(
+                "the plan has only fixed-seq-len points; select agentic-coding configs (see `sweep plan {}`)",
+                args.labels.join(" ")
+            );
         }
     }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
