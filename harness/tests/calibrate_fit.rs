@@ -200,8 +200,11 @@ fn twin_writes_residuals_for_a_live_engine_run() {
     let p = &r["points"][0];
     assert_eq!(p["id"], format!("{KEY}/tp4-c4"));
     assert_eq!(p["status"], "ok");
-    // The twin uses the live engine's own profiles (engine serve defaults to h200).
-    assert_eq!(p["twin_hardware_profile"], "h200");
+    // The twin uses the live engine's own profiles.
+    let st: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join(format!("{KEY}/tp4-c4/status.json"))).unwrap()).unwrap();
+    assert_eq!(p["twin_hardware_profile"], st["profiles"]["hardware_profile"], "{}", st["profiles"]);
+    assert_eq!(p["twin_hardware_profile"], "gb300");
     assert_eq!(p["live_result_kind"], "predicted", "a live reference engine is labelled predicted");
     for m in ["tput_per_gpu", "e2el_p90", "e2el_p75", "interactivity_p90", "ttft_p50"] {
         let x = &p["metrics"][m];
