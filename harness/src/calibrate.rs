@@ -30,7 +30,7 @@ pub enum CalibrateCommand {
     Report(ReportArgs),
     /// Fit the cost model to measured serving results (a run directory or a results table) by
     /// replaying the same recipes on the virtual clock; writes a fitted hardware profile.
-    Fit(harness::cmd::fit::FitArgs),
+    Fit(Box<harness::cmd::fit::FitArgs>),
 }
 
 #[derive(Args)]

@@ -118,7 +118,12 @@ pub fn parse_weights(spec: &[String]) -> Result<BTreeMap<Metric, f64>, FitError>
     for item in spec {
         let (k, v) = item.split_once('=').ok_or_else(|| FitError::Params(format!("--weights {item}: expected metric=weight")))?;
         let m = Metric::from_key(k.trim()).ok_or_else(|| FitError::Params(format!("--weights {item}: unknown metric {k}")))?;
-        let x: f64 = v.trim().parse().ok().filter(|x: &f64| x.is_finite() && *x >= 0.0).ok_or_else(|| FitError::Params(format!("--weights {item}: not a weight >= 0")))?;
+        let x: f64 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| FitError::Params(format!("--weights {item}: not a weight >= 0")))?;
         w.insert(m, x);
     }
     Ok(w)
@@ -637,7 +642,12 @@ pub fn fit_points(points: &[(PlanPoint, MeasuredPoint)], ev: &Evaluation, weight
                     let pred = s.as_ref().map(|s| k.of(s)).unwrap_or(f64::NAN);
                     (
                         k.key().to_string(),
-                        FitResidual { measured: *meas, predicted: pred, residual_pct: residual_pct(*meas, pred), weight: weights.get(k).copied().unwrap_or(0.0) },
+                        FitResidual {
+                            measured: *meas,
+                            predicted: pred,
+                            residual_pct: residual_pct(*meas, pred),
+                            weight: weights.get(k).copied().unwrap_or(0.0),
+                        },
                     )
                 })
                 .collect(),
