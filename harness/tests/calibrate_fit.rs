@@ -226,3 +226,36 @@ fn twin_is_refused_on_the_virtual_clock() {
     assert!(!o.status.success());
     assert!(err.contains("--twin compares a live run"), "{err}");
 }
+
+/// The committed fitted profile reproduces the residuals it records: the three published points
+/// replayed with the real traces, its seed, duration and workload scales give exactly the
+/// predictions in its `fit.points` (real data; `.ci/run` runs it).
+#[test]
+#[ignore = "needs the shared data (SWEEP_SHARED_DATA)"]
+fn committed_fit_reproduces_its_recorded_residuals() {
+    let data = shared_data();
+    let g = GpuSpec::lookup("gb300-fitted").unwrap();
+    let f = g.fit.clone().unwrap();
+    let measured = fit::load_measured(&data.join("seed/dsv41flash-gb300-sglang-agentic.yaml"), KEY).unwrap();
+    let pts = fit::match_points(
+        &points(&["tp4-c1", "tp4-c4", "tp4-c16", "tp2-ep2-c16", "tp2-ep2-c32", "dep2-c64", "dep2-c128", "dep2-c160"]),
+        &measured,
+    )
+    .unwrap();
+    let traces = fit::load_traces(data.join("agentx-traces/kv-cache-tester-200.jsonl.gz").to_str().unwrap()).unwrap();
+    let pool = fit::compile(&traces, f.workload, f.seed);
+    for ((p, _), rec) in pts.iter().zip(&f.points) {
+        assert_eq!(p.id, rec.id);
+        let s = fit::simulate_point(p, &g, None, &pool, f.seed, Some(f.duration_s)).unwrap();
+        for (k, r) in &rec.metrics {
+            let m = Metric::from_key(k).unwrap();
+            assert!(
+                (m.of(&s) - r.predicted).abs() <= 1e-9 * r.predicted.abs().max(1.0),
+                "{} {k}: {} vs recorded {}",
+                p.id,
+                m.of(&s),
+                r.predicted
+            );
+        }
+    }
+}
