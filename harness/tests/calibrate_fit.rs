@@ -142,6 +142,10 @@ fn fit_cli_writes_a_profile_that_predict_uses_and_labels() {
     }
     let md = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(md.contains("predicted") && md.contains("predict"), "{md}");
+    assert!(
+        md.contains("## Hardware profile `gb300-fitted-dsv41flash`: its fit") && md.contains("| tp4-c4 | tput_per_gpu | 3,000 |"),
+        "{md}"
+    );
     // The fit's trace set (synthetic:8) is recorded in every aggregate.
     let agg = std::fs::read_to_string(run.join(format!("{KEY}/tp4-c1/agg.json"))).unwrap();
     assert!(agg.contains("synthetic:8"), "{agg}");

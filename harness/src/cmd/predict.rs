@@ -147,6 +147,9 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
     let t0 = std::time::Instant::now();
     let summary = run::execute(&plan, &opts, &r, &Arc::new(AtomicBool::new(false))).map_err(anyhow::Error::msg)?;
     let files = crate::report::write_all(&summary, &out).map_err(anyhow::Error::msg)?;
+    if let Some(f) = &gpu.fit {
+        append_fit_section(&out, &gpu.name, f)?;
+    }
     println!();
     print!("{}", super::run::summary_table(&summary));
     println!();
@@ -158,4 +161,64 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
     );
     println!("report: {}", files.first().map(|f| f.display().to_string()).unwrap_or_default());
     Ok(if summary.points.iter().all(|p| p.ok()) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Adds the profile's fit (where it came from, its residuals on the measured points) to the
+/// predicted run's report, so the predictions are read next to how well the profile fits.
+fn append_fit_section(out: &Path, name: &str, f: &engine::profiles::FitRecord) -> anyhow::Result<()> {
+    let mut md = format!(
+        "\n## Hardware profile `{name}`: its fit\n\nFitted by `sweep calibrate fit` on {} point(s) of `{}` from `{}`, traces {}, seed {}, {} s per point; loss {:.4}; workload scales: output tokens x{:.3}, inter-turn delays x{:.4}. Residual = (predicted - measured) / measured.\n\n| point | metric | measured | predicted by the profile | residual |\n|---|---|---:|---:|---:|\n",
+        f.points.len(),
+        f.config_key,
+        f.results,
+        f.traces,
+        f.seed,
+        f.duration_s,
+        f.loss,
+        f.workload.osl_scale,
+        f.workload.delay_scale
+    );
+    for p in &f.points {
+        for (k, r) in &p.metrics {
+            md.push_str(&format!(
+                "| {} | {k} | {} | {} | {:+.1} % |\n",
+                p.id.rsplit('/').next().unwrap_or(&p.id),
+                crate::fit::fmt(r.measured),
+                crate::fit::fmt(r.predicted),
+                r.residual_pct
+            ));
+        }
+    }
+    let path = out.join("report.md");
+    let mut text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    text.push_str(&md);
+    crate::problem::atomic_write(&path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+    let hp = out.join("report.html");
+    let html = std::fs::read_to_string(&hp).with_context(|| format!("reading {}", hp.display()))?;
+    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let mut t = format!(
+        "<h2>Hardware profile <code>{}</code>: its fit</h2>\n<p>{} point(s) of <code>{}</code>, traces {}, seed {}, loss {:.4}.</p>\n<table id=\"fit\"><tr><th>point</th><th>metric</th><th>measured</th><th>predicted</th><th>residual</th></tr>\n",
+        esc(name),
+        f.points.len(),
+        esc(&f.config_key),
+        esc(&f.traces),
+        f.seed,
+        f.loss
+    );
+    for p in &f.points {
+        for (k, r) in &p.metrics {
+            t.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:+.1} %</td></tr>\n",
+                esc(&p.id),
+                esc(k),
+                crate::fit::fmt(r.measured),
+                crate::fit::fmt(r.predicted),
+                r.residual_pct
+            ));
+        }
+    }
+    t.push_str("</table>\n");
+    let html = html.replace("</body></html>", &format!("{t}</body></html>"));
+    crate::problem::atomic_write(&hp, html.as_bytes()).with_context(|| format!("writing {}", hp.display()))?;
+    Ok(())
 }
