@@ -54,6 +54,7 @@ fn fit_recovers_known_parameters_from_simulated_points() {
         duration_s: duration,
         jobs: 2,
         weights: fit::default_weights(),
+        recorded_pool: Default::default(),
     };
     let opts = FitOptions {
         params: vec![fit::param("tau_step_us").unwrap(), fit::param("eager_overhead_us").unwrap()],

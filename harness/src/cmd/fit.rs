@@ -127,6 +127,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         duration_s: Some(a.duration),
         jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1),
         weights: fit::parse_weights(&a.weights)?,
+        recorded_pool: Default::default(),
     };
     let mut start = Vec::new();
     for s in &a.start {

@@ -450,6 +450,9 @@ pub struct FitProblem {
     pub jobs: usize,
     /// Loss weight of each metric.
     pub weights: BTreeMap<Metric, f64>,
+    /// The trace set compiled as recorded (scales 1), reused by every candidate that does not
+    /// change the workload: compiling 200 real traces costs about as much as simulating a point.
+    pub recorded_pool: std::sync::OnceLock<Vec<Arc<TracePlan>>>,
 }
 
 /// Per-point results of one candidate.
@@ -499,7 +502,12 @@ impl FitProblem {
                             if i >= cands.len() {
                                 break;
                             }
-                            *slots[i].lock().expect("lock") = Some(compile(&self.traces, cands[i].scales, self.seed));
+                            let pool = if cands[i].scales.is_identity() {
+                                self.recorded_pool.get_or_init(|| compile(&self.traces, WorkloadScales::default(), self.seed)).clone()
+                            } else {
+                                compile(&self.traces, cands[i].scales, self.seed)
+                            };
+                            *slots[i].lock().expect("lock") = Some(pool);
                         }
                     });
                 }
