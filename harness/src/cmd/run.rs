@@ -25,7 +25,8 @@ pub struct Args {
     pub configs: Option<String>,
     /// Where requests go: `sim` (reference engine, virtual clock), `local` (start each point's
     /// resolved server command), `local:engine` (the same flags served by `sweep engine serve`),
-    /// or `url:URL` (an existing OpenAI-compatible server).
+    /// `url:URL` (an existing OpenAI-compatible server), or `slurm` (one batch job per point,
+    /// see the Slurm options).
     #[arg(long, default_value = "sim")]
     pub target: String,
     /// Profiling duration per point, seconds (default: the plan's, 3600 or 1200 with agentx-fast).
@@ -43,6 +44,9 @@ pub struct Args {
     /// Run only these point ids (see `sweep plan`).
     #[arg(long, num_args = 1..)]
     pub only: Vec<String>,
+    /// Run exactly one point (a CI matrix job, a Slurm job); its folder is what `sweep collect` merges.
+    #[arg(long, value_name = "ID")]
+    pub point: Option<String>,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Points run at once on the virtual clock (default: the number of cores).
@@ -59,6 +63,8 @@ pub struct Args {
     pub hardware: Option<String>,
     #[command(flatten)]
     pub repo: RepoArgs,
+    #[command(flatten)]
+    pub slurm: crate::run::slurm::SlurmArgs,
 }
 
 /// `YYYYMMDDTHHMMSSZ` for a Unix time (UTC; civil-from-days, no time-zone database needed).
@@ -228,7 +234,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 health_timeout: std::time::Duration::from_secs_f64(args.server_timeout.max(1.0)),
             })
         }
-        t => anyhow::bail!("--target {t}: expected sim, local, local:engine or url:URL"),
+        "slurm" => Box::new(
+            crate::run::slurm::SlurmRunner::new(args.slurm.clone(), crate::run::slurm::inner_args(args), &plan, &out, &run_id, &repo.root)
+                .map_err(anyhow::Error::msg)?,
+        ),
+        t => anyhow::bail!("--target {t}: expected sim, local, local:engine, url:URL or slurm"),
     };
 
     let opts = RunOptions {
@@ -237,7 +247,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         target: args.target.clone(),
         out: out.clone(),
         resume: args.resume,
-        only: args.only.clone(),
+        only: args.only.iter().chain(&args.point).cloned().collect(),
         seed: args.seed,
         replicates: 200,
         verbose: true,
@@ -257,11 +267,12 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let t0 = std::time::Instant::now();
     let summary = run::execute(&plan, &opts, runner.as_ref(), &interrupt).map_err(anyhow::Error::msg)?;
     let wall = t0.elapsed().as_secs_f64();
-    finish(&summary, &out, wall, interrupt.load(Ordering::SeqCst))
+    finish(&summary, &out, wall, interrupt.load(Ordering::SeqCst), args.point.is_some())
 }
 
-/// Reports, gate, summary table; the exit code.
-fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool) -> anyhow::Result<ExitCode> {
+/// Reports, gate, summary table; the exit code. A `--point` job exits on its point alone: coverage
+/// and the other gate checks belong to the run its point is collected into.
+fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool, one_point: bool) -> anyhow::Result<ExitCode> {
     let files = crate::report::write_all(summary, out).map_err(anyhow::Error::msg)?;
     let verdict = super::results::gate_run(out, None, None)?;
     println!();
@@ -278,6 +289,14 @@ fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool) -> a
     }
     println!("report: {}", files.first().map(|f| f.display().to_string()).unwrap_or_default());
     println!("gate:   {}", out.join("gate.json").display());
+    if one_point && !interrupted {
+        let ok = summary.points.iter().all(|p| p.ok());
+        println!(
+            "--point: exit status from the point alone ({}); gate the collected run with `sweep collect` and `sweep gate`",
+            if ok { "ok" } else { "failed" }
+        );
+        return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+    }
     if interrupted {
         println!("interrupted: re-run with --resume --out {} to finish the remaining points", out.display());
         return Ok(ExitCode::from(130));

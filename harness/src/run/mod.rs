@@ -5,6 +5,7 @@
 
 pub mod collect;
 pub mod launcher;
+pub mod slurm;
 
 use crate::metrics::{self, PointContext};
 use crate::pareto::{self, Samples};
@@ -38,6 +39,14 @@ pub trait PointRunner: Sync {
     /// How many points may run at once (virtual clock: one per core; a GPU server: one).
     fn max_parallel(&self) -> usize;
     fn run(&self, job: &Job) -> Outcome;
+    /// Runs a point and writes its folder (`status.json`, records, `agg.json`). By default the
+    /// point runs here through [`PointRunner::run`]; a batch scheduler overrides this to gather
+    /// the finished folder its job wrote elsewhere.
+    fn run_point(&self, job: &Job) -> Result<(PointResult, Option<Samples>), String> {
+        let t0 = Instant::now();
+        let out = self.run(job);
+        finish_point(job, out, t0.elapsed().as_secs_f64())
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -221,9 +230,7 @@ pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interru
             return Ok(true);
         }
         let job = Job { point: p.clone(), dir: point_dir(&opts.out, &p.id), cancel, seed: opts.seed };
-        let t0 = Instant::now();
-        let out = runner.run(&job);
-        let (res, samples) = finish_point(&job, out, t0.elapsed().as_secs_f64())?;
+        let (res, samples) = runner.run_point(&job)?;
         let ok = res.ok();
         if opts.verbose {
             let n = done_count.fetch_add(1, Ordering::Relaxed) + 1;
