@@ -55,10 +55,10 @@ fn jobs_named(name: &str) -> Vec<String> {
     let loc = conf.lines().find(|l| l.starts_with("JobCompLoc")).and_then(|l| l.split('=').nth(1)).map(|s| s.trim().to_string());
     if let Some(loc) = loc.filter(|l| Path::new(l).is_file()) {
         for l in std::fs::read_to_string(&loc).unwrap().lines() {
-            if l.contains(&format!(" Name={name} ")) {
-                if let Some(id) = l.split_whitespace().find_map(|t| t.strip_prefix("JobId=")) {
-                    ids.push(id.to_string());
-                }
+            if l.contains(&format!(" Name={name} "))
+                && let Some(id) = l.split_whitespace().find_map(|t| t.strip_prefix("JobId="))
+            {
+                ids.push(id.to_string());
             }
         }
     }
@@ -136,7 +136,8 @@ fn slurm_failed_canary_leaves_no_other_job_submitted() {
         "command: python3 -m sglang.launch_server",
         "command: \"false\"",
     );
-    let dir = unique_out(repo.path(), "canary");
+    // A hostile run name: it reaches the job name and the log path, and must stay inert.
+    let dir = unique_out(repo.path(), "canary $(touch pwned) `touch pwned2` 'q\"");
     let o = run_sweep(
         &args(&[
             "run",
@@ -171,6 +172,7 @@ fn slurm_failed_canary_leaves_no_other_job_submitted() {
     let name = format!("sweep-{}", dir.file_name().unwrap().to_str().unwrap());
     let jobs = jobs_named(&name);
     assert_eq!(jobs.len(), 1, "only the canary was submitted: {jobs:?}");
+    assert!(!repo.path().join("pwned").exists() && !repo.path().join("pwned2").exists(), "a value was executed");
 }
 
 /// A repository copy whose H200 recipe starts a "server" that never answers /health: a `sleep`
@@ -287,4 +289,67 @@ fn slurm_interrupt_cancels_submitted_jobs() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_eq!(processes_with(&marker), Vec::<String>::new(), "the point's server outlived its cancelled job");
+}
+
+#[test]
+#[ignore = "needs a running Slurm (scripts/slurm/start-local.sh); .ci/run starts one"]
+fn slurm_fail_fast_cancels_the_rest_of_the_matrix() {
+    require_slurm();
+    // One point whose server exits at once, two whose servers never answer: the first failure
+    // must scancel the other two jobs of the matrix (running or still queued).
+    let (repo, marker) = never_healthy_repo();
+    edit(
+        &repo.path().join("recipes/dsv41flash-fp4-gb300-sglang-agentic-dspark.yaml"),
+        "command: python3 -m sglang.launch_server",
+        "command: \"false\"",
+    );
+    let dir = unique_out(repo.path(), "failfast");
+    let (bad, slow) = (P2, ["dsv3-fp8-h200-sglang-agentic/tp8-c1", "dsv3-fp8-h200-sglang-agentic/tp8-c4"]);
+    let o = run_sweep(
+        &args(&[
+            "run",
+            "full-sweep-fail-fast",
+            "--only",
+            bad,
+            slow[0],
+            slow[1],
+            "--target",
+            "slurm",
+            "--slurm-inner-target",
+            "local",
+            "--server-timeout",
+            "900",
+            "--slurm-time",
+            "3",
+            "--slurm-poll",
+            "0.5",
+            "--out",
+            dir.to_str().unwrap(),
+            "--root",
+            repo.path().to_str().unwrap(),
+        ]),
+        repo.path(),
+    );
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{so}\n{se}");
+    let s = summary(&dir);
+    assert_eq!(point(&s, bad)["status"]["state"], "failed");
+    for id in slow {
+        let p = point(&s, id);
+        assert_eq!(p["status"]["state"], "cancelled", "{p}");
+        assert!(p["status"]["reason"].as_str().unwrap().contains(&format!("fail-fast: {bad} failed")), "{p}");
+        let job = se
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("slurm: {id} submitted as job ")))
+            .unwrap_or_else(|| panic!("{id} never submitted:\n{se}"))
+            .trim()
+            .to_string();
+        assert!(se.contains(&format!("slurm: {id} job {job} cancelled (scancel)")), "{se}");
+        assert_eq!(job_state(&job), "CANCELLED");
+    }
+    let t1 = Instant::now();
+    while !processes_with(&marker).is_empty() && t1.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(processes_with(&marker), Vec::<String>::new(), "a cancelled job's server survived");
 }

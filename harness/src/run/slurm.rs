@@ -643,6 +643,10 @@ impl PointRunner for SlurmRunner {
     fn run_point(&self, job: &Job) -> Result<(PointResult, Option<Samples>), String> {
         self.run_job(job)
     }
+
+    fn matrices_at_once(&self) -> bool {
+        true
+    }
 }
 
 /// The `sweep run` arguments a job repeats from this invocation (everything that shapes the
