@@ -279,6 +279,13 @@ fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool, one_
     print!("{}", summary_table(summary));
     let done = summary.points.iter().filter(|p| p.status == Status::Done).count();
     println!();
+    if one_point && !interrupted {
+        // A single point cannot cover a frontier: the gate belongs to the collected run.
+        let ok = summary.points.iter().all(|p| p.ok());
+        println!("{done}/{} point(s) finished in {wall_s:.1} s; point {}", summary.points.len(), if ok { "ok" } else { "FAILED" });
+        println!("--point: the exit status is this point's; gate the collected run (`sweep collect`, then `sweep gate`)");
+        return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+    }
     println!(
         "{done}/{} point(s) finished in {wall_s:.1} s; gate {}",
         summary.points.len(),
@@ -289,14 +296,6 @@ fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool, one_
     }
     println!("report: {}", files.first().map(|f| f.display().to_string()).unwrap_or_default());
     println!("gate:   {}", out.join("gate.json").display());
-    if one_point && !interrupted {
-        let ok = summary.points.iter().all(|p| p.ok());
-        println!(
-            "--point: exit status from the point alone ({}); gate the collected run with `sweep collect` and `sweep gate`",
-            if ok { "ok" } else { "failed" }
-        );
-        return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
-    }
     if interrupted {
         println!("interrupted: re-run with --resume --out {} to finish the remaining points", out.display());
         return Ok(ExitCode::from(130));

@@ -383,17 +383,19 @@ impl SlurmRunner {
 
     /// Submits a point; returns its job id.
     fn submit(&self, p: &PlanPoint, dir: &Path) -> Result<String, String> {
-        let args = self.script_args(p, &dir.join("run"))?;
-        let o = Command::new("sbatch")
-            .arg("--parsable")
-            .arg(format!("--job-name={}", self.job_name))
-            .arg(format!("--comment={}", p.id))
-            .arg(format!("--output={}", dir.join("slurm-%j.out").display()))
-            .arg(format!("--chdir={}", self.cwd.display()))
-            .arg(&self.script)
-            .args(&args)
-            .output()
-            .map_err(|e| format!("sbatch: {e}"))?;
+        let mut argv = vec![
+            "sbatch".to_string(),
+            "--parsable".to_string(),
+            format!("--job-name={}", self.job_name),
+            format!("--comment={}", p.id),
+            format!("--output={}", dir.join("slurm-%j.out").display()),
+            format!("--chdir={}", self.cwd.display()),
+            self.script.display().to_string(),
+        ];
+        argv.extend(self.script_args(p, &dir.join("run"))?);
+        // For people: the exact submission, shell-quoted (sweep itself never goes through a shell).
+        let _ = std::fs::write(dir.join("submit.txt"), format!("{}\n", crate::recipe::serving::shell_quote(&argv)));
+        let o = Command::new(&argv[0]).args(&argv[1..]).output().map_err(|e| format!("sbatch: {e}"))?;
         if !o.status.success() {
             return Err(format!("sbatch refused the job: {}", String::from_utf8_lossy(&o.stderr).trim()));
         }
