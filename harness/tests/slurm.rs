@@ -353,3 +353,34 @@ fn slurm_fail_fast_cancels_the_rest_of_the_matrix() {
     }
     assert_eq!(processes_with(&marker), Vec::<String>::new(), "a cancelled job's server survived");
 }
+
+#[test]
+#[ignore = "needs a running Slurm (scripts/slurm/start-local.sh); .ci/run starts one"]
+fn slurm_refused_submission_is_a_failed_canary_with_sbatch_s_words() {
+    require_slurm();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = unique_out(tmp.path(), "refused");
+    let o = run_sweep(
+        &args(&[
+            "run",
+            "full-sweep-fail-fast",
+            "--configs",
+            "dsv41flash-*",
+            "--duration",
+            "120",
+            "--target",
+            "slurm",
+            "--slurm-partition",
+            "no-such-partition",
+            "--out",
+            dir.to_str().unwrap(),
+        ]),
+        &workspace_root(),
+    );
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{so}\n{se}");
+    let s = summary(&dir);
+    let reason = point(&s, CANARY)["status"]["reason"].as_str().unwrap().to_string();
+    assert!(reason.starts_with("sbatch refused the job:") && reason.to_lowercase().contains("partition"), "{reason}");
+    assert!(s["points"].as_array().unwrap().iter().skip(1).all(|p| p["status"]["state"] == "cancelled"));
+}

@@ -57,7 +57,8 @@ pub struct SlurmArgs {
     /// repository, the working directory and the sweep binary are always mounted at their own paths.
     #[arg(long = "slurm-container-mount", value_name = "MOUNT")]
     pub container_mounts: Vec<String>,
-    /// Results directory the compute nodes can write (default: `<out>/slurm`; must be on a shared filesystem).
+    /// Results directory the compute nodes can write; each run uses `<DIR>/<run id>` (default:
+    /// `<out>/slurm`; must be on a shared filesystem).
     #[arg(long = "slurm-shared-dir", value_name = "DIR")]
     pub shared_dir: Option<PathBuf>,
     /// The `sweep` binary the jobs run (default: this one; it must be visible on the compute nodes).
@@ -303,7 +304,11 @@ impl SlurmRunner {
         }
         let cwd = std::env::current_dir().map_err(|e| SlurmError::Io { path: ".".into(), message: e.to_string() })?;
         let abs = |p: &Path| if p.is_absolute() { p.to_path_buf() } else { cwd.join(p) };
-        let shared = abs(&cfg.shared_dir.clone().unwrap_or_else(|| out.join("slurm")));
+        // One folder per run, so runs sharing a --slurm-shared-dir never mix their jobs.
+        let shared = abs(&match &cfg.shared_dir {
+            Some(d) => d.join(run_id),
+            None => out.join("slurm"),
+        });
         let bin = match &cfg.sweep_bin {
             Some(b) => abs(b),
             None => std::env::current_exe().map_err(|e| SlurmError::Io { path: "sweep".into(), message: e.to_string() })?,
