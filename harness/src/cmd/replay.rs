@@ -44,6 +44,10 @@ pub struct Args {
     /// Model profile for --engine (default: from --model-path).
     #[arg(long)]
     pub model: Option<String>,
+    /// Synthesis tokenizer for --url (`tokenizer.json` or its folder), so prompts have the trace's
+    /// token counts on the server (default: the one the server reports, if readable here).
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
 }
 
 fn bar() -> indicatif::ProgressBar {
@@ -114,14 +118,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         let t0 = std::time::Instant::now();
         let run = rt.block_on(async {
             let mut t = crate::target::http::HttpTarget::new(&url, "").map_err(anyhow::Error::msg)?;
-            t.model = t.discover_model().await.map_err(anyhow::Error::msg)?;
-            ctx.result_kind = "measured".into();
-            if let Some(info) = t.server_info().await {
-                if let Some(k) = info["result_kind"].as_str() {
-                    ctx.result_kind = k.to_string();
-                }
-                ctx.profiles = info;
-            }
+            t.identify(&mut ctx, a.tokenizer.as_deref(), &url).await.map_err(anyhow::Error::msg)?;
             ctx.target = url.clone();
             Ok::<_, anyhow::Error>(
                 crate::target::http::replay(&t, &mut wl, &cancel, || Ok(()), |p| show(&b, p, "real", t0.elapsed().as_secs_f64())).await,
