@@ -290,7 +290,9 @@ fn fixed_seq_len_points_are_left_out_with_a_note() {
         "    agentic-coding:\n    - search-space:\n      - { tp: 8, ep: 1,",
         "    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n      search-space:\n      - { tp: 8, conc-start: 4, conc-end: 8 }\n    agentic-coding:\n    - search-space:\n      - { tp: 8, ep: 1,",
     );
-    edit(&repo.path().join("perf-changelog.yaml"), "  scenario-type:\n    - agentic-coding\n", "");
+    let cl = repo.path().join("perf-changelog.yaml");
+    let t = std::fs::read_to_string(&cl).unwrap();
+    std::fs::write(&cl, t.replace("  scenario-type:\n    - agentic-coding\n", "")).unwrap();
     let dir = repo.path().join("out");
     let o = sweep(
         &[
