@@ -15,7 +15,12 @@ const CANARY: &str = "dsv41flash-fp4-gb300-sglang-agentic-dspark/tp4-c1";
 const P2: &str = "dsv41flash-fp4-gb300-sglang-agentic-dspark/tp4-c4";
 const P3: &str = "dsv41flash-fp4-gb300-sglang-agentic-dspark/tp2-ep2-c16";
 
-fn require_slurm() {
+/// The tests share one small cluster (a single host has as many job slots as cores): they take
+/// turns, so one test's jobs never queue behind another's and timings stay meaningful.
+static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn require_slurm() -> std::sync::MutexGuard<'static, ()> {
+    let turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let o = Command::new("sinfo").args(["-h", "-o", "%T"]).output();
     let states = match o {
         Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -26,9 +31,12 @@ fn require_slurm() {
         Err(e) => panic!("Slurm is absent: `sinfo`: {e} (install slurm-wlm and munge, then run scripts/slurm/start-local.sh)"),
     };
     assert!(
-        states.lines().any(|s| matches!(s.trim(), "idle" | "mixed" | "allocated")),
+        states
+            .lines()
+            .any(|s| matches!(s.trim().trim_end_matches(['+', '~', '#', '$', '@']), "idle" | "mixed" | "allocated" | "completing")),
         "no Slurm node is up (sinfo says {states:?}); run scripts/slurm/start-local.sh"
     );
+    turn
 }
 
 /// A run directory whose name (and so the run's job name) is unique to this test invocation.
@@ -67,10 +75,19 @@ fn jobs_named(name: &str) -> Vec<String> {
     ids
 }
 
+/// A job's final state, once it has finished stopping (a cancelled job's `sweep` stops its point
+/// cleanly on SIGTERM, so the job may be COMPLETING for a moment).
 fn job_state(id: &str) -> String {
-    let o = Command::new("scontrol").args(["show", "job", "-o", id]).output().unwrap();
-    let t = String::from_utf8_lossy(&o.stdout).into_owned();
-    t.split_whitespace().find_map(|t| t.strip_prefix("JobState=")).unwrap_or("?").to_string()
+    let t0 = Instant::now();
+    loop {
+        let o = Command::new("scontrol").args(["show", "job", "-o", id]).output().unwrap();
+        let t = String::from_utf8_lossy(&o.stdout).into_owned();
+        let st = t.split_whitespace().find_map(|t| t.strip_prefix("JobState=")).unwrap_or("?").to_string();
+        if !matches!(st.as_str(), "COMPLETING" | "RUNNING" | "PENDING") || t0.elapsed() > Duration::from_secs(30) {
+            return st;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 fn args(v: &[&str]) -> Vec<String> {
@@ -84,7 +101,7 @@ fn run_sweep(a: &[String], cwd: &Path) -> std::process::Output {
 #[test]
 #[ignore = "needs a running Slurm (scripts/slurm/start-local.sh); .ci/run starts one"]
 fn slurm_three_point_plan_merges_to_the_same_aggregates_as_a_local_run() {
-    require_slurm();
+    let _turn = require_slurm();
     let tmp = tempfile::tempdir().unwrap();
     let slurm = unique_out(tmp.path(), "slurm3");
     let local = tmp.path().join("local");
@@ -129,7 +146,7 @@ fn slurm_three_point_plan_merges_to_the_same_aggregates_as_a_local_run() {
 #[test]
 #[ignore = "needs a running Slurm (scripts/slurm/start-local.sh); .ci/run starts one"]
 fn slurm_failed_canary_leaves_no_other_job_submitted() {
-    require_slurm();
+    let _turn = require_slurm();
     let repo = repo_copy();
     edit(
         &repo.path().join("recipes/dsv41flash-fp4-gb300-sglang-agentic-dspark.yaml"),
@@ -208,7 +225,7 @@ const H200: &str = "dsv3-fp8-h200-sglang-agentic/tp8-c1";
 #[test]
 #[ignore = "needs a running Slurm (scripts/slurm/start-local.sh); .ci/run starts one"]
 fn slurm_time_limit_kill_is_a_failed_point_with_the_reason() {
-    require_slurm();
+    let _turn = require_slurm();
     let (repo, marker) = never_healthy_repo();
     let dir = unique_out(repo.path(), "timeout");
     let t0 = Instant::now();
@@ -252,7 +269,18 @@ fn slurm_time_limit_kill_is_a_failed_point_with_the_reason() {
 #[test]
 #[ignore = "needs a running Slurm (scripts/slurm/start-local.sh); .ci/run starts one"]
 fn slurm_interrupt_cancels_submitted_jobs() {
-    require_slurm();
+    signal_cancels_submitted_jobs(libc::SIGINT);
+}
+
+#[test]
+#[ignore = "needs a running Slurm (scripts/slurm/start-local.sh); .ci/run starts one"]
+fn slurm_sigterm_cancels_submitted_jobs() {
+    // What a cancelled CI job or an outer batch scheduler sends.
+    signal_cancels_submitted_jobs(libc::SIGTERM);
+}
+
+fn signal_cancels_submitted_jobs(signal: i32) {
+    let _turn = require_slurm();
     let (repo, marker) = never_healthy_repo();
     let dir = unique_out(repo.path(), "sigint");
     let err = repo.path().join("stderr.txt");
@@ -277,7 +305,7 @@ fn slurm_interrupt_cancels_submitted_jobs() {
     };
     // SAFETY: a signal to the child this test started.
     unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
+        libc::kill(child.id() as i32, signal);
     }
     let status = child.wait().unwrap();
     let t = std::fs::read_to_string(&err).unwrap();
@@ -294,7 +322,7 @@ fn slurm_interrupt_cancels_submitted_jobs() {
 #[test]
 #[ignore = "needs a running Slurm (scripts/slurm/start-local.sh); .ci/run starts one"]
 fn slurm_fail_fast_cancels_the_rest_of_the_matrix() {
-    require_slurm();
+    let _turn = require_slurm();
     // One point whose server exits at once, two whose servers never answer: the first failure
     // must scancel the other two jobs of the matrix (running or still queued).
     let (repo, marker) = never_healthy_repo();
@@ -357,7 +385,7 @@ fn slurm_fail_fast_cancels_the_rest_of_the_matrix() {
 #[test]
 #[ignore = "needs a running Slurm (scripts/slurm/start-local.sh); .ci/run starts one"]
 fn slurm_refused_submission_is_a_failed_canary_with_sbatch_s_words() {
-    require_slurm();
+    let _turn = require_slurm();
     let tmp = tempfile::tempdir().unwrap();
     let dir = unique_out(tmp.path(), "refused");
     let o = run_sweep(

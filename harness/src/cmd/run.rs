@@ -152,7 +152,17 @@ fn install_interrupt(flag: Arc<AtomicBool>) {
     std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
         rt.block_on(async {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            // SIGTERM (a cancelled CI job, a batch scheduler's kill) stops as cleanly as Ctrl-C:
+            // running points are recorded and submitted Slurm jobs cancelled.
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let first = match term.as_mut() {
+                Some(t) => tokio::select! {
+                    r = tokio::signal::ctrl_c() => r.is_ok(),
+                    r = t.recv() => r.is_some(),
+                },
+                None => tokio::signal::ctrl_c().await.is_ok(),
+            };
+            if first {
                 eprintln!(
                     "\ninterrupted: stopping running points; finished points are kept (re-run with --resume to continue). Press Ctrl-C again to exit now."
                 );

@@ -584,7 +584,17 @@ impl SlurmRunner {
                 let _ = std::fs::copy(&log, to.join("slurm.log"));
             }
         };
+        // Slurm's kill wins over what the job recorded while being stopped (a SIGTERM'd
+        // `sweep` records its point as cancelled); a point that finished before the kill stands.
+        let killed = matches!(
+            final_info.state.as_str(),
+            "TIMEOUT" | "NODE_FAIL" | "CANCELLED" | "OUT_OF_MEMORY" | "PREEMPTED" | "BOOT_FAIL" | "DEADLINE"
+        );
         match self.gather(job, &dir.join("run")) {
+            Some(Ok((r, _))) if killed && r.status != Status::Done => {
+                keep_log(&job.dir);
+                self.failed(job, killed_reason(&id, &final_info), wall)
+            }
             Some(Ok(r)) => {
                 keep_log(&job.dir);
                 Ok(r)
