@@ -356,19 +356,20 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 /// Reports, gate, summary table; the exit code and whether the gate passed. A `--point` job exits
 /// on its point alone: coverage and the other gate checks belong to the run it is collected into.
 fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool, one_point: bool) -> anyhow::Result<(ExitCode, bool)> {
-    let files = crate::report::write_all(summary, out).map_err(anyhow::Error::msg)?;
-    let verdict = super::results::gate_run(out, None, None)?;
     println!();
     print!("{}", summary_table(summary));
     let done = summary.points.iter().filter(|p| p.status == Status::Done).count();
     println!();
     if one_point && !interrupted {
-        // A single point cannot cover a frontier: the gate belongs to the collected run.
+        // A single point cannot cover a frontier: charts, reports and the gate belong to the
+        // collected run (`sweep collect` renders them).
         let ok = summary.points.iter().all(|p| p.ok());
         println!("{done}/{} point(s) finished in {wall_s:.1} s; point {}", summary.points.len(), if ok { "ok" } else { "FAILED" });
         println!("--point: the exit status is this point's; gate the collected run (`sweep collect`, then `sweep gate`)");
         return Ok((if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }, false));
     }
+    let files = crate::report::write_all(summary, out).map_err(anyhow::Error::msg)?;
+    let verdict = super::results::gate_run(out, None, None)?;
     println!(
         "{done}/{} point(s) finished in {wall_s:.1} s; gate {}",
         summary.points.len(),
