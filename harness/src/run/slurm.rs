@@ -361,24 +361,7 @@ impl SlurmRunner {
 
     /// The script's argument vector for a point: `[image, mounts,] sweep run … --point ID --out DIR`.
     pub fn script_args(&self, p: &PlanPoint, inner_out: &Path) -> Result<Vec<String>, String> {
-        let mut a = Vec::new();
-        if let Some(img) = &self.cfg.container_image {
-            let image = if img == "recipe" {
-                p.row.get("image").and_then(|v| v.as_str()).filter(|s| !s.is_empty()).map(str::to_string).ok_or_else(|| {
-                    format!(
-                        "--slurm-container-image recipe: config {} pins no image (set `image:` in its master config row or pass an image)",
-                        p.config_key
-                    )
-                })?
-            } else {
-                img.clone()
-            };
-            a.push(image);
-            a.push(self.mounts.join(","));
-        }
-        a.extend(self.inner.iter().cloned());
-        a.extend(["--point".to_string(), p.id.clone(), "--out".to_string(), inner_out.display().to_string()]);
-        Ok(a)
+        script_args(&self.cfg, &self.mounts, &self.inner, p, inner_out)
     }
 
     fn say(&self, line: &str) {
@@ -615,6 +598,28 @@ impl SlurmRunner {
     }
 }
 
+/// The batch script's arguments for a point (see [`SlurmRunner::script_args`]).
+fn script_args(cfg: &SlurmArgs, mounts: &[String], inner: &[String], p: &PlanPoint, inner_out: &Path) -> Result<Vec<String>, String> {
+    let mut a = Vec::new();
+    if let Some(img) = &cfg.container_image {
+        let image = if img == "recipe" {
+            p.row.get("image").and_then(|v| v.as_str()).filter(|s| !s.is_empty()).map(str::to_string).ok_or_else(|| {
+                format!(
+                    "--slurm-container-image recipe: config {} pins no image (set `image:` in its master config row or pass an image)",
+                    p.config_key
+                )
+            })?
+        } else {
+            img.clone()
+        };
+        a.push(image);
+        a.push(mounts.join(","));
+    }
+    a.extend(inner.iter().cloned());
+    a.extend(["--point".to_string(), p.id.clone(), "--out".to_string(), inner_out.display().to_string()]);
+    Ok(a)
+}
+
 fn last_log_line(log: &Path) -> Option<String> {
     let t = std::fs::read_to_string(log).ok()?;
     t.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.chars().take(300).collect())
@@ -756,10 +761,10 @@ mod tests {
 
     #[test]
     fn container_script_takes_image_and_mounts_as_arguments() {
-        let s = batch_script(&SlurmArgs { container_image: Some("recipe".into()), ..cfg() }).unwrap();
+        let s = batch_script(&SlurmArgs { container_image: Some("lmsysorg/sglang:v0.5.5-cu129-amd64".into()), ..cfg() }).unwrap();
         assert!(s.contains("image=\"$1\"\nmounts=\"$2\"\nshift 2\n"), "{s}");
         assert!(s.contains("srun --ntasks=1 --container-image=\"$image\" --container-mounts=\"$mounts\""), "{s}");
-        assert!(!s.contains("recipe"), "the image never appears in script text");
+        assert!(!s.contains("lmsysorg"), "the image never appears in script text");
     }
 
     #[test]
@@ -803,6 +808,113 @@ mod tests {
         let nf = killed_reason("18", &JobInfo { state: "NODE_FAIL".into(), nodes: "gpu3".into(), ..Default::default() });
         assert!(nf.contains("node failure on gpu3"), "{nf}");
         assert!(parse_scontrol("slurm_load_jobs error: Invalid job id specified").is_none());
+    }
+
+    fn repo_plan() -> Plan {
+        let repo = crate::repo::Repo::at(&Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+        let inputs = crate::plan::Inputs::load(&repo).expect("repository config loads");
+        let labels = crate::plan::Labels::parse(&["full-sweep-fail-fast"]).unwrap();
+        crate::plan::build(&repo, &inputs, &crate::plan::PlanRequest { labels, base: None }).expect("plan")
+    }
+
+    #[test]
+    fn container_arguments_carry_the_recipe_image_and_the_mounts() {
+        let plan = repo_plan();
+        let p = plan.canary.as_ref().unwrap();
+        let pinned = p.row["image"].as_str().unwrap().to_string();
+        let inner = vec!["/opt/sweep".to_string(), "run".into(), "full-sweep-fail-fast".into()];
+        let mounts = vec!["/scratch/run:/scratch/run".to_string(), "/repo:/repo".into()];
+        let out = Path::new("/scratch/run/000/run");
+        let c = SlurmArgs { container_image: Some("recipe".into()), ..cfg() };
+        let a = script_args(&c, &mounts, &inner, p, out).unwrap();
+        assert_eq!(a[0], pinned);
+        assert_eq!(a[1], "/scratch/run:/scratch/run,/repo:/repo");
+        assert_eq!(&a[2..5], &inner[..]);
+        assert_eq!(&a[5..], &["--point".to_string(), p.id.clone(), "--out".into(), "/scratch/run/000/run".into()]);
+        let c = SlurmArgs { container_image: Some("registry.local/sglang:test".into()), ..cfg() };
+        assert_eq!(script_args(&c, &mounts, &inner, p, out).unwrap()[0], "registry.local/sglang:test");
+        // Without a container the script's arguments are the sweep command line alone.
+        let a = script_args(&cfg(), &mounts, &inner, p, out).unwrap();
+        assert_eq!(a[0], "/opt/sweep");
+        let mut unpinned = p.clone();
+        unpinned.row.remove("image");
+        let e = script_args(&SlurmArgs { container_image: Some("recipe".into()), ..cfg() }, &mounts, &inner, &unpinned, out).unwrap_err();
+        assert!(e.contains("pins no image"), "{e}");
+    }
+
+    #[derive(clap::Parser)]
+    struct RunCli {
+        #[command(flatten)]
+        a: crate::cmd::run::Args,
+    }
+
+    #[test]
+    fn a_job_repeats_every_option_that_shapes_the_plan_and_the_point() {
+        use clap::Parser;
+        let outer = RunCli::try_parse_from([
+            "run",
+            "full-sweep-fail-fast",
+            "agentx-fast",
+            "--base",
+            "abc123",
+            "--configs",
+            "dsv41flash-*",
+            "--duration",
+            "90.5",
+            "--traces",
+            "traces/a b.jsonl",
+            "--seed",
+            "7",
+            "--jobs",
+            "3",
+            "--server-timeout",
+            "600",
+            "--model",
+            "deepseek-v3",
+            "--hardware",
+            "h200",
+            "--root",
+            "/r",
+            "--master",
+            "m1.yaml",
+            "--master",
+            "m2.yaml",
+            "--runners",
+            "run.yaml",
+            "--changelog",
+            "cl.yaml",
+            "--golden-al",
+            "gal",
+            "--target",
+            "slurm",
+            "--slurm-inner-target",
+            "local",
+            "--slurm-partition",
+            "gpu",
+            "--only",
+            "x/y-c1",
+            "--out",
+            "/o",
+            "--resume",
+        ])
+        .unwrap()
+        .a;
+        let inner = inner_args(&outer);
+        assert_eq!(inner[0], "run");
+        let back = RunCli::try_parse_from(&inner).unwrap().a;
+        assert_eq!(back.labels, outer.labels);
+        assert_eq!(back.target, "local", "the job runs its point on the inner target");
+        assert_eq!((back.base, back.configs, back.duration), (outer.base.clone(), outer.configs.clone(), outer.duration));
+        assert_eq!((back.traces, back.seed, back.jobs), (outer.traces.clone(), outer.seed, outer.jobs));
+        assert_eq!((back.server_timeout, back.model, back.hardware), (outer.server_timeout, outer.model.clone(), outer.hardware.clone()));
+        assert_eq!(back.repo.root, outer.repo.root);
+        assert_eq!(back.repo.master, outer.repo.master);
+        assert_eq!(
+            (back.repo.runners, back.repo.changelog, back.repo.golden_al),
+            (outer.repo.runners, outer.repo.changelog, outer.repo.golden_al)
+        );
+        // Selection, output and resumption are the outer run's: the job gets --point and --out.
+        assert!(back.only.is_empty() && back.out.is_none() && !back.resume && back.slurm.partition.is_none());
     }
 
     #[test]
