@@ -412,3 +412,68 @@ fn slurm_refused_submission_is_a_failed_canary_with_sbatch_s_words() {
     assert!(reason.starts_with("sbatch refused the job:") && reason.to_lowercase().contains("partition"), "{reason}");
     assert!(s["points"].as_array().unwrap().iter().skip(1).all(|p| p["status"]["state"] == "cancelled"));
 }
+
+#[test]
+#[ignore = "needs a running Slurm (scripts/slurm/start-local.sh); .ci/run starts one"]
+fn slurm_jobs_of_a_killed_sweep_are_followed_with_resume_and_replaced_without() {
+    let _turn = require_slurm();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = unique_out(tmp.path(), "reattach");
+    // Jobs that wait 8 s before starting, so they are still queued when the sweep is killed.
+    let base = args(&["run", "full-sweep-fail-fast", "--configs", "dsv41flash-*", "--duration", "120", "--only", CANARY])
+        .into_iter()
+        .chain(args(&["--target", "slurm", "--slurm-poll", "0.5", "--slurm-sbatch=--begin=now+8", "--out", dir.to_str().unwrap()]))
+        .collect::<Vec<_>>();
+    let submit_then_kill = || -> String {
+        let err = tmp.path().join("killed.txt");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sweep"))
+            .args(&base)
+            .current_dir(workspace_root())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        let job = loop {
+            let t = std::fs::read_to_string(&err).unwrap_or_default();
+            if let Some(j) = t.split("submitted as job ").nth(1).and_then(|r| r.split_whitespace().next()) {
+                break j.to_string();
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "nothing submitted:\n{t}");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        // No chance to cancel anything: the job stays queued.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        job
+    };
+
+    // Without --resume, the earlier job is cancelled and the point submitted afresh.
+    let first = submit_then_kill();
+    let o = run_sweep(&base, &workspace_root());
+    let (so, se) = text(&o);
+    assert!(se.contains(&format!("earlier job {first} cancelled (scancel)")), "{se}");
+    assert!(so.contains("1/1 point(s) finished"), "{so}\n{se}");
+    assert_eq!(job_state(&first), "CANCELLED");
+
+    // With --resume, a job still queued for a point already finished in the run is cancelled.
+    let redundant = submit_then_kill();
+    let mut resume = base.clone();
+    resume.push("--resume".into());
+    let o = run_sweep(&resume, &workspace_root());
+    let se = text(&o).1;
+    assert!(se.contains(&format!("earlier job {redundant} cancelled (scancel): the point is already finished")), "{se}");
+    assert_eq!(job_state(&redundant), "CANCELLED");
+
+    // With --resume, a job still queued for an unfinished point is followed, not submitted twice.
+    std::fs::remove_dir_all(harness::results::point_dir(&dir, CANARY)).unwrap();
+    let second = submit_then_kill();
+    let o = run_sweep(&resume, &workspace_root());
+    let (so, se) = text(&o);
+    assert!(se.contains(&format!("following job {second}, submitted by an earlier invocation")), "{se}");
+    assert!(!se.contains("submitted as job"), "{se}");
+    assert!(so.contains("1/1 point(s) finished"), "{so}\n{se}");
+    assert_eq!(job_state(&second), "COMPLETED");
+    let s = summary(&dir);
+    assert_eq!(point(&s, CANARY)["status"]["state"], "done");
+}

@@ -294,10 +294,12 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 tokenizer: args.tokenizer.clone(),
             })
         }
-        "slurm" => Box::new(
-            crate::run::slurm::SlurmRunner::new(args.slurm.clone(), crate::run::slurm::inner_args(args), &plan, &out, &run_id, &repo.root)
-                .map_err(anyhow::Error::msg)?,
-        ),
+        "slurm" => {
+            let inner = crate::run::slurm::inner_args(args);
+            let r = crate::run::slurm::SlurmRunner::new(args.slurm.clone(), inner, &plan, &out, &run_id, &repo.root, args.resume)
+                .map_err(anyhow::Error::msg)?;
+            Box::new(r)
+        }
         t => anyhow::bail!("--target {t}: expected sim, local, local:engine, url:URL or slurm"),
     };
 

@@ -285,6 +285,8 @@ pub struct SlurmRunner {
     /// Point id → (plan index, serialized point) to detect a job that planned differently.
     points: BTreeMap<String, (usize, serde_json::Value)>,
     cache: Mutex<PollCache>,
+    /// Follow a job an earlier invocation submitted for a point instead of replacing it (`--resume`).
+    reattach: bool,
     /// Jobs submitted and not yet seen ending (cancelled on drop).
     active: Mutex<BTreeSet<String>>,
     log: Mutex<()>,
@@ -293,7 +295,18 @@ pub struct SlurmRunner {
 impl SlurmRunner {
     /// `inner`: the `sweep run` arguments every job shares (labels, plan and workload options,
     /// the inner `--target`), without the program name.
-    pub fn new(cfg: SlurmArgs, inner: Vec<String>, plan: &Plan, out: &Path, run_id: &str, repo_root: &Path) -> Result<Self, SlurmError> {
+    /// With `resume`, jobs an earlier invocation of this run left queued or running are followed
+    /// again (and cancelled where their point is already finished in `out`); without it, they
+    /// are cancelled and replaced.
+    pub fn new(
+        cfg: SlurmArgs,
+        inner: Vec<String>,
+        plan: &Plan,
+        out: &Path,
+        run_id: &str,
+        repo_root: &Path,
+        resume: bool,
+    ) -> Result<Self, SlurmError> {
         if cfg.inner_target == "slurm" {
             return Err(bad("slurm-inner-target", "slurm", "a job runs its point on sim, local, local:engine or url:URL"));
         }
@@ -339,7 +352,7 @@ impl SlurmRunner {
         let mut argv = vec![bin.display().to_string()];
         argv.extend(inner);
         let points = plan.points().enumerate().map(|(i, p)| (p.id.clone(), (i, serde_json::to_value(p).unwrap_or_default()))).collect();
-        Ok(SlurmRunner {
+        let runner = SlurmRunner {
             cfg,
             inner: argv,
             shared,
@@ -349,9 +362,29 @@ impl SlurmRunner {
             mounts,
             points,
             cache: Mutex::new(PollCache { at: None, states: BTreeMap::new() }),
+            reattach: resume,
             active: Mutex::new(BTreeSet::new()),
             log: Mutex::new(()),
-        })
+        };
+        if resume {
+            runner.cancel_redundant(out);
+        }
+        Ok(runner)
+    }
+
+    /// Cancels the still-active jobs of points that `out` already holds finished (they would
+    /// only repeat a result `--resume` keeps).
+    fn cancel_redundant(&self, out: &Path) {
+        for (id, (index, _)) in &self.points {
+            let finished = std::fs::read_to_string(point_dir(out, id).join("status.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<PointResult>(&t).ok())
+                .is_some_and(|r| r.status == Status::Done);
+            if finished && let Some(job) = self.still_active(&self.shared.join(job_folder(*index, id))) {
+                self.scancel(&job);
+                self.say(&format!("slurm: {id} earlier job {job} cancelled (scancel): the point is already finished in the run"));
+            }
+        }
     }
 
     /// The job name every job of this run carries (`squeue -n`, `scancel -n`).
@@ -421,6 +454,18 @@ impl SlurmRunner {
             // Ended or not listed: scontrol has the final state, reason, exit code and limit.
             _ => scontrol(id).or(listed),
         }
+    }
+
+    /// The job recorded in `dir` when it is still queued or running under this run's job name.
+    fn still_active(&self, dir: &Path) -> Option<String> {
+        let id = std::fs::read_to_string(dir.join("job_id")).ok()?.trim().to_string();
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_digit() || c == '_') {
+            return None;
+        }
+        let o = Command::new("squeue").args(["-h", "-j", &id, "-o", "%T|%j"]).output().ok()?;
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let (state, name) = out.lines().next()?.split_once('|')?;
+        (name == self.job_name && !is_terminal(state.trim_end_matches('+'))).then_some(id)
     }
 
     fn scancel(&self, id: &str) {
@@ -500,21 +545,42 @@ impl SlurmRunner {
         let t0 = Instant::now();
         let index = self.points.get(&p.id).map(|x| x.0).unwrap_or(0);
         let dir = self.shared.join(job_folder(index, &p.id));
-        // A stale result from an earlier attempt must not be mistaken for this job's.
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        }
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        if job.cancel.load(Ordering::Relaxed) {
-            return self.failed(job, "cancelled".into(), 0.0);
-        }
-        let id = match self.submit(p, &dir) {
-            Ok(id) => id,
-            Err(e) => return self.failed(job, e, t0.elapsed().as_secs_f64()),
+        // A job of this run still queued or running for the point (the submitting `sweep` was
+        // killed): with --resume it is followed again; otherwise it is cancelled and replaced.
+        let earlier = self.still_active(&dir);
+        let attach = match earlier {
+            Some(id) if self.reattach && !job.cancel.load(Ordering::Relaxed) => Some(id),
+            Some(id) => {
+                self.scancel(&id);
+                self.say(&format!("slurm: {} earlier job {id} cancelled (scancel); submitting afresh", p.id));
+                None
+            }
+            None => None,
+        };
+        let id = match attach {
+            Some(id) => {
+                self.say(&format!("slurm: {} following job {id}, submitted by an earlier invocation", p.id));
+                id
+            }
+            None => {
+                // A stale result from an earlier attempt must not be mistaken for this job's.
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                }
+                std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                if job.cancel.load(Ordering::Relaxed) {
+                    return self.failed(job, "cancelled".into(), 0.0);
+                }
+                let id = match self.submit(p, &dir) {
+                    Ok(id) => id,
+                    Err(e) => return self.failed(job, e, t0.elapsed().as_secs_f64()),
+                };
+                let _ = std::fs::write(dir.join("job_id"), format!("{id}\n"));
+                self.say(&format!("slurm: {} submitted as job {id}", p.id));
+                id
+            }
         };
         self.active.lock().expect("lock").insert(id.clone());
-        let _ = std::fs::write(dir.join("job_id"), format!("{id}\n"));
-        self.say(&format!("slurm: {} submitted as job {id}", p.id));
         let log = dir.join(format!("slurm-{id}.out"));
         let (mut pos, mut tail) = (0u64, String::new());
         let tag = format!("job {id}");
@@ -554,7 +620,11 @@ impl SlurmRunner {
                     }
                 }
             }
-            std::thread::sleep(poll);
+            // Sleep in short steps so a cancellation reaches `scancel` promptly.
+            let until = Instant::now() + poll;
+            while Instant::now() < until && !job.cancel.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(100).min(poll));
+            }
         };
         self.active.lock().expect("lock").remove(&id);
         // The log may still be flushing on a shared filesystem.
