@@ -12,8 +12,8 @@
 //! (validated: one line each), which bash reads as comments.
 //!
 //! Job states come from `squeue` (one call for every job in flight per poll) and, once a job has
-//! left the queue, `scontrol show job`; `sacct` is not needed (a single-host Slurm without
-//! slurmdbd has no accounting storage).
+//! left the queue, `scontrol show job`; `sacct` only once slurmctld has forgotten a job, and only
+//! where accounting storage exists (a single-host Slurm without slurmdbd has none).
 
 use super::{Job, Outcome, PointRunner, pending};
 use crate::pareto::Samples;
@@ -451,8 +451,9 @@ impl SlurmRunner {
         drop(c);
         match listed {
             Some(i) if !is_terminal(&i.state) => Some(i),
-            // Ended or not listed: scontrol has the final state, reason, exit code and limit.
-            _ => scontrol(id).or(listed),
+            // Ended or not listed: scontrol has the final state, reason, exit code and limit;
+            // once slurmctld has forgotten the job (MinJobAge), sacct where accounting is kept.
+            _ => scontrol(id).or_else(|| sacct(id)).or(listed),
         }
     }
 
@@ -703,6 +704,34 @@ fn scontrol(id: &str) -> Option<JobInfo> {
     parse_scontrol(&String::from_utf8_lossy(&o.stdout))
 }
 
+/// Parses `sacct -n -P -X -o JobID,State,ExitCode,Timelimit,NodeList,Reason` (one line per job).
+pub fn parse_sacct(out: &str, id: &str) -> Option<JobInfo> {
+    out.lines().find_map(|l| {
+        let f: Vec<&str> = l.trim().split('|').collect();
+        // A state such as `CANCELLED by 0` keeps its first word.
+        (f.len() >= 6 && f[0] == id).then(|| JobInfo {
+            state: f[1].split_whitespace().next().unwrap_or("").trim_end_matches('+').to_string(),
+            exit_code: f[2].to_string(),
+            time_limit: f[3].to_string(),
+            nodes: f[4].to_string(),
+            reason: f[5].to_string(),
+        })
+    })
+}
+
+/// The job from accounting storage; `None` where there is none (a Slurm without slurmdbd).
+fn sacct(id: &str) -> Option<JobInfo> {
+    if !on_path("sacct") {
+        return None;
+    }
+    let o =
+        Command::new("sacct").args(["-n", "-P", "-X", "-j", id, "-o", "JobID,State,ExitCode,Timelimit,NodeList,Reason"]).output().ok()?;
+    if !o.status.success() {
+        return None;
+    }
+    parse_sacct(&String::from_utf8_lossy(&o.stdout), id).filter(|i| !i.state.is_empty())
+}
+
 fn on_path(prog: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
 }
@@ -878,6 +907,11 @@ mod tests {
         let nf = killed_reason("18", &JobInfo { state: "NODE_FAIL".into(), nodes: "gpu3".into(), ..Default::default() });
         assert!(nf.contains("node failure on gpu3"), "{nf}");
         assert!(parse_scontrol("slurm_load_jobs error: Invalid job id specified").is_none());
+        let a = parse_sacct("4711|TIMEOUT|0:0|01:00:00|gpu3|TimeLimit\n", "4711").unwrap();
+        assert_eq!((a.state.as_str(), a.time_limit.as_str(), a.nodes.as_str()), ("TIMEOUT", "01:00:00", "gpu3"));
+        assert_eq!(parse_sacct("12|CANCELLED by 0|0:15|UNLIMITED|n1|None", "12").unwrap().state, "CANCELLED");
+        // Without accounting storage sacct answers with a message, not a job.
+        assert!(parse_sacct("Slurm accounting storage is disabled", "12").is_none());
     }
 
     fn repo_plan() -> Plan {
