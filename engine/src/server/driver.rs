@@ -115,7 +115,13 @@ pub enum ReqEvent {
 }
 
 enum Cmd {
-    Submit { req: CoreRequest, events: mpsc::UnboundedSender<ReqEvent>, accepted: oneshot::Sender<Result<(), CoreError>> },
+    Submit {
+        req: CoreRequest,
+        /// When the HTTP request arrived (wall clock).
+        arrived: Instant,
+        events: mpsc::UnboundedSender<ReqEvent>,
+        accepted: oneshot::Sender<Result<(), CoreError>>,
+    },
     Abort(ReqId),
     Flush(oneshot::Sender<bool>),
     Info(oneshot::Sender<serde_json::Value>),
@@ -142,10 +148,18 @@ impl Driver {
 
     /// Submits; resolves once the core accepted or refused the request.
     pub async fn submit(&self, req: CoreRequest) -> Result<mpsc::UnboundedReceiver<ReqEvent>, CoreError> {
+        self.submit_arrived(req, Instant::now()).await
+    }
+
+    /// Submits a request whose HTTP request arrived at `arrived`. Under `--time-scale K ≠ 1` the
+    /// engine sees it arrive then: the front end's wall time (body, JSON, tokenization) would
+    /// otherwise count K times over in engine time, and the engine's cost model (like the virtual
+    /// clock) has no front end. In real time (K = 1) it arrives when the front end is done.
+    pub async fn submit_arrived(&self, req: CoreRequest, arrived: Instant) -> Result<mpsc::UnboundedReceiver<ReqEvent>, CoreError> {
         let (etx, erx) = mpsc::unbounded_channel();
         let (atx, arx) = oneshot::channel();
         let gone = || CoreError { status: 503, message: "The engine is shutting down.".into() };
-        self.tx.send(Cmd::Submit { req, events: etx, accepted: atx }).map_err(|_| gone())?;
+        self.tx.send(Cmd::Submit { req, arrived, events: etx, accepted: atx }).map_err(|_| gone())?;
         arx.await.map_err(|_| gone())??;
         Ok(erx)
     }
@@ -184,6 +198,9 @@ fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats
     let start = Instant::now();
     let now = || (start.elapsed().as_nanos() as f64 * time_scale) as Nanos;
     let wall_of = |t: Nanos| start + Duration::from_nanos((t as f64 / time_scale) as u64);
+    let engine_of = |w: Instant| (w.saturating_duration_since(start).as_nanos() as f64 * time_scale) as Nanos;
+    // The core's clock never goes back: submissions are placed at or after the last time it saw.
+    let mut last_t: Nanos = 0;
     let mut routes: HashMap<ReqId, mpsc::UnboundedSender<ReqEvent>> = HashMap::new();
     loop {
         let timeout = match core.next_event_time() {
@@ -204,15 +221,20 @@ fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats
         // Outputs are routed after the stats are refreshed, so a client that reacts
         // to a token sees gauges that already include it.
         let mut out = Vec::new();
-        if core.next_event_time().is_some_and(|due| due <= t) {
-            out.extend(core.advance(t));
-            changed = true;
-        }
+        let advance_to = |core: &mut C, out: &mut Vec<CoreEvent>, to: Nanos, last_t: &mut Nanos| {
+            if core.next_event_time().is_some_and(|due| due <= to) {
+                out.extend(core.advance(to));
+            }
+            *last_t = (*last_t).max(to);
+        };
         for cmd in cmds {
             match cmd {
-                Cmd::Submit { req, events, accepted } => {
+                Cmd::Submit { req, arrived, events, accepted } => {
                     let id = req.id;
-                    let r = core.submit(t, req);
+                    let at = if time_scale == 1.0 { t } else { engine_of(arrived) };
+                    let at = at.clamp(last_t, t.max(last_t));
+                    advance_to(&mut core, &mut out, at, &mut last_t);
+                    let r = core.submit(at, req);
                     if r.is_ok() {
                         routes.insert(id, events);
                     }
@@ -221,6 +243,7 @@ fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats
                 }
                 Cmd::Abort(id) => {
                     if routes.remove(&id).is_some() {
+                        advance_to(&mut core, &mut out, t, &mut last_t);
                         core.abort(t, id);
                         changed = true;
                     }
@@ -235,11 +258,11 @@ fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats
                 Cmd::Stop => return,
             }
         }
-        // Work the commands made due at once (e.g. a prefill starting now).
+        // Bring the core up to `t` and work what the commands made due (e.g. a prefill starting now).
         if core.next_event_time().is_some_and(|due| due <= t) {
-            out.extend(core.advance(t));
             changed = true;
         }
+        advance_to(&mut core, &mut out, t, &mut last_t);
         if changed {
             *stats.lock().unwrap_or_else(|e| e.into_inner()) = core.stats();
         }

@@ -3,7 +3,9 @@
 //! OpenAI-compatible server over streaming HTTP, in real time.
 
 pub mod http;
+pub mod scrape;
 pub mod sim;
+pub mod vocab;
 
 use crate::metrics::PointContext;
 use crate::records::{Phase as RecPhase, Record};
