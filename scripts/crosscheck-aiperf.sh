@@ -14,8 +14,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 conc=4
-duration=600
-scale=10
+duration=180
+# Real time by default: AIPerf's think delays run on wall time, so against a time-scaled server
+# its workload would not be the same as sweep's (which follows the server's scale).
+scale=1
 data="${SWEEP_SHARED_DATA:-../shared/data}"
 traces="$data/agentx-traces/kv-cache-tester-200.jsonl.gz"
 sweep_bin=""

@@ -297,7 +297,10 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     if let Some(cpu) = ctx.client_cpu_seconds {
         // The harness's own cost, so a saturated client is visible next to the server's numbers.
         let per_1k = if records_total > 0 { cpu * 1000.0 / records_total as f64 } else { 0.0 };
-        agg.insert("client".into(), json!({"cpu_seconds": cpu, "cpu_seconds_per_1000_requests": per_1k, "cpu_max_share": ctx.client_cpu_max}));
+        agg.insert(
+            "client".into(),
+            json!({"cpu_seconds": cpu, "cpu_seconds_per_1000_requests": per_1k, "cpu_max_share": ctx.client_cpu_max}),
+        );
     }
     agg.insert("tput_per_gpu".into(), json!(tot_tps / gpus));
     agg.insert("validity".into(), json!({"valid": valid, "reasons": invalid, "submission_valid": summary.submission_valid, "submission_invalid_reasons": sub_invalid}));

@@ -200,3 +200,36 @@ fn a_server_killed_mid_point_ends_it_with_a_clear_error_and_keeps_the_records() 
     assert!(recs.iter().any(|r| !r["error"].is_null()), "no record of the cut-off requests");
     assert!(dir.join("agg.json").is_file());
 }
+
+fn stat(agg: &Value, path: &str) -> f64 {
+    path.split('.').fold(agg, |v, k| &v[k]).as_f64().unwrap_or_else(|| panic!("{path} missing"))
+}
+
+/// The same point live against a time-scaled `sweep engine serve` and on the virtual clock:
+/// within 10 % on total tok/s/GPU, TTFT p50/p90 and E2EL p90. Ignored: on a loaded 2-core machine
+/// the tail disagrees (wall-time stalls count K-fold on the scaled clock; docs/replay.md
+/// "Live against virtual" has the measurements); run it on an idle machine with
+/// `cargo test -p harness --test live_replay -- --ignored live_and_virtual`.
+#[test]
+#[ignore = "tail latencies disagree on a loaded machine; see docs/replay.md, Live against virtual"]
+fn live_and_virtual_agree_within_ten_percent() {
+    let (o, v) = replay(&["--engine", TP4_FLAGS, "--hardware", "gb300", "--concurrency", "4", "--duration", "600", "--gpus", "4"]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let s = EngineServer::start(&["--time-scale", "10"]);
+    let (o, l) = replay(&["--url", &s.url, "--concurrency", "4", "--duration", "600", "--gpus", "4"]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let (v, l) = (read_json(&v.path().join("point/agg.json")), read_json(&l.path().join("point/agg.json")));
+    let mut bad = Vec::new();
+    for p in [
+        "request_metrics.throughput.per_gpu.total_tput_tps",
+        "request_metrics.latency.ttft.p50",
+        "request_metrics.latency.ttft.p90",
+        "request_metrics.latency.e2el.p90",
+    ] {
+        let (a, b) = (stat(&v, p), stat(&l, p));
+        if (b / a - 1.0).abs() > 0.10 {
+            bad.push(format!("{p}: virtual {a} live {b}"));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}

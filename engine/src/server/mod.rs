@@ -187,12 +187,15 @@ fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// When a request's head arrived, before its body was read: the start of the server's latency.
-#[derive(Clone, Copy)]
-struct Arrived(Instant);
+/// When a request's head arrived, before its body was read: the start of the server's latency;
+/// under a time scale, the hold that keeps the engine at that instant until it is submitted.
+#[derive(Clone)]
+struct Arrived(Instant, Option<Arc<driver::Hold>>);
 
 async fn auth(State(st): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
-    req.extensions_mut().insert(Arrived(Instant::now()));
+    let now = Instant::now();
+    let hold = (st.cfg.time_scale != 1.0 && req.uri().path() == "/v1/chat/completions").then(|| Arc::new(st.driver.hold(now)));
+    req.extensions_mut().insert(Arrived(now, hold));
     if let Some(key) = &st.cfg.api_key {
         let path = req.uri().path();
         // SGLang leaves health and metrics open to probes.
@@ -418,14 +421,20 @@ async fn chat(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let arrived = arrived.map(|a| a.0.0).unwrap_or_else(Instant::now);
-    match chat_inner(st, headers, body, arrived).await {
+    let (arrived, hold) = arrived.map(|a| (a.0.0, a.0.1)).unwrap_or_else(|| (Instant::now(), None));
+    match chat_inner(st, headers, body, arrived, hold).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn chat_inner(st: Arc<AppState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>, arrived: Instant) -> Result<Response, ApiError> {
+async fn chat_inner(
+    st: Arc<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    arrived: Instant,
+    hold: Option<Arc<driver::Hold>>,
+) -> Result<Response, ApiError> {
     if !st.ready.load(Ordering::Acquire) {
         return Err(ApiError::status(StatusCode::SERVICE_UNAVAILABLE, "The server is starting; retry when /health returns 200."));
     }
@@ -494,7 +503,7 @@ async fn chat_inner(st: Arc<AppState>, headers: HeaderMap, body: Result<Bytes, B
         .map_err(ApiError::internal)?;
     let prompt_tokens = encoded.ids.len() as u64;
     api::validate_length(prompt_tokens, &params, limits)?;
-    stream::run(st, req, params, encoded.ids, encoder, thinking, arrived).await
+    stream::run(st, req, params, encoded.ids, encoder, thinking, arrived, hold).await
 }
 
 /// `Body` from a stream of SSE frames (used by [`stream`]).

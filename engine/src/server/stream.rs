@@ -433,6 +433,7 @@ fn core_error(e: &super::driver::CoreError) -> ApiError {
 /// submission to the engine (body, JSON, tokenization).
 pub const FRONT_END_HEADER: &str = "x-sweep-front-end-ns";
 
+#[allow(clippy::too_many_arguments)] // one request's parts, all needed to stream it
 pub(crate) async fn run(
     st: Arc<AppState>,
     req: ChatRequest,
@@ -441,6 +442,7 @@ pub(crate) async fn run(
     enc: Arc<ChatEncoder>,
     thinking: bool,
     arrived: Instant,
+    hold: Option<Arc<super::driver::Hold>>,
 ) -> Result<Response, ApiError> {
     let id = st.next_id();
     let prompt_tokens = input_ids.len() as u64;
@@ -501,8 +503,9 @@ pub(crate) async fn run(
         eos_after: if natural_stop { eos_after } else { None },
         dp_rank: req.data_parallel_rank.and_then(|r| u32::try_from(r).ok()),
     };
-    let events = st.driver.submit_arrived(core_req, arrived).await.map_err(|e| core_error(&e))?;
+    let events = st.driver.submit_arrived(core_req, arrived, hold.as_deref()).await.map_err(|e| core_error(&e))?;
     let front_ns = arrived.elapsed().as_nanos() as u64;
+    drop(hold);
     let mut rid_rng = id ^ st.cfg.seed.rotate_left(32) ^ st.created;
     let rid = format!("{:016x}{:016x}", splitmix(&mut rid_rng), splitmix(&mut rid_rng));
     let mut g = Gen {

@@ -54,6 +54,9 @@ pub struct Args {
     /// reference engine's vocabulary, or the server's tokenizer path when it exists here).
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
+    /// One-token warmup requests per lane before profiling (AgentX: 10; its fast mode: 1).
+    #[arg(long, default_value_t = 10)]
+    pub warmup_per_lane: u32,
     /// With --url: more servers whose /metrics are scraped (workers, DP ranks), besides --url.
     #[arg(long, num_args = 1..)]
     pub server_metrics: Vec<String>,
@@ -156,6 +159,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         seed: a.seed,
         run_id: format!("replay-c{}", a.concurrency),
         duration_ns: (a.duration.max(0.0) * 1e9) as u64,
+        warmup_requests_per_lane: a.warmup_per_lane,
         ..WorkloadConfig::default()
     };
     let cancel = Arc::new(AtomicBool::new(false));

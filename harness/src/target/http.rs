@@ -160,11 +160,26 @@ impl HttpTarget {
         any
     }
 
+    /// The request body, serialized (prompt synthesis: CPU work of milliseconds for long prompts).
+    pub fn body(&self, spec: &RequestSpec) -> Vec<u8> {
+        serde_json::to_vec(&spec.http_body(&self.model, self.vocab.as_ref(), None)).unwrap_or_default()
+    }
+
     /// Sends one request and streams its answer into `rec`; returns the failure, if any.
-    pub async fn send(&self, spec: &RequestSpec, mut rec: Record, clock_now: impl Fn() -> u64) -> (Record, Option<Failure>) {
-        // The body is built and serialized before the clock starts: under a time-scaled server
-        // every client microsecond counts K times, and the virtual clock has no client.
-        let body = serde_json::to_vec(&spec.http_body(&self.model, self.vocab.as_ref(), None)).unwrap_or_default();
+    pub async fn send(&self, spec: &RequestSpec, rec: Record, clock_now: impl Fn() -> u64) -> (Record, Option<Failure>) {
+        let body = self.body(spec);
+        self.send_body(spec, body, rec, clock_now).await
+    }
+
+    /// [`send`](Self::send) with the body already built: the clock starts after it, since under a
+    /// time-scaled server every client microsecond counts K times and the virtual clock has no client.
+    pub async fn send_body(
+        &self,
+        spec: &RequestSpec,
+        body: Vec<u8>,
+        mut rec: Record,
+        clock_now: impl Fn() -> u64,
+    ) -> (Record, Option<Failure>) {
         let url = format!("{}/v1/chat/completions", self.base_url);
         let req = self
             .client
@@ -200,7 +215,8 @@ impl HttpTarget {
         } else {
             0
         };
-        let clock_now = move || clock_now().saturating_sub(shift);
+        let start = rec.start_ns;
+        let clock_now = move || clock_now().saturating_sub(shift).max(start);
         rec.ack_ns = Some(clock_now());
         let status = resp.status();
         if !status.is_success() {
@@ -298,9 +314,9 @@ impl LiveRun {
         if self.scrapes.scrapes.is_empty() {
             return None;
         }
-        let (from, to) = self.profiling.unwrap_or((0, u64::MAX));
-        // Drained requests finish after the deadline: the window runs to the last scrape.
-        let export = self.scrapes.export(from, u64::MAX.min(to.saturating_add(3_600_000_000_000)));
+        // From profiling start to the last scrape (drained requests finish after the deadline).
+        let from = self.profiling.map(|p| p.0).unwrap_or(0);
+        let export = self.scrapes.export(from, u64::MAX);
         let summary = super::scrape::summary(&export);
         Some((export, summary))
     }
@@ -381,7 +397,13 @@ pub async fn replay(
                         let (t, tx) = (target.clone(), tx.clone());
                         let id = spec.id;
                         let h = tokio::spawn(async move {
-                            let (rec, f) = t.send(&spec, rec, move || clock.now()).await;
+                            // Synthesis off the I/O threads, so no stream's chunks wait behind it.
+                            let (t2, s2) = (t.clone(), spec.clone());
+                            let body = match tokio::task::spawn_blocking(move || t2.body(&s2)).await {
+                                Ok(b) => b,
+                                Err(_) => t.body(&spec),
+                            };
+                            let (rec, f) = t.send_body(&spec, body, rec, move || clock.now()).await;
                             let _ = tx.send((id, rec, f));
                         });
                         inflight.insert(id, (idx, h));

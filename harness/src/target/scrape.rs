@@ -146,6 +146,9 @@ pub struct Scrapes {
     pub last_error: Option<String>,
 }
 
+/// One series being assembled: labels, kind, and time series per role (`total`, `sum`, …).
+type Series = (BTreeMap<String, String>, Kind, BTreeMap<&'static str, Vec<(u64, f64)>>);
+
 fn series_key(name: &str, labels: &BTreeMap<String, String>) -> String {
     let mut k = name.to_string();
     for (a, b) in labels {
@@ -165,8 +168,7 @@ impl Scrapes {
     /// last scrape before `from_ns` as the counters' baseline (so the window's deltas are exact).
     pub fn export(&self, from_ns: u64, to_ns: u64) -> Value {
         // (family, series key) → (labels, kind, role-wise time series)
-        type Points = Vec<(u64, f64)>;
-        let mut series: BTreeMap<(String, String), (BTreeMap<String, String>, Kind, BTreeMap<&'static str, Points>)> = BTreeMap::new();
+        let mut series: BTreeMap<(String, String), Series> = BTreeMap::new();
         let mut first_ns: BTreeMap<String, u64> = BTreeMap::new();
         let baseline: BTreeMap<&str, u64> = {
             let mut b = BTreeMap::new();
@@ -299,9 +301,9 @@ fn gauge_stat(export: &Value, name: &str, stat: &str) -> Option<f64> {
 
 fn hist_mean(export: &Value, name: &str) -> Option<f64> {
     let series = export["metrics"][name]["series"].as_array()?;
-    let (s, c) = series.iter().fold((0.0, 0.0), |(s, c), x| {
-        (s + x["stats"]["sum"].as_f64().unwrap_or(0.0), c + x["stats"]["count"].as_f64().unwrap_or(0.0))
-    });
+    let (s, c) = series
+        .iter()
+        .fold((0.0, 0.0), |(s, c), x| (s + x["stats"]["sum"].as_f64().unwrap_or(0.0), c + x["stats"]["count"].as_f64().unwrap_or(0.0)));
     (c > 0.0).then(|| s / c)
 }
 
@@ -426,7 +428,7 @@ mod tests {
 sglang:prompt_tokens_total{model_name="m",is_streaming="true"} 1000
 # TYPE sglang:cached_tokens counter
 sglang:cached_tokens_total{model_name="m",cache_source="device"} 600
-sglang:cached_tokens_total{model_name="m",cache_source="host"} 50
+sglang:cached_tokens_total{model_name="m",cache_source="host"} 77
 # TYPE sglang:token_usage gauge
 sglang:token_usage{model_name="m",tp_rank="0"} 0.5
 # TYPE sglang:time_to_first_token_seconds histogram
@@ -439,7 +441,12 @@ process_cpu_seconds_total 3
 "#;
 
     fn b() -> String {
-        A.replace("} 1000", "} 5000").replace("} 600", "} 3800").replace("} 50", "} 1050").replace("} 0.5", "} 0.9").replace("} 2.0", "} 5.0").replace("} 4\n", "} 10\n")
+        A.replace("} 1000", "} 5000")
+            .replace("} 600", "} 3800")
+            .replace("} 77", "} 1077")
+            .replace("} 0.5", "} 0.9")
+            .replace("} 2.0", "} 5.0")
+            .replace("} 4\n", "} 10\n")
     }
 
     #[test]
@@ -474,7 +481,9 @@ process_cpu_seconds_total 3
     #[test]
     fn vllm_names_give_a_hit_rate_too() {
         let t = |h: f64, q: f64| {
-            format!("# TYPE vllm:prefix_cache_hits counter\nvllm:prefix_cache_hits_total{{model_name=\"m\"}} {h}\n# TYPE vllm:prefix_cache_queries counter\nvllm:prefix_cache_queries_total{{model_name=\"m\"}} {q}\n")
+            format!(
+                "# TYPE vllm:prefix_cache_hits counter\nvllm:prefix_cache_hits_total{{model_name=\"m\"}} {h}\n# TYPE vllm:prefix_cache_queries counter\nvllm:prefix_cache_queries_total{{model_name=\"m\"}} {q}\n"
+            )
         };
         let mut sc = Scrapes::default();
         sc.add(0, "u", &t(0.0, 0.0));
