@@ -8,14 +8,14 @@
 # the CPU ratio printed.
 #
 # Usage: scripts/bench/replay-client.sh [--conc 1000] [--duration 300] [--time-scale 1]
-#        [--traces synthetic|FILE] [--warmup-per-lane 1] [--aiperf VENV] [--out DIR]
+#        [--traces FILE (default: the shared kv-cache-tester-200 traces)] [--warmup-per-lane 1] [--aiperf VENV] [--out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 conc=1000
 duration=300
 scale=1
-traces=synthetic
+traces="${SWEEP_SHARED_DATA:-../shared/data}/agentx-traces/kv-cache-tester-200.jsonl.gz"
 warmup=1
 aiperf=""
 out=""
@@ -38,7 +38,8 @@ mkdir -p "$out"
 
 # A large decode batch so the server, not its admission limit, holds the sessions.
 flags=(--model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 4 --hardware gb300 --max-running-requests 1024
-  --enable-metrics --enable-cache-report --tokenizer-worker-num 1 --time-scale "$scale")
+  --enable-metrics --enable-cache-report --tokenizer-worker-num 1 --time-scale "$scale"
+  --tokenizer-path "${SWEEP_SHARED_DATA:-../shared/data}/tokenizers/deepseek-v4" --tokenizer-backend fastokens)
 
 start_server() {
   "$sweep_bin" engine serve "${flags[@]}" --port 0 2> "$1" &
@@ -87,8 +88,19 @@ PY
 
 if [ -n "$aiperf" ]; then
   start_server "$out/server-aiperf.log"
-  plain="$out/traces.jsonl"
-  case "$traces" in *.gz) gzip -dc "$traces" > "$plain" ;; *) cp "$traces" "$plain" ;; esac
+  # AIPerf's weka_trace loader reads one JSON document per file.
+  plain="$out/traces"
+  mkdir -p "$plain"
+  python3 - "$traces" "$plain" <<'PY'
+import gzip, json, os, sys
+src, dst = sys.argv[1], sys.argv[2]
+with (gzip.open if src.endswith(".gz") else open)(src, "rt") as f:
+    for line in f:
+        if line.strip():
+            t = json.loads(line)
+            with open(os.path.join(dst, f"{t['id']}.json"), "w") as o:
+                json.dump(t, o)
+PY
   /usr/bin/env time -f "%U %S %e" -o "$out/aiperf.time" "$aiperf/bin/aiperf" profile --scenario inferencex-agentx-mvp \
     --unsafe-override --url "$url" --endpoint-type chat --streaming --model deepseek-ai/DeepSeek-V4.1-Flash \
     --tokenizer "${SWEEP_SHARED_DATA:-../shared/data}/tokenizers/deepseek-v4" --input-file "$plain" \
