@@ -75,7 +75,7 @@ const RECIPE: &[&str] = &[
 
 fn engine_core() -> EngineCore {
     let argv: Vec<String> = RECIPE.iter().map(|s| s.to_string()).collect();
-    EngineCore::from_args(&argv, &Default::default(), None, "gb300", 42).unwrap()
+    EngineCore::from_args(&argv, &[], &Default::default(), None, "gb300", 42).unwrap()
 }
 
 fn main() {

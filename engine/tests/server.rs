@@ -96,7 +96,8 @@ async fn start_at(flags: &str) -> Server {
     let argv: Vec<String> =
         format!("--port 0 --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 {flags}").split_whitespace().map(String::from).collect();
     let (cfg, rest) = ServeConfig::from_argv(&argv, |_| None).unwrap();
-    let core = EngineCore::from_args(&rest, &Default::default(), cfg.engine_model.as_deref(), &cfg.hardware, cfg.seed).unwrap();
+    let core =
+        EngineCore::from_args(&rest, &cfg.router_args, &Default::default(), cfg.engine_model.as_deref(), &cfg.hardware, cfg.seed).unwrap();
     Server::start(cfg, core).await.unwrap()
 }
 

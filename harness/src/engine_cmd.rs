@@ -24,6 +24,7 @@ pub enum EngineCommand {
     /// model, default h200), --engine-model NAME|YAML (model profile, default the one
     /// matching --model-path), --chat-template deepseek-v4|deepseek-v3|chatml,
     /// --time-scale K (engine time runs K times faster than wall time),
+    /// --router-args="FLAGS" (the recipe's sglang-router flags, modelled in process),
     /// --tokenizer-cache-mb N (memo of the incremental chat encoder, default 512),
     /// --max-request-body-mb N (default 64), --mean-output-tokens N (mean length of
     /// replies that end on their own, default 256). Binds 127.0.0.1:30000 by default.
@@ -43,7 +44,7 @@ pub fn run(args: EngineArgs) -> anyhow::Result<()> {
 fn serve(flags: Vec<String>) -> anyhow::Result<()> {
     let (cfg, rest) = ServeConfig::from_argv(&flags, |k| std::env::var(k).ok()).context("invalid `sweep engine serve` flags")?;
     let env = engine_env(std::env::vars());
-    let core = EngineCore::from_args(&rest, &env, cfg.engine_model.as_deref(), &cfg.hardware, cfg.seed)
+    let core = EngineCore::from_args(&rest, &cfg.router_args, &env, cfg.engine_model.as_deref(), &cfg.hardware, cfg.seed)
         .context("cannot build the engine from these flags")?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     rt.block_on(async move {

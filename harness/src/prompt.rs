@@ -79,6 +79,54 @@ pub trait TokenText: Send + Sync {
     fn encode(&self, text: &str) -> Result<Vec<u32>, String>;
 }
 
+/// Synthesis with the target's own tokenizer (AgentX §2: the target model's tokenizer): content
+/// tokens are drawn from its alphabet (`" "` + letters tokens that encode back to themselves), so
+/// a prompt of N content ids is N tokens on the server too. The reference engine's built-in
+/// vocabulary and `tokenizer.json` files (fastokens) both work.
+pub struct TokenizerVocab {
+    tok: engine::tokenize::Tokenizer,
+}
+
+impl TokenizerVocab {
+    pub fn new(tok: engine::tokenize::Tokenizer) -> Self {
+        Self { tok }
+    }
+    /// The reference engine's built-in vocabulary (what `sweep engine serve` uses without
+    /// `--tokenizer-path`).
+    pub fn builtin() -> Self {
+        Self::new(engine::tokenize::Tokenizer::builtin())
+    }
+    /// A `tokenizer.json` (or a directory holding one).
+    pub fn from_path(path: &std::path::Path) -> Result<Self, String> {
+        engine::tokenize::Tokenizer::from_path(path, engine::tokenize::Backend::Fastokens).map(Self::new).map_err(|e| e.to_string())
+    }
+    /// Where the vocabulary came from (`builtin` or the file).
+    pub fn source(&self) -> &str {
+        self.tok.source()
+    }
+}
+
+impl TokenText for TokenizerVocab {
+    fn content_vocab(&self) -> u32 {
+        self.tok.alphabet().len() as u32
+    }
+    fn content_token(&self, r: u64) -> u32 {
+        let a = self.tok.alphabet();
+        a[(r % a.len() as u64) as usize]
+    }
+    fn marker_ids(&self, hex12: &str) -> Vec<u32> {
+        // The server counts whatever its tokenizer makes of the marker; a few tokens, not always
+        // exactly MARKER_TOKENS.
+        self.tok.encode(&format!("[rid:{hex12}]\n\n")).unwrap_or_default()
+    }
+    fn decode(&self, ids: &[u32]) -> String {
+        self.tok.decode(ids)
+    }
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        self.tok.encode(text).map_err(|e| e.to_string())
+    }
+}
+
 /// A deterministic vocabulary where each content id is a unique pronounceable word and text is
 /// space-separated words, so decoded text re-encodes to exactly the same ids. The marker uses
 /// reserved ids: `[rid:`, 4096 three-hex-digit pieces, `]\n\n`.
@@ -753,6 +801,11 @@ impl Prompt {
             if i == last && s.tail_tokens > 0 {
                 let key = if s.tail_named { self.block_key(ids[s.named as usize]) } else { self.filler_key(u32::MAX) };
                 push_atom(&mut toks, &Atom { key, len: s.tail_tokens, marker: false }, vocab, None);
+            }
+            // A zero-length segment (a turn that added no tokens of its own) would be an empty
+            // message, which OpenAI-compatible front ends such as sglang-router reject.
+            if toks.is_empty() && i != last {
+                continue;
             }
             out.push((seg.role, toks));
         }

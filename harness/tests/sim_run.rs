@@ -231,3 +231,128 @@ fn per_point_jobs_collected_equal_a_single_run() {
     assert_eq!(w.curves, m.curves, "same frontiers and coverage");
     assert!(merged.join("report.html").is_file());
 }
+
+#[test]
+fn append_changelog_records_a_passing_run_and_only_a_passing_one() {
+    let repo = repo_copy();
+    let root = repo.path().to_str().unwrap();
+    let changelog = repo.path().join("perf-changelog.yaml");
+    let before = std::fs::read(&changelog).unwrap();
+    let run = |out: &str, extra: &[&str], link: &str| {
+        let dir = repo.path().join(out);
+        let mut a = vec!["run", "full-sweep-fail-fast", "--configs", "dsv41flash-*", "--duration", "300", "--root", root];
+        a.extend_from_slice(&[
+            "--out",
+            dir.to_str().unwrap(),
+            "--append-changelog",
+            "--description",
+            "DSpark K=5, fastokens",
+            "--pr-link",
+            link,
+        ]);
+        a.extend_from_slice(extra);
+        (sweep(&a, repo.path()), dir)
+    };
+    // A malformed link is refused before any point runs.
+    let (o, dir) = run("bad-link", &[], "https://github.com/o/r/pull/XXXX");
+    assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
+    assert!(text(&o).1.contains("--pr-link"), "{}", text(&o).1);
+    assert!(!dir.exists());
+    // A failing gate (one point cannot cover the frontier) appends nothing.
+    let (o, _) = run("one-point", &["--only", "dsv41flash-fp4-gb300-sglang-agentic-dspark/tp4-c1"], "https://github.com/o/r/pull/7");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).0.contains("changelog: not appended"), "{}", text(&o).0);
+    assert_eq!(std::fs::read(&changelog).unwrap(), before);
+    // A passing run appends one entry at the end, and the file is still a valid append.
+    let (o, _) = run("pass", &[], "https://github.com/o/r/pull/7");
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}\n{se}");
+    assert!(so.contains("changelog: appended entry for dsv41flash-fp4-gb300-sglang-agentic-dspark"), "{so}");
+    let after = std::fs::read_to_string(&changelog).unwrap();
+    assert!(after.as_bytes().starts_with(&before));
+    let added = &after[before.len()..];
+    assert!(added.contains("- dsv41flash-fp4-gb300-sglang-agentic-dspark") && added.contains("pull/7"), "{added}");
+    assert!(added.contains("DSpark K=5, fastokens"), "{added}");
+    let o = sweep(&["changelog", "check", "--root", root], repo.path());
+    assert!(o.status.success(), "{:?}", text(&o));
+}
+
+#[test]
+fn a_failing_point_cancels_the_rest_of_its_own_matrix_only() {
+    // The repository's plan with its one agentic matrix split per config (as two buckets would
+    // be), and a DeepSeek-V3 point whose command the engine cannot build.
+    let mut plan = plan();
+    let all = plan.matrices.remove(0);
+    assert!(plan.matrices.is_empty());
+    let (v3, v41): (Vec<_>, Vec<_>) = all.points.into_iter().partition(|p| p.config_key.starts_with("dsv3"));
+    let mut v3 = harness::plan::Matrix { name: "single_node.agentic.dsv3".into(), fail_fast: true, points: v3 };
+    let v41 = harness::plan::Matrix { name: "single_node.agentic.dsv41".into(), fail_fast: true, points: v41 };
+    let bad = &mut v3.points[1];
+    let launch = bad.launch.as_mut().unwrap();
+    let tp = launch.worker_argv.iter().position(|a| a == "--tp-size").unwrap();
+    launch.worker_argv[tp + 1] = "3".into();
+    let bad_id = bad.id.clone();
+    plan.matrices = vec![v3, v41];
+    let out = tempfile::tempdir().unwrap();
+    let opts = harness::run::RunOptions {
+        run_id: "split".into(),
+        labels: vec!["full-sweep-fail-fast".into()],
+        target: "sim".into(),
+        out: out.path().join("run"),
+        resume: false,
+        only: Vec::new(),
+        seed: 42,
+        replicates: 50,
+        verbose: false,
+    };
+    let mut runner = SimRunner::new(harness::workload::default_pool(42), "synthetic".into());
+    runner.duration_s = Some(120.0);
+    runner.jobs = 1;
+    let summary = harness::run::execute(&plan, &opts, &runner, &Arc::new(AtomicBool::new(false))).unwrap();
+    let state = |id: &str| summary.points.iter().find(|p| p.id == id).map(|p| p.status.clone()).unwrap();
+    let v3_ids: Vec<String> = plan.matrices[0].points.iter().map(|p| p.id.clone()).collect();
+    assert!(matches!(state(&v3_ids[0]), harness::results::Status::Done), "{:?}", state(&v3_ids[0]));
+    assert!(matches!(state(&bad_id), harness::results::Status::Failed { .. }), "{:?}", state(&bad_id));
+    for id in &v3_ids[2..] {
+        assert!(matches!(state(id), harness::results::Status::Cancelled { .. }), "{id}: {:?}", state(id));
+    }
+    for p in &plan.matrices[1].points {
+        assert!(matches!(state(&p.id), harness::results::Status::Done), "{}: {:?}", p.id, state(&p.id));
+    }
+}
+
+#[test]
+fn fixed_seq_len_points_are_left_out_with_a_note() {
+    let repo = repo_copy();
+    edit(
+        &repo.path().join("recipes/master.yaml"),
+        "    agentic-coding:\n    - search-space:\n      - { tp: 8, ep: 1,",
+        "    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n      search-space:\n      - { tp: 8, conc-start: 4, conc-end: 8 }\n    agentic-coding:\n    - search-space:\n      - { tp: 8, ep: 1,",
+    );
+    let cl = repo.path().join("perf-changelog.yaml");
+    let t = std::fs::read_to_string(&cl).unwrap();
+    std::fs::write(&cl, t.replace("  scenario-type:\n    - agentic-coding\n", "")).unwrap();
+    let dir = repo.path().join("out");
+    let o = sweep(
+        &[
+            "run",
+            "full-sweep-fail-fast",
+            "--configs",
+            "dsv3-*",
+            "--only",
+            "dsv3-fp8-h200-sglang-agentic/tp8-c1",
+            "--duration",
+            "60",
+            "--out",
+            dir.to_str().unwrap(),
+            "--root",
+            repo.path().to_str().unwrap(),
+        ],
+        repo.path(),
+    );
+    let (so, se) = text(&o);
+    assert!(so.contains("note: 2 fixed-seq-len point(s) left out"), "{so}\n{se}");
+    assert!(so.contains("dsv3-fp8-h200-sglang-agentic/1k1k-tp8-c4") && so.contains("1k1k-tp8-c8"), "{so}");
+    let summary = harness::results::RunSummary::load(&dir).unwrap();
+    assert!(summary.points.iter().all(|p| !p.id.contains("1k1k")), "{:?}", summary.points.iter().map(|p| &p.id).collect::<Vec<_>>());
+}

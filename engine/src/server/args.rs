@@ -48,6 +48,9 @@ pub struct ServeConfig {
     pub engine_model: Option<String>,
     /// Hardware profile (name or YAML) the engine's cost model uses.
     pub hardware: String,
+    /// sglang-router flags (`--router-args="--policy cache_aware --dp-aware …"`): the engine
+    /// models the recipe's router in process, as on the virtual clock.
+    pub router_args: Vec<String>,
     /// Emit SGLang 0.5.5's chunk shape instead of 0.5.23's (`--sglang-compat 0.5.5`).
     pub compat_055: bool,
     /// Fault injection for client tests: this fraction of chat requests is answered with
@@ -83,6 +86,7 @@ impl Default for ServeConfig {
             mean_output_tokens: 256,
             engine_model: None,
             hardware: "h200".into(),
+            router_args: Vec::new(),
             compat_055: false,
             fail_fraction: 0.0,
             fail_after: 0,
@@ -97,6 +101,7 @@ const SERVER_ONLY: &[&str] = &[
     "--chat-template",
     "--engine-model",
     "--hardware",
+    "--router-args",
     "--sglang-compat",
     "--tokenizer-cache-mb",
     "--max-request-body-mb",
@@ -149,6 +154,7 @@ impl ServeConfig {
                     | "--mean-output-tokens"
                     | "--engine-model"
                     | "--hardware"
+                    | "--router-args"
                     | "--sglang-compat"
                     | "--fail-fraction"
                     | "--fail-after"
@@ -191,6 +197,8 @@ impl ServeConfig {
                 "--reasoning-parser" => c.reasoning_parser = Some(v.into()),
                 "--engine-model" => c.engine_model = Some(v.into()),
                 "--hardware" => c.hardware = v.into(),
+                // Router flags contain no quoted values; whitespace separates them.
+                "--router-args" => c.router_args = v.split_whitespace().map(str::to_string).collect(),
                 "--sglang-compat" => {
                     c.compat_055 = match v {
                         "0.5.5" => true,

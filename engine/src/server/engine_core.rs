@@ -41,14 +41,20 @@ impl EngineCore {
     /// Builds the engine from SGLang argv (front-end and server-only flags already
     /// read), the environment, a model profile (by default the one matching
     /// `--model-path`) and a hardware profile.
+    /// `router`: the sglang-router flags of a recipe whose router the engine models in process
+    /// (empty: none).
     pub fn from_args(
         argv: &[String],
+        router: &[String],
         env: &BTreeMap<String, String>,
         model_profile: Option<&str>,
         hardware: &str,
         seed: u64,
     ) -> Result<EngineCore, EngineSetupError> {
-        let cfg = EngineConfig::from_args(argv, env)?;
+        let mut cfg = EngineConfig::from_args(argv, env)?;
+        if !router.is_empty() {
+            cfg = cfg.with_router_args(router)?;
+        }
         let name =
             model_profile.map(str::to_string).or_else(|| cfg.model_path.clone()).unwrap_or_else(|| "deepseek-ai/DeepSeek-V4-Flash".into());
         let model = ModelSpec::lookup(&name).map_err(|source| EngineSetupError::Model { model: name.clone(), source })?;

@@ -90,6 +90,31 @@ pub fn check(base: Option<&str>, repo: &RepoArgs) -> Result<String, Problems> {
 }
 
 /// The config keys of a run whose gate passed (`sweep gate` wrote `gate.json`).
+/// Appends `e` after checking that every key resolves in the master config; the message to print.
+pub fn append_entry(repo: &crate::repo::Repo, e: &NewEntry) -> Result<String, Problems> {
+    if !repo.master_files.is_empty() {
+        let master = repo.master()?;
+        for k in &e.config_keys {
+            if changelog::resolve_pattern(k, master.keys()).is_empty() {
+                return Err(Problems::one(Problem::new(
+                    &repo.master_files[0],
+                    None,
+                    "",
+                    format!("config key `{k}` matches no master config"),
+                    "add the config first, or fix the key",
+                )));
+            }
+        }
+    }
+    let d = changelog::append(&repo.changelog, e)?;
+    Ok(format!(
+        "appended entry for {} to {} (line {})",
+        e.config_keys.join(", "),
+        repo.changelog.display(),
+        d.appended.first().map(|x| x.line).unwrap_or(0)
+    ))
+}
+
 pub fn keys_from_run(run: &std::path::Path) -> Result<Vec<String>, Problems> {
     let bad = |m: String, fix: &str| Problems::one(Problem::new(run, None, "", m, fix));
     let summary = crate::results::RunSummary::load(run).map_err(|e| bad(e, "pass a run directory written by `sweep run`"))?;
@@ -139,27 +164,7 @@ pub fn run(cmd: &Command) -> anyhow::Result<std::process::ExitCode> {
                 all_evals: *all_evals,
                 append_only: *append_only,
             };
-            if !repo.master_files.is_empty() {
-                let master = repo.master()?;
-                for k in &e.config_keys {
-                    if changelog::resolve_pattern(k, master.keys()).is_empty() {
-                        return Err(Problems::one(Problem::new(
-                            &repo.master_files[0],
-                            None,
-                            "",
-                            format!("config key `{k}` matches no master config"),
-                            "add the config first, or fix the key",
-                        )));
-                    }
-                }
-            }
-            let d = changelog::append(&repo.changelog, &e)?;
-            Ok(format!(
-                "appended entry for {} to {} (line {})",
-                e.config_keys.join(", "),
-                repo.changelog.display(),
-                d.appended.first().map(|x| x.line).unwrap_or(0)
-            ))
+            append_entry(&repo, &e)
         })(
         ),
     };

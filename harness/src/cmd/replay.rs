@@ -49,17 +49,16 @@ pub struct Args {
     /// latencies are recorded in the server's time.
     #[arg(long)]
     pub time_scale: Option<f64>,
-    /// With --url: the server's `tokenizer.json` (file or folder) for prompt synthesis, so each
-    /// synthesized block is exactly its recorded token count on the server (default: the
-    /// reference engine's vocabulary, or the server's tokenizer path when it exists here).
-    #[arg(long)]
-    pub tokenizer: Option<PathBuf>,
     /// One-token warmup requests per lane before profiling (AgentX: 10; its fast mode: 1).
     #[arg(long, default_value_t = 10)]
     pub warmup_per_lane: u32,
     /// With --url: more servers whose /metrics are scraped (workers, DP ranks), besides --url.
     #[arg(long, num_args = 1..)]
     pub server_metrics: Vec<String>,
+    /// Synthesis tokenizer for --url (`tokenizer.json` or its folder), so prompts have the trace's
+    /// token counts on the server (default: the one the server reports, if readable here).
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
 }
 
 /// Errors in `--engine`'s flag string.
@@ -199,15 +198,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         let t0 = std::time::Instant::now();
         let run = rt.block_on(async {
             let mut t = crate::target::http::HttpTarget::new(&url, "").map_err(anyhow::Error::msg)?;
-            t.model = t.discover_model().await.map_err(anyhow::Error::msg)?;
-            ctx.result_kind = "measured".into();
-            if let Some(info) = t.adopt_server_info().await {
-                ctx.result_kind = crate::target::http::result_kind(&info);
-                ctx.profiles = info;
-            }
-            if let Some(p) = &a.tokenizer {
-                t.vocab = crate::target::vocab::for_server(Some(p), None).map_err(anyhow::Error::msg)?.0;
-            }
+            t.identify(&mut ctx, a.tokenizer.as_deref(), &url).await.map_err(anyhow::Error::msg)?;
             if let Some(k) = a.time_scale {
                 anyhow::ensure!(k > 0.0 && k.is_finite(), "--time-scale {k}: must be > 0 (1 = real time)");
                 t.time_scale = k;

@@ -54,9 +54,22 @@ pub struct Args {
     /// Reference engine model profile (default: from the point's --model-path / the row's model).
     #[arg(long)]
     pub model: Option<String>,
+    /// Synthesis tokenizer for live targets (`tokenizer.json` or its folder), so prompts have the
+    /// trace's token counts on the server (default: the one the server reports, if readable here).
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
     /// Reference engine hardware profile (default: from the row's runner, e.g. cluster:gb300-nv → gb300).
     #[arg(long)]
     pub hardware: Option<String>,
+    /// After a passing gate, append a perf-changelog.yaml entry for the run's config keys.
+    #[arg(long, requires_all = ["description", "pr_link"])]
+    pub append_changelog: bool,
+    /// Description lines of the changelog entry (repeat for several lines).
+    #[arg(long)]
+    pub description: Vec<String>,
+    /// https://github.com/<owner>/<repo>/pull/<number> of the changelog entry.
+    #[arg(long = "pr-link")]
+    pub pr_link: Option<String>,
     #[command(flatten)]
     pub repo: RepoArgs,
 }
@@ -114,6 +127,21 @@ fn filter_configs(plan: &mut Plan, glob: &str) {
 }
 
 /// Ctrl-C sets `flag` (first press: finish cleanly; second: exit at once).
+/// Removes fixed-seq-len points (the load generator replays AgentX session trees only); their ids.
+fn drop_fixed_seq_len(plan: &mut Plan) -> Vec<String> {
+    use crate::plan::matrix::Scenario;
+    let mut dropped = Vec::new();
+    if plan.canary.as_ref().is_some_and(|c| c.scenario == Scenario::FixedSeqLen) {
+        dropped.extend(plan.canary.take().map(|c| c.id));
+    }
+    for m in &mut plan.matrices {
+        dropped.extend(m.points.iter().filter(|p| p.scenario == Scenario::FixedSeqLen).map(|p| p.id.clone()));
+        m.points.retain(|p| p.scenario != Scenario::FixedSeqLen);
+    }
+    plan.matrices.retain(|m| !m.points.is_empty());
+    dropped
+}
+
 fn install_interrupt(flag: Arc<AtomicBool>) {
     std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
@@ -171,6 +199,12 @@ pub fn summary_table(run: &RunSummary) -> String {
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let labels = Labels::parse(&args.labels).map_err(anyhow::Error::msg)?;
+    // Checked before any point runs: a bad link must not cost a sweep.
+    if let Some(l) = &args.pr_link
+        && !crate::changelog::is_canonical_pr_link(l)
+    {
+        anyhow::bail!("--pr-link {l}: expected https://github.com/<owner>/<repo>/pull/<number>");
+    }
     let repo = match args.repo.repo() {
         Ok(r) => r,
         Err(p) => {
@@ -196,6 +230,20 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         filter_configs(&mut plan, g);
         if plan.points().next().is_none() {
             anyhow::bail!("--configs {g}: no config key in the plan matches (see `sweep plan {}`)", args.labels.join(" "));
+        }
+    }
+    let fixed = drop_fixed_seq_len(&mut plan);
+    if !fixed.is_empty() {
+        println!(
+            "note: {} fixed-seq-len point(s) left out: sweep replays AgentX traces, not fixed ISL/OSL prompts ({})",
+            fixed.len(),
+            fixed.join(", ")
+        );
+        if plan.points().next().is_none() {
+            anyhow::bail!(
+                "the plan has only fixed-seq-len points; select agentic-coding configs (see `sweep plan {}`)",
+                args.labels.join(" ")
+            );
         }
     }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
@@ -226,6 +274,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 trace_set,
                 duration_s: args.duration,
                 health_timeout: std::time::Duration::from_secs_f64(args.server_timeout.max(1.0)),
+                profiles: ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() },
+                tokenizer: args.tokenizer.clone(),
             })
         }
         t => anyhow::bail!("--target {t}: expected sim, local, local:engine or url:URL"),
@@ -257,11 +307,34 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let t0 = std::time::Instant::now();
     let summary = run::execute(&plan, &opts, runner.as_ref(), &interrupt).map_err(anyhow::Error::msg)?;
     let wall = t0.elapsed().as_secs_f64();
-    finish(&summary, &out, wall, interrupt.load(Ordering::SeqCst))
+    let (code, passed) = finish(&summary, &out, wall, interrupt.load(Ordering::SeqCst))?;
+    if args.append_changelog {
+        if !passed {
+            println!("changelog: not appended (the gate failed)");
+            return Ok(code);
+        }
+        let entry = crate::changelog::NewEntry {
+            config_keys: super::changelog::keys_from_run(&out).map_err(|p| anyhow::anyhow!("{p}"))?,
+            description: args.description.clone(),
+            pr_link: args.pr_link.clone().unwrap_or_default(),
+            scenario_type: None,
+            evals_only: false,
+            all_evals: false,
+            append_only: false,
+        };
+        match super::changelog::append_entry(&repo, &entry) {
+            Ok(msg) => println!("changelog: {msg}"),
+            Err(p) => {
+                eprintln!("{p}");
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
+    Ok(code)
 }
 
 /// Reports, gate, summary table; the exit code.
-fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool) -> anyhow::Result<ExitCode> {
+fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool) -> anyhow::Result<(ExitCode, bool)> {
     let files = crate::report::write_all(summary, out).map_err(anyhow::Error::msg)?;
     let verdict = super::results::gate_run(out, None, None)?;
     println!();
@@ -280,9 +353,9 @@ fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool) -> a
     println!("gate:   {}", out.join("gate.json").display());
     if interrupted {
         println!("interrupted: re-run with --resume --out {} to finish the remaining points", out.display());
-        return Ok(ExitCode::from(130));
+        return Ok((ExitCode::from(130), false));
     }
-    Ok(if verdict.passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok((if verdict.passed { ExitCode::SUCCESS } else { ExitCode::FAILURE }, verdict.passed))
 }
 
 #[cfg(test)]

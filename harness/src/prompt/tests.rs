@@ -231,3 +231,22 @@ fn incremental_page_hashes_equal_full_ones() {
     }
     assert_eq!(cache.len(), 2);
 }
+
+#[test]
+fn synthetic_conversations_never_send_an_empty_message_before_the_last() {
+    let v = WordVocab::default();
+    let m = Marker::new("r", 0, 0, "t");
+    let mut checked = 0;
+    for t in crate::workload::default_pool(42) {
+        for s in &t.streams {
+            for turn in 0..s.turns.len() as u32 {
+                let msgs = prompt(&s.prompts, turn, Some(m)).message_ids(&v);
+                let (last, rest) = msgs.split_last().expect("at least one message");
+                assert!(rest.iter().all(|(_, ids)| !ids.is_empty()), "{} turn {turn}: empty message", s.conversation_id);
+                assert_eq!(last.0, Role::User);
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 1000, "{checked} prompts");
+}

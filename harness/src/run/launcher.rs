@@ -72,7 +72,8 @@ impl Server {
         }
     }
 
-    /// Polls `GET /health` until it answers 200; fails at once if the process exits.
+    /// Polls `GET /health` until it answers 200 (and `/readiness`, where served, too); fails at
+    /// once if the process exits.
     pub fn wait_healthy(&mut self, timeout: Duration, log: &Path, cancel: &Arc<AtomicBool>) -> Result<(), LaunchError> {
         let host = self.base_url.trim_start_matches("http://").trim_end_matches('/').to_string();
         let t0 = Instant::now();
@@ -83,7 +84,11 @@ impl Server {
             if cancel.load(Ordering::Relaxed) {
                 return Err(LaunchError::Cancelled);
             }
-            if http_get_status(&host, "/health", Duration::from_secs(2)) == Some(200) {
+            // sglang-router answers /health at once but /readiness 503 until a worker has
+            // registered; servers without /readiness answer 404 there.
+            if http_get_status(&host, "/health", Duration::from_secs(2)) == Some(200)
+                && http_get_status(&host, "/readiness", Duration::from_secs(2)).is_some_and(|c| c != 503)
+            {
                 return Ok(());
             }
             if t0.elapsed() > timeout {

@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::metrics::PointContext;
-use crate::prompt::WordVocab;
+use crate::prompt::{TokenText, TokenizerVocab, WordVocab};
 use crate::records::{Record, RecordError, is_overflow_message};
 use crate::results::Status;
 use crate::run::launcher::{Server, free_port};
@@ -32,8 +32,8 @@ pub struct HttpTarget {
     /// `http://host:port` (no trailing slash).
     pub base_url: String,
     pub model: String,
-    /// Synthesis vocabulary (see [`super::vocab::for_server`]).
-    pub vocab: Arc<dyn crate::prompt::TokenText>,
+    /// Synthesis vocabulary (set by [`HttpTarget::identify`]).
+    pub vocab: Arc<dyn TokenText>,
     /// The server's engine time runs this many times faster than wall time (its
     /// `/server_info.time_scale`; 1 for a real engine).
     pub time_scale: f64,
@@ -89,6 +89,59 @@ impl HttpTarget {
         })
     }
 
+    /// Synthesizes prompt text with this vocabulary (default: the built-in word list).
+    pub fn set_vocab(&mut self, vocab: Arc<dyn TokenText>) {
+        self.vocab = vocab;
+    }
+
+    /// Model, `/server_info` and the synthesis vocabulary of the server, into the point context:
+    /// the reference engine (`sweep engine serve`) is labelled `predicted` with its profiles, any
+    /// other server `measured`. Prompts are synthesized with `tokenizer` when given, else with the
+    /// tokenizer the server reports when it is readable here, else (the reference engine) its
+    /// built-in vocabulary, else the word list (token counts then drift from the trace's).
+    /// `info_url`: where `/server_info` is asked (the worker behind a router; else `base_url`).
+    pub async fn identify(&mut self, ctx: &mut PointContext, tokenizer: Option<&std::path::Path>, info_url: &str) -> Result<(), String> {
+        self.model = self.discover_model().await?;
+        ctx.result_kind = "measured".into();
+        let info = self.server_info_at(info_url).await;
+        // A time-scaled reference engine: the client's clock follows its scale.
+        if let Some(k) = info.as_ref().and_then(|i| i["time_scale"].as_f64()).filter(|k| *k > 0.0 && k.is_finite()) {
+            self.time_scale = k;
+        }
+        let reported = info.as_ref().and_then(|i| i["tokenizer_path"].as_str()).map(std::path::PathBuf::from).filter(|p| p.exists());
+        let engine_info = info.as_ref().and_then(|i| i.get("engine_info")).and_then(Value::as_object).cloned();
+        let file = tokenizer.map(std::path::Path::to_path_buf).or(reported);
+        let (vocab, vocab_name): (Arc<dyn TokenText>, String) = match (&file, &engine_info) {
+            (Some(p), _) => (
+                Arc::new(TokenizerVocab::from_path(p).map_err(|e| format!("synthesis tokenizer {}: {e}", p.display()))?),
+                p.display().to_string(),
+            ),
+            (None, Some(_)) => (Arc::new(TokenizerVocab::builtin()), "builtin (the reference engine's vocabulary)".into()),
+            (None, None) => (Arc::new(WordVocab::default()), "word list (no tokenizer: pass --tokenizer for exact prompt lengths)".into()),
+        };
+        self.vocab = vocab;
+        ctx.profiles = match (info, engine_info) {
+            // `sweep engine serve`: real HTTP, but every latency comes from the cost model.
+            (Some(info), Some(mut p)) => {
+                ctx.result_kind = "predicted".into();
+                p.insert("engine".into(), "sweep reference engine (sweep engine serve)".into());
+                p.insert("time_scale".into(), info.get("time_scale").cloned().unwrap_or(Value::Null));
+                Value::Object(p)
+            }
+            (Some(info), None) => {
+                if let Some(k) = info["result_kind"].as_str() {
+                    ctx.result_kind = k.to_string();
+                }
+                info
+            }
+            (None, _) => serde_json::json!({}),
+        };
+        if let Some(m) = ctx.profiles.as_object_mut() {
+            m.insert("synthesis_tokenizer".into(), vocab_name.into());
+        }
+        Ok(())
+    }
+
     /// The first model `/v1/models` lists.
     pub async fn discover_model(&self) -> Result<String, String> {
         let url = format!("{}/v1/models", self.base_url);
@@ -99,26 +152,15 @@ impl HttpTarget {
 
     /// `/server_info` when the server has one (SGLang and the reference engine do).
     pub async fn server_info(&self) -> Option<Value> {
-        let r = self.client.get(format!("{}/server_info", self.base_url)).send().await.ok()?;
+        self.server_info_at(&self.base_url).await
+    }
+
+    async fn server_info_at(&self, base: &str) -> Option<Value> {
+        let r = self.client.get(format!("{}/server_info", base.trim_end_matches('/'))).send().await.ok()?;
         if !r.status().is_success() {
             return None;
         }
         r.json().await.ok()
-    }
-
-    /// Reads `/server_info` and applies what the client must follow (the time scale of a
-    /// time-scaled reference engine, its tokenizer for synthesis); returns it for the results'
-    /// provenance.
-    pub async fn adopt_server_info(&mut self) -> Option<Value> {
-        let info = self.server_info().await;
-        if let Ok((v, _)) = super::vocab::for_server(None, info.as_ref()) {
-            self.vocab = v;
-        }
-        let info = info?;
-        if let Some(k) = info["time_scale"].as_f64().filter(|k| *k > 0.0) {
-            self.time_scale = k;
-        }
-        Some(info)
     }
 
     /// Whether something still accepts TCP connections at the server's address.
@@ -277,16 +319,6 @@ impl HttpTarget {
             return fail(rec, "connection_dropped", "the stream closed before [DONE] and usage".into(), None, clock_now());
         }
         (rec, None)
-    }
-}
-
-/// `measured`, unless the server says otherwise or is the reference engine (whose timings are
-/// predicted by its cost model even when served over HTTP).
-pub fn result_kind(info: &Value) -> String {
-    match info["result_kind"].as_str() {
-        Some(k) => k.to_string(),
-        None if info["profiles"]["hardware"].is_string() => "predicted".into(),
-        None => "measured".into(),
     }
 }
 
@@ -510,10 +542,16 @@ pub struct HttpRunner {
     pub trace_set: String,
     pub duration_s: Option<f64>,
     pub health_timeout: Duration,
+    /// Profiles of the reference engine when `engine_twin` (default: from the point's runner and model).
+    pub profiles: super::sim::ProfileChoice,
+    /// Synthesis tokenizer (`tokenizer.json`); default: what the server reports, see [`HttpTarget::identify`].
+    pub tokenizer: Option<std::path::PathBuf>,
 }
 
 impl HttpRunner {
-    fn live(&self, job: &Job, base_url: &str, mut alive: impl FnMut() -> Result<(), String>) -> PointOutcome {
+    /// Replays a point against `base_url`; `worker_url` is the server itself when `base_url` is a
+    /// router in front of it (its `/server_info` identifies the engine).
+    fn live(&self, job: &Job, base_url: &str, worker_url: &str, mut alive: impl FnMut() -> Result<(), String>) -> PointOutcome {
         let p = &job.point;
         let mut ctx = PointContext {
             identity: crate::run::identity(p),
@@ -538,10 +576,11 @@ impl HttpRunner {
         };
         let res = rt.block_on(async {
             let mut t = HttpTarget::new(base_url, "")?;
-            t.model = t.discover_model().await?;
-            if let Some(info) = t.adopt_server_info().await {
-                ctx.result_kind = result_kind(&info);
-                ctx.profiles = info;
+            t.identify(&mut ctx, self.tokenizer.as_deref(), worker_url).await?;
+            // Behind a router the engine's metrics are the worker's.
+            let w = worker_url.trim_end_matches('/').to_string();
+            if !t.metrics_urls.contains(&w) {
+                t.metrics_urls.push(w);
             }
             Ok::<_, String>(replay(&t, &mut wl, &job.cancel, &mut alive, |_| {}).await)
         });
@@ -570,7 +609,7 @@ impl PointRunner for HttpRunner {
 
     fn run(&self, job: &Job) -> PointOutcome {
         if let Some(url) = &self.url {
-            return self.live(job, url, || Ok(()));
+            return self.live(job, url, url, || Ok(()));
         }
         let failed = |reason: String| PointOutcome {
             status: Status::Failed { reason },
@@ -578,34 +617,92 @@ impl PointRunner for HttpRunner {
             ctx: PointContext { identity: crate::run::identity(&job.point), num_gpus: job.point.gpus.max(1), ..Default::default() },
         };
         let Some(launch) = &job.point.launch else { return failed("point has no resolved server command".into()) };
-        let port = match free_port() {
-            Ok(p) => p,
-            Err(e) => return failed(format!("no free port: {e}")),
+        if let Err(e) = std::fs::create_dir_all(&job.dir) {
+            return failed(format!("{}: {e}", job.dir.display()));
+        }
+        let argv = match self.worker_argv(job, launch) {
+            Ok(a) => a,
+            Err(e) => return failed(e),
         };
+        let env: Vec<(String, String)> = launch.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut worker = match start_healthy(argv, &env, &job.dir.join("server.log"), self.health_timeout, &job.cancel) {
+            Ok(s) => s,
+            Err(e) => return failed(e),
+        };
+        // A real recipe's router goes in front of the worker (`<worker>` is the worker's URL); the
+        // reference engine models the router in process instead (`--router-args`).
+        let mut router = None;
+        if let Some(r) = launch.router_argv.as_ref().filter(|_| !self.engine_twin) {
+            let argv = r.iter().map(|a| a.replace("<worker>", &worker.base_url)).collect();
+            let env: Vec<(String, String)> = launch.router_env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            match start_healthy(argv, &env, &job.dir.join("router.log"), self.health_timeout, &job.cancel) {
+                Ok(s) => router = Some(s),
+                Err(e) => {
+                    worker.stop(Duration::from_secs(5));
+                    return failed(format!("router: {e}"));
+                }
+            }
+        }
+        let base = router.as_ref().unwrap_or(&worker).base_url.clone();
+        let worker_url = worker.base_url.clone();
+        let procs = std::sync::Mutex::new((worker, router));
+        let out = self.live(job, &base, &worker_url, || {
+            let mut g = procs.lock().expect("lock");
+            g.0.alive()?;
+            match g.1.as_mut() {
+                Some(r) => r.alive().map_err(|e| format!("router: {e}")),
+                None => Ok(()),
+            }
+        });
+        let (mut worker, router) = procs.into_inner().expect("lock");
+        if let Some(mut r) = router {
+            r.stop(Duration::from_secs(10));
+        }
+        worker.stop(Duration::from_secs(10));
+        out
+    }
+}
+
+impl HttpRunner {
+    /// The worker's argv: the recipe's command, or the same flags served by `sweep engine serve`
+    /// with the point's hardware and model profiles and the recipe's router flags.
+    fn worker_argv(&self, job: &Job, launch: &crate::recipe::serving::Launch) -> Result<Vec<String>, String> {
         let mut argv = launch.worker_argv.clone();
         if self.engine_twin {
             let flags_at = argv.iter().position(|a| a.starts_with("--")).unwrap_or(argv.len());
             let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "sweep".into());
             argv.splice(..flags_at, [exe, "engine".into(), "serve".into()]);
+            let hardware = match (&self.profiles.hardware, job.point.row.get("runner").and_then(Value::as_str)) {
+                (Some(h), _) => h.clone(),
+                (None, Some(r)) => super::sim::hardware_for_runner(r).map_err(|e| e.to_string())?.name,
+                (None, None) => return Err("no hardware: the point has no `runner`; pass --hardware NAME".into()),
+            };
+            argv.push(format!("--hardware={hardware}"));
+            if let Some(m) = &self.profiles.model {
+                argv.push(format!("--engine-model={m}"));
+            }
+            if let Some(r) = &launch.router_argv {
+                argv.push(format!("--router-args={}", super::sim::flags_only(r).join(" ")));
+            }
         }
-        argv.extend(["--host".into(), "127.0.0.1".into(), "--port".into(), port.to_string()]);
-        if let Err(e) = std::fs::create_dir_all(&job.dir) {
-            return failed(format!("{}: {e}", job.dir.display()));
-        }
-        let log = job.dir.join("server.log");
-        let env: Vec<(String, String)> = launch.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let base = format!("http://127.0.0.1:{port}");
-        let mut server = match Server::start(&argv, &env, &log, base.clone()) {
-            Ok(s) => s,
-            Err(e) => return failed(e.to_string()),
-        };
-        if let Err(e) = server.wait_healthy(self.health_timeout, &log, &job.cancel) {
-            server.stop(Duration::from_secs(5));
-            return failed(e.to_string());
-        }
-        let server = std::sync::Mutex::new(server);
-        let out = self.live(job, &base, || server.lock().expect("lock").alive());
-        server.into_inner().expect("lock").stop(Duration::from_secs(10));
-        out
+        Ok(argv)
     }
+}
+
+/// Starts a server on a free loopback port (`--host`/`--port` appended) and waits for `/health`.
+fn start_healthy(
+    mut argv: Vec<String>,
+    env: &[(String, String)],
+    log: &std::path::Path,
+    timeout: Duration,
+    cancel: &Arc<std::sync::atomic::AtomicBool>,
+) -> Result<Server, String> {
+    let port = free_port().map_err(|e| format!("no free port: {e}"))?;
+    argv.extend(["--host".into(), "127.0.0.1".into(), "--port".into(), port.to_string()]);
+    let mut server = Server::start(&argv, env, log, format!("http://127.0.0.1:{port}")).map_err(|e| e.to_string())?;
+    if let Err(e) = server.wait_healthy(timeout, log, cancel) {
+        server.stop(Duration::from_secs(5));
+        return Err(e.to_string());
+    }
+    Ok(server)
 }

@@ -5,7 +5,6 @@
 pub mod http;
 pub mod scrape;
 pub mod sim;
-pub mod vocab;
 
 use crate::metrics::PointContext;
 use crate::records::{Phase as RecPhase, Record};

@@ -46,7 +46,7 @@ pub enum SimError {
 
 /// Drops the program part of a command line (`python3 -m sglang.launch_server`,
 /// `sweep engine serve`, …): everything before the first `--flag`.
-fn flags_only(argv: &[String]) -> &[String] {
+pub(crate) fn flags_only(argv: &[String]) -> &[String] {
     let i = argv.iter().position(|a| a.starts_with("--")).unwrap_or(argv.len());
     &argv[i..]
 }

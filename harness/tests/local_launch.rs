@@ -1,0 +1,106 @@
+//! The local launcher with real server processes: `sweep engine serve` standing in for the
+//! recipe's server (`local:engine`), and the recipe's own commands (`local`) including the real
+//! sglang-router in front of the worker.
+
+mod common;
+use common::*;
+
+use serde_json::Value;
+use std::path::Path;
+
+const TP4_C1: &str = "dsv41flash-fp4-gb300-sglang-agentic-dspark/tp4-c1";
+const DEP2_C64: &str = "dsv41flash-fp4-gb300-sglang-agentic-dspark/dep2-c64";
+
+fn summary(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json")).unwrap()
+}
+
+#[test]
+fn local_engine_serves_the_point_on_the_rows_hardware_and_labels_it_predicted() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let o = sweep(
+        &[
+            "run",
+            "full-sweep-fail-fast",
+            "--configs",
+            "dsv41flash-*",
+            "--only",
+            TP4_C1,
+            "--target",
+            "local:engine",
+            "--duration",
+            "20",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+        &workspace_root(),
+    );
+    let (so, se) = text(&o);
+    let s = summary(&dir);
+    let p = &s["points"][0];
+    assert_eq!(p["status"]["state"], "done", "{so}\n{se}\n{p}");
+    // The cluster:gb300-nv runner selects the GB300 profile; latencies come from the cost model.
+    assert_eq!(p["result_kind"], "predicted", "{p}");
+    assert_eq!(p["profiles"]["hardware_profile"], "gb300", "{}", p["profiles"]);
+    assert_eq!(p["profiles"]["engine"], "sweep reference engine (sweep engine serve)");
+    let pd = harness::results::point_dir(&dir, TP4_C1);
+    let log = std::fs::read_to_string(pd.join("server.log")).unwrap();
+    assert!(log.contains("sweep engine: serving"), "{log}");
+    assert!(std::fs::metadata(pd.join("profile_export.jsonl")).unwrap().len() > 0);
+}
+
+fn have_sglang_router() -> bool {
+    std::process::Command::new("python3").args(["-c", "import sglang_router"]).output().map(|o| o.status.success()).unwrap_or(false)
+}
+
+/// Needs the real router (`pip install sglang-router==0.3.2`); `.ci/run` installs it.
+#[test]
+#[ignore]
+fn local_target_starts_the_recipes_router_in_front_of_the_worker() {
+    assert!(have_sglang_router(), "python3 -m sglang_router is not installed: pip install sglang-router==0.3.2");
+    let repo = repo_copy();
+    // The worker: the reference engine as a real server (GB300 profile, engine time 20x faster),
+    // launched from the recipe's own command line; the router: the recipe's real sglang-router.
+    let exe = env!("CARGO_BIN_EXE_sweep");
+    edit(
+        &repo.path().join("recipes/dsv41flash-fp4-gb300-sglang-agentic-dspark.yaml"),
+        "command: python3 -m sglang.launch_server",
+        &format!("command: \"{exe} engine serve --hardware gb300 --time-scale 20\""),
+    );
+    // PyPI's sglang-router 0.3.2 lacks the image build's `--connect-timeout-secs`.
+    edit(&repo.path().join("recipes/dsv41flash-fp4-gb300-sglang-agentic-dspark.yaml"), "--connect-timeout-secs, \"900\", ", "");
+    let dir = repo.path().join("out");
+    let o = sweep(
+        &[
+            "run",
+            "full-sweep-fail-fast",
+            "--configs",
+            "dsv41flash-*",
+            "--only",
+            DEP2_C64,
+            "--target",
+            "local",
+            "--duration",
+            "20",
+            "--server-timeout",
+            "120",
+            "--out",
+            dir.to_str().unwrap(),
+            "--root",
+            repo.path().to_str().unwrap(),
+        ],
+        repo.path(),
+    );
+    let (so, se) = text(&o);
+    let s = summary(&dir);
+    let p = &s["points"][0];
+    assert_eq!(p["status"]["state"], "done", "{so}\n{se}\n{p}");
+    let pd = harness::results::point_dir(&dir, DEP2_C64);
+    let router_log = std::fs::read_to_string(pd.join("router.log")).expect("router.log kept");
+    // Every request went through the router (its access log names the chat endpoint).
+    assert!(router_log.contains("/v1/chat/completions"), "{}", &router_log[..router_log.len().min(2000)]);
+    let recs = std::fs::read_to_string(pd.join("profile_export.jsonl")).unwrap();
+    let n_ok = recs.lines().filter(|l| !l.contains("\"error\":{")).count();
+    assert!(n_ok > 64, "{n_ok} successful records");
+}
