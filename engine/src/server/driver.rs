@@ -296,8 +296,10 @@ fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats
                         None => engine_of(arrived),
                     };
                     let at = at.clamp(last_t, t.max(last_t));
+                    // An earlier arrival still in the front end holds the engine short of `at`:
+                    // the request then arrives where the engine is.
                     advance_to(&mut core, &mut out, at, &mut last_t, &holds);
-                    let at = at.max(last_t);
+                    let at = last_t;
                     let r = core.submit(at, req);
                     if r.is_ok() {
                         routes.insert(id, events);
