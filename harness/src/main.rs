@@ -19,7 +19,7 @@ enum Command {
     /// Show the sweep a PR label would run (canary, matrices, fail-fast, resolved commands).
     Plan(cmd::plan::Args),
     /// Run the sweep a label selects (default: reference engine on the virtual clock); report and gate.
-    Run(cmd::run::Args),
+    Run(Box<cmd::run::Args>),
     /// Replay one point (C session trees for D seconds) against a server or the reference engine.
     Replay(cmd::replay::Args),
     /// Check or append to perf-changelog.yaml.

@@ -468,12 +468,14 @@ pub async fn replay(
                     prog.done += 1;
                     prog.output_tokens += rec.output_tokens.unwrap_or(0);
                     if rec.error.is_some() { prog.errors += 1; }
-                    // A refused or dropped connection may mean the server is gone: check at most
-                    // once a second (of wall time) and stop instead of failing every session.
+                    // A refused or dropped connection may mean the server is gone: check (at most
+                    // every 20 ms of wall time: a dying server drops streams a moment before its
+                    // listener closes) and stop before the failure reaches the workload, rather
+                    // than failing every session into a live abort.
                     let conn = rec.error.as_ref().is_some_and(|e| e.kind == "connection_error" || e.kind == "connection_dropped");
                     records[idx] = rec;
-                    let wall_ms = clock.t0.elapsed().as_millis() as u64;
-                    if conn && wall_ms >= unreachable_checked + 1000 {
+                    let wall_ms = clock.t0.elapsed().as_millis() as u64 + 20;
+                    if conn && wall_ms >= unreachable_checked + 20 {
                         unreachable_checked = wall_ms;
                         if !target.reachable().await {
                             run.stopped = Some(format!(
