@@ -194,45 +194,6 @@ fn resume_runs_only_the_missing_points() {
 }
 
 #[test]
-fn per_point_jobs_collected_equal_a_single_run() {
-    let out = tempfile::tempdir().unwrap();
-    let whole = out.path().join("whole");
-    let args = |d: &str| {
-        vec!["run", "full-sweep-fail-fast", "--configs", "dsv41flash-*", "--duration", "300", "--out"]
-            .into_iter()
-            .map(str::to_string)
-            .chain([d.to_string()])
-            .collect::<Vec<_>>()
-    };
-    let a = args(whole.to_str().unwrap());
-    let o = sweep(&a.iter().map(String::as_str).collect::<Vec<_>>(), &workspace_root());
-    assert!(o.status.success(), "{}", text(&o).1);
-    // One job per point, as a GitHub Actions matrix would run them, then `sweep collect`.
-    let ids: Vec<String> = harness::results::RunSummary::load(&whole).unwrap().points.iter().map(|p| p.id.clone()).collect();
-    for (i, id) in ids.iter().enumerate() {
-        let d = out.path().join(format!("job{i}"));
-        let mut a = args(d.to_str().unwrap());
-        a.extend(["--only".to_string(), id.clone()]);
-        let o = sweep(&a.iter().map(String::as_str).collect::<Vec<_>>(), &workspace_root());
-        assert!(text(&o).0.contains(id.as_str()), "{}", text(&o).1);
-    }
-    let merged = out.path().join("merged");
-    let inputs: Vec<String> = (0..ids.len()).map(|i| out.path().join(format!("job{i}")).to_str().unwrap().to_string()).collect();
-    let mut c = vec!["collect".to_string()];
-    c.extend(inputs);
-    c.extend(["--out".to_string(), merged.to_str().unwrap().to_string()]);
-    let o = sweep(&c.iter().map(String::as_str).collect::<Vec<_>>(), &workspace_root());
-    assert!(o.status.success(), "{}", text(&o).1);
-    for id in &ids {
-        let read = |run: &std::path::Path| std::fs::read(harness::results::point_dir(run, id).join("agg.json")).unwrap();
-        assert_eq!(read(&whole), read(&merged), "{id}: aggregates differ");
-    }
-    let (w, m) = (harness::results::RunSummary::load(&whole).unwrap(), harness::results::RunSummary::load(&merged).unwrap());
-    assert_eq!(w.curves, m.curves, "same frontiers and coverage");
-    assert!(merged.join("report.html").is_file());
-}
-
-#[test]
 fn append_changelog_records_a_passing_run_and_only_a_passing_one() {
     let repo = repo_copy();
     let root = repo.path().to_str().unwrap();

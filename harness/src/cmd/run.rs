@@ -25,7 +25,8 @@ pub struct Args {
     pub configs: Option<String>,
     /// Where requests go: `sim` (reference engine, virtual clock), `local` (start each point's
     /// resolved server command), `local:engine` (the same flags served by `sweep engine serve`),
-    /// or `url:URL` (an existing OpenAI-compatible server).
+    /// `url:URL` (an existing OpenAI-compatible server), or `slurm` (one batch job per point,
+    /// see the Slurm options).
     #[arg(long, default_value = "sim")]
     pub target: String,
     /// Profiling duration per point, seconds (default: the plan's, 3600 or 1200 with agentx-fast).
@@ -43,6 +44,9 @@ pub struct Args {
     /// Run only these point ids (see `sweep plan`).
     #[arg(long, num_args = 1..)]
     pub only: Vec<String>,
+    /// Run exactly one point (a CI matrix job, a Slurm job); its folder is what `sweep collect` merges.
+    #[arg(long, value_name = "ID", conflicts_with = "append_changelog")]
+    pub point: Option<String>,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Points run at once on the virtual clock (default: the number of cores).
@@ -72,6 +76,8 @@ pub struct Args {
     pub pr_link: Option<String>,
     #[command(flatten)]
     pub repo: RepoArgs,
+    #[command(flatten)]
+    pub slurm: crate::run::slurm::SlurmArgs,
 }
 
 /// `YYYYMMDDTHHMMSSZ` for a Unix time (UTC; civil-from-days, no time-zone database needed).
@@ -146,7 +152,17 @@ fn install_interrupt(flag: Arc<AtomicBool>) {
     std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
         rt.block_on(async {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            // SIGTERM (a cancelled CI job, a batch scheduler's kill) stops as cleanly as Ctrl-C:
+            // running points are recorded and submitted Slurm jobs cancelled.
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let first = match term.as_mut() {
+                Some(t) => tokio::select! {
+                    r = tokio::signal::ctrl_c() => r.is_ok(),
+                    r = t.recv() => r.is_some(),
+                },
+                None => tokio::signal::ctrl_c().await.is_ok(),
+            };
+            if first {
                 eprintln!(
                     "\ninterrupted: stopping running points; finished points are kept (re-run with --resume to continue). Press Ctrl-C again to exit now."
                 );
@@ -278,7 +294,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 tokenizer: args.tokenizer.clone(),
             })
         }
-        t => anyhow::bail!("--target {t}: expected sim, local, local:engine or url:URL"),
+        "slurm" => {
+            let inner = crate::run::slurm::inner_args(args);
+            let r = crate::run::slurm::SlurmRunner::new(args.slurm.clone(), inner, &plan, &out, &run_id, &repo.root, args.resume)
+                .map_err(anyhow::Error::msg)?;
+            Box::new(r)
+        }
+        t => anyhow::bail!("--target {t}: expected sim, local, local:engine, url:URL or slurm"),
     };
 
     let opts = RunOptions {
@@ -287,7 +309,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         target: args.target.clone(),
         out: out.clone(),
         resume: args.resume,
-        only: args.only.clone(),
+        only: args.only.iter().chain(&args.point).cloned().collect(),
         seed: args.seed,
         replicates: 200,
         verbose: true,
@@ -307,7 +329,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let t0 = std::time::Instant::now();
     let summary = run::execute(&plan, &opts, runner.as_ref(), &interrupt).map_err(anyhow::Error::msg)?;
     let wall = t0.elapsed().as_secs_f64();
-    let (code, passed) = finish(&summary, &out, wall, interrupt.load(Ordering::SeqCst))?;
+    let (code, passed) = finish(&summary, &out, wall, interrupt.load(Ordering::SeqCst), args.point.is_some())?;
     if args.append_changelog {
         if !passed {
             println!("changelog: not appended (the gate failed)");
@@ -333,14 +355,23 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-/// Reports, gate, summary table; the exit code.
-fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool) -> anyhow::Result<(ExitCode, bool)> {
-    let files = crate::report::write_all(summary, out).map_err(anyhow::Error::msg)?;
-    let verdict = super::results::gate_run(out, None, None)?;
+/// Reports, gate, summary table; the exit code and whether the gate passed. A `--point` job exits
+/// on its point alone: coverage and the other gate checks belong to the run it is collected into.
+fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool, one_point: bool) -> anyhow::Result<(ExitCode, bool)> {
     println!();
     print!("{}", summary_table(summary));
     let done = summary.points.iter().filter(|p| p.status == Status::Done).count();
     println!();
+    if one_point && !interrupted {
+        // A single point cannot cover a frontier: charts, reports and the gate belong to the
+        // collected run (`sweep collect` renders them).
+        let ok = summary.points.iter().all(|p| p.ok());
+        println!("{done}/{} point(s) finished in {wall_s:.1} s; point {}", summary.points.len(), if ok { "ok" } else { "FAILED" });
+        println!("--point: the exit status is this point's; gate the collected run (`sweep collect`, then `sweep gate`)");
+        return Ok((if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }, false));
+    }
+    let files = crate::report::write_all(summary, out).map_err(anyhow::Error::msg)?;
+    let verdict = super::results::gate_run(out, None, None)?;
     println!(
         "{done}/{} point(s) finished in {wall_s:.1} s; gate {}",
         summary.points.len(),

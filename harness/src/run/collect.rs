@@ -6,7 +6,7 @@ use crate::results::{RunSummary, Status, point_dir};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for e in std::fs::read_dir(from)? {
         let e = e?;

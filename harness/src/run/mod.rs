@@ -5,6 +5,7 @@
 
 pub mod collect;
 pub mod launcher;
+pub mod slurm;
 
 use crate::metrics::{self, PointContext};
 use crate::pareto::{self, Samples};
@@ -38,6 +39,18 @@ pub trait PointRunner: Sync {
     /// How many points may run at once (virtual clock: one per core; a GPU server: one).
     fn max_parallel(&self) -> usize;
     fn run(&self, job: &Job) -> Outcome;
+    /// Runs a point and writes its folder (`status.json`, records, `agg.json`). By default the
+    /// point runs here through [`PointRunner::run`]; a batch scheduler overrides this to gather
+    /// the finished folder its job wrote elsewhere.
+    fn run_point(&self, job: &Job) -> Result<(PointResult, Option<Samples>), String> {
+        let t0 = Instant::now();
+        let out = self.run(job);
+        finish_point(job, out, t0.elapsed().as_secs_f64())
+    }
+    /// Whether every matrix may run at the same time (a batch scheduler queues them all).
+    fn matrices_at_once(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -221,9 +234,7 @@ pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interru
             return Ok(true);
         }
         let job = Job { point: p.clone(), dir: point_dir(&opts.out, &p.id), cancel, seed: opts.seed };
-        let t0 = Instant::now();
-        let out = runner.run(&job);
-        let (res, samples) = finish_point(&job, out, t0.elapsed().as_secs_f64())?;
+        let (res, samples) = runner.run_point(&job)?;
         let ok = res.ok();
         if opts.verbose {
             let n = done_count.fetch_add(1, Ordering::Relaxed) + 1;
@@ -270,10 +281,7 @@ pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interru
     if let Some(reason) = &canary_failed {
         mark_rest(&mut order.iter(), Status::Cancelled { reason: reason.clone() });
     } else {
-        for (name, fail_fast, points) in &matrices {
-            if interrupt.load(Ordering::Relaxed) {
-                break;
-            }
+        let run_matrix = |name: &String, fail_fast: &bool, points: &[&PlanPoint]| -> Result<(), String> {
             let queue: Mutex<VecDeque<&PlanPoint>> = Mutex::new(points.iter().copied().collect());
             let matrix_cancel = Arc::new(AtomicBool::new(false));
             let first_failure: Mutex<Option<String>> = Mutex::new(None);
@@ -336,6 +344,22 @@ pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interru
                 }
             }
             save_summary(opts, &state, &order)?;
+            Ok(())
+        };
+        if runner.matrices_at_once() {
+            // A batch scheduler queues every matrix at once; fail-fast stays per matrix.
+            let results: Vec<Result<(), String>> = std::thread::scope(|s| {
+                let hs: Vec<_> = matrices.iter().map(|(n, f, p)| s.spawn(|| run_matrix(n, f, p))).collect();
+                hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a matrix thread panicked".into()))).collect()
+            });
+            results.into_iter().collect::<Result<(), String>>()?;
+        } else {
+            for (name, fail_fast, points) in &matrices {
+                if interrupt.load(Ordering::Relaxed) {
+                    break;
+                }
+                run_matrix(name, fail_fast, points)?;
+            }
         }
     }
 
