@@ -21,7 +21,7 @@ enum Command {
     /// Show the sweep a PR label would run (canary, matrices, fail-fast, resolved commands).
     Plan(cmd::plan::Args),
     /// Run the sweep a label selects (default: reference engine on the virtual clock); report and gate.
-    Run(cmd::run::Args),
+    Run(Box<cmd::run::Args>),
     /// Predict every point of a config on the virtual clock with a fitted hardware profile.
     Predict(cmd::predict::PredictArgs),
     /// Replay one point (C session trees for D seconds) against a server or the reference engine.

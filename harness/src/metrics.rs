@@ -99,8 +99,11 @@ pub struct PointContext {
     pub seed: u64,
     pub concurrency: u32,
     pub profile_duration_s: f64,
-    /// Highest sampled CPU use of the harness process (fraction of one core × cores), if known.
+    /// Highest CPU use of the harness process over 1 s samples, as a share (0–1) of the cores it may use.
     pub client_cpu_max: Option<f64>,
+    /// CPU seconds the harness process used during a live point, if measured.
+    #[serde(default)]
+    pub client_cpu_seconds: Option<f64>,
     /// The run was cancelled (live abort, root warmup failure).
     pub cancelled: bool,
     /// Server-reported metrics (from the engine or a `/metrics` scrape).
@@ -291,6 +294,14 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
         }),
     );
     agg.insert("server_metrics".into(), ctx.server_metrics.clone().unwrap_or(json!({"present": false})));
+    if let Some(cpu) = ctx.client_cpu_seconds {
+        // The harness's own cost, so a saturated client is visible next to the server's numbers.
+        let per_1k = if records_total > 0 { cpu * 1000.0 / records_total as f64 } else { 0.0 };
+        agg.insert(
+            "client".into(),
+            json!({"cpu_seconds": cpu, "cpu_seconds_per_1000_requests": per_1k, "cpu_max_share": ctx.client_cpu_max}),
+        );
+    }
     agg.insert("tput_per_gpu".into(), json!(tot_tps / gpus));
     agg.insert("validity".into(), json!({"valid": valid, "reasons": invalid, "submission_valid": summary.submission_valid, "submission_invalid_reasons": sub_invalid}));
     Ok((round_json(Value::Object(agg)), summary))

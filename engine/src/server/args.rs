@@ -53,6 +53,11 @@ pub struct ServeConfig {
     pub router_args: Vec<String>,
     /// Emit SGLang 0.5.5's chunk shape instead of 0.5.23's (`--sglang-compat 0.5.5`).
     pub compat_055: bool,
+    /// Fault injection for client tests: this fraction of chat requests is answered with
+    /// HTTP 500, deterministically (request n fails when ⌊(n+1)·f⌋ > ⌊n·f⌋).
+    pub fail_fraction: f64,
+    /// Chat requests answered normally before `fail_fraction` applies (`--fail-after N`).
+    pub fail_after: u64,
     pub launch_command: Vec<String>,
 }
 
@@ -83,6 +88,8 @@ impl Default for ServeConfig {
             hardware: "h200".into(),
             router_args: Vec::new(),
             compat_055: false,
+            fail_fraction: 0.0,
+            fail_after: 0,
             launch_command: Vec::new(),
         }
     }
@@ -99,6 +106,8 @@ const SERVER_ONLY: &[&str] = &[
     "--tokenizer-cache-mb",
     "--max-request-body-mb",
     "--mean-output-tokens",
+    "--fail-fraction",
+    "--fail-after",
 ];
 
 fn split(arg: &str) -> (&str, Option<&str>) {
@@ -147,6 +156,8 @@ impl ServeConfig {
                     | "--hardware"
                     | "--router-args"
                     | "--sglang-compat"
+                    | "--fail-fraction"
+                    | "--fail-after"
             );
             let value = if takes_value {
                 match inline {
@@ -209,6 +220,14 @@ impl ServeConfig {
                     }
                     c.time_scale = x;
                 }
+                "--fail-fraction" => {
+                    let x = num(v)?;
+                    if !(0.0..=1.0).contains(&x) {
+                        return Err(invalid(flag, v, "expected a fraction 0-1 of requests to fail with HTTP 500"));
+                    }
+                    c.fail_fraction = x;
+                }
+                "--fail-after" => c.fail_after = v.parse().map_err(|_| invalid(flag, v, "expected a request count"))?,
                 "--tokenizer-cache-mb" => c.tokenizer_cache_bytes = (num(v)?.max(0.0) * 1048576.0) as usize,
                 "--max-request-body-mb" => {
                     let x = num(v)?;
@@ -278,6 +297,10 @@ mod tests {
         assert!(e.to_string().contains("--time-scale"), "{e}");
         let e = ServeConfig::from_argv(&argv("--port"), |_| None).unwrap_err();
         assert!(e.to_string().contains("--port needs a value"), "{e}");
+        let e = ServeConfig::from_argv(&argv("--fail-fraction 1.5"), |_| None).unwrap_err();
+        assert!(e.to_string().contains("--fail-fraction"), "{e}");
+        let (c, rest) = ServeConfig::from_argv(&argv("--fail-fraction 0.25 --tp 4"), |_| None).unwrap();
+        assert_eq!((c.fail_fraction, rest.len()), (0.25, 2));
         let e = ServeConfig::from_argv(&argv("--tokenizer-backend sp"), |_| None).unwrap_err();
         assert!(e.to_string().contains("--tokenizer-backend"), "{e}");
     }

@@ -115,8 +115,21 @@ pub enum ReqEvent {
 }
 
 enum Cmd {
-    Submit { req: CoreRequest, events: mpsc::UnboundedSender<ReqEvent>, accepted: oneshot::Sender<Result<(), CoreError>> },
+    Submit {
+        req: CoreRequest,
+        /// When the HTTP request arrived (wall clock).
+        arrived: Instant,
+        /// The hold its arrival placed (see [`Driver::hold`]).
+        hold: Option<u64>,
+        events: mpsc::UnboundedSender<ReqEvent>,
+        accepted: oneshot::Sender<Result<(), CoreError>>,
+    },
     Abort(ReqId),
+    Hold {
+        id: u64,
+        arrived: Instant,
+    },
+    Release(u64),
     Flush(oneshot::Sender<bool>),
     Info(oneshot::Sender<serde_json::Value>),
     Stop,
@@ -127,6 +140,25 @@ enum Cmd {
 pub struct Driver {
     tx: std_mpsc::Sender<Cmd>,
     stats: Arc<Mutex<CoreStats>>,
+    next_hold: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Keeps the engine's clock at a request's arrival until the request is submitted or dropped.
+pub struct Hold {
+    id: u64,
+    tx: std_mpsc::Sender<Cmd>,
+}
+
+impl Hold {
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Cmd::Release(self.id));
+    }
 }
 
 impl Driver {
@@ -137,15 +169,39 @@ impl Driver {
         let stats = Arc::new(Mutex::new(core.stats()));
         let s2 = stats.clone();
         std::thread::Builder::new().name("engine-core".into()).spawn(move || run(core, rx, time_scale, s2)).expect("spawn engine thread");
-        Driver { tx, stats }
+        Driver { tx, stats, next_hold: Arc::new(std::sync::atomic::AtomicU64::new(1)) }
+    }
+
+    /// Under `--time-scale K ≠ 1`: a request's head arrived at `arrived`; the engine does not
+    /// advance past that instant until the request is submitted (with this hold's id) or the
+    /// hold is dropped. Its front end (body, JSON, tokenization) takes wall time the engine's
+    /// cost model and the virtual clock do not have; without the hold the engine would run ahead
+    /// K times that and schedule the request late.
+    pub fn hold(&self, arrived: Instant) -> Hold {
+        let id = self.next_hold.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let _ = self.tx.send(Cmd::Hold { id, arrived });
+        Hold { id, tx: self.tx.clone() }
     }
 
     /// Submits; resolves once the core accepted or refused the request.
     pub async fn submit(&self, req: CoreRequest) -> Result<mpsc::UnboundedReceiver<ReqEvent>, CoreError> {
+        self.submit_arrived(req, Instant::now(), None).await
+    }
+
+    /// Submits a request whose HTTP request arrived at `arrived`. Under `--time-scale K ≠ 1` the
+    /// engine sees it arrive then: the front end's wall time (body, JSON, tokenization) would
+    /// otherwise count K times over in engine time, and the engine's cost model (like the virtual
+    /// clock) has no front end. In real time (K = 1) it arrives when the front end is done.
+    pub async fn submit_arrived(
+        &self,
+        req: CoreRequest,
+        arrived: Instant,
+        hold: Option<&Hold>,
+    ) -> Result<mpsc::UnboundedReceiver<ReqEvent>, CoreError> {
         let (etx, erx) = mpsc::unbounded_channel();
         let (atx, arx) = oneshot::channel();
         let gone = || CoreError { status: 503, message: "The engine is shutting down.".into() };
-        self.tx.send(Cmd::Submit { req, events: etx, accepted: atx }).map_err(|_| gone())?;
+        self.tx.send(Cmd::Submit { req, arrived, hold: hold.map(Hold::id), events: etx, accepted: atx }).map_err(|_| gone())?;
         arx.await.map_err(|_| gone())??;
         Ok(erx)
     }
@@ -184,9 +240,17 @@ fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats
     let start = Instant::now();
     let now = || (start.elapsed().as_nanos() as f64 * time_scale) as Nanos;
     let wall_of = |t: Nanos| start + Duration::from_nanos((t as f64 / time_scale) as u64);
+    let engine_of = |w: Instant| (w.saturating_duration_since(start).as_nanos() as f64 * time_scale) as Nanos;
+    // The core's clock never goes back: submissions are placed at or after the last time it saw.
+    let mut last_t: Nanos = 0;
+    // Arrivals whose requests are still in the front end: the engine waits at the earliest.
+    let mut holds: HashMap<u64, Nanos> = HashMap::new();
     let mut routes: HashMap<ReqId, mpsc::UnboundedSender<ReqEvent>> = HashMap::new();
     loop {
+        let limit = holds.values().min().copied();
         let timeout = match core.next_event_time() {
+            // Held: wait for the submission (or release) that lifts it; re-check now and then.
+            Some(t) if limit.is_some_and(|l| t > l) => Duration::from_millis(100),
             Some(t) => wall_of(t).saturating_duration_since(Instant::now()),
             None => Duration::from_secs(3600),
         };
@@ -199,20 +263,44 @@ fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats
         let mut cmds: Vec<Cmd> = first.into_iter().collect();
         cmds.extend(rx.try_iter());
         // Bring the core up to `t` first, so commands land at or after its clock.
-        let t = now();
         let mut changed = false;
+        // Holds first: the engine must not run past an arrival that is already known.
+        for c in &cmds {
+            if let Cmd::Hold { id, arrived } = c {
+                holds.insert(*id, engine_of(*arrived).max(last_t));
+            }
+        }
         // Outputs are routed after the stats are refreshed, so a client that reacts
         // to a token sees gauges that already include it.
         let mut out = Vec::new();
-        if core.next_event_time().is_some_and(|due| due <= t) {
-            out.extend(core.advance(t));
-            changed = true;
-        }
+        let advance_to = |core: &mut C, out: &mut Vec<CoreEvent>, to: Nanos, last_t: &mut Nanos, holds: &HashMap<u64, Nanos>| {
+            let to = holds.values().min().map_or(to, |l| to.min(*l)).max(*last_t);
+            if core.next_event_time().is_some_and(|due| due <= to) {
+                out.extend(core.advance(to));
+            }
+            *last_t = to;
+        };
+        let t = now();
         for cmd in cmds {
             match cmd {
-                Cmd::Submit { req, events, accepted } => {
+                Cmd::Hold { .. } => {}
+                Cmd::Release(id) => {
+                    holds.remove(&id);
+                }
+                Cmd::Submit { req, arrived, hold, events, accepted } => {
                     let id = req.id;
-                    let r = core.submit(t, req);
+                    let held = hold.and_then(|h| holds.remove(&h));
+                    let at = match held {
+                        Some(h) => h,
+                        None if time_scale == 1.0 => t,
+                        None => engine_of(arrived),
+                    };
+                    let at = at.clamp(last_t, t.max(last_t));
+                    // An earlier arrival still in the front end holds the engine short of `at`:
+                    // the request then arrives where the engine is.
+                    advance_to(&mut core, &mut out, at, &mut last_t, &holds);
+                    let at = last_t;
+                    let r = core.submit(at, req);
                     if r.is_ok() {
                         routes.insert(id, events);
                     }
@@ -221,7 +309,8 @@ fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats
                 }
                 Cmd::Abort(id) => {
                     if routes.remove(&id).is_some() {
-                        core.abort(t, id);
+                        advance_to(&mut core, &mut out, t, &mut last_t, &holds);
+                        core.abort(last_t, id);
                         changed = true;
                     }
                 }
@@ -235,11 +324,11 @@ fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats
                 Cmd::Stop => return,
             }
         }
-        // Work the commands made due at once (e.g. a prefill starting now).
+        // Bring the core up to `t` and work what the commands made due (e.g. a prefill starting now).
         if core.next_event_time().is_some_and(|due| due <= t) {
-            out.extend(core.advance(t));
             changed = true;
         }
+        advance_to(&mut core, &mut out, t, &mut last_t, &holds);
         if changed {
             *stats.lock().unwrap_or_else(|e| e.into_inner()) = core.stats();
         }

@@ -58,6 +58,8 @@ pub struct AppState {
     pub(crate) driver: Driver,
     pub(crate) metrics: Option<Metrics>,
     next_id: AtomicU64,
+    /// Chat requests seen, for `--fail-fraction`.
+    fault_seq: AtomicU64,
     pub(crate) created: u64,
     started: Instant,
     startup_secs: OnceLock<f64>,
@@ -109,6 +111,7 @@ impl Server {
             driver,
             metrics,
             next_id: AtomicU64::new(1),
+            fault_seq: AtomicU64::new(0),
             created,
             started: Instant::now(),
             startup_secs: OnceLock::new(),
@@ -184,7 +187,15 @@ fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-async fn auth(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+/// When a request's head arrived, before its body was read: the start of the server's latency;
+/// under a time scale, the hold that keeps the engine at that instant until it is submitted.
+#[derive(Clone)]
+struct Arrived(Instant, Option<Arc<driver::Hold>>);
+
+async fn auth(State(st): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
+    let now = Instant::now();
+    let hold = (st.cfg.time_scale != 1.0 && req.uri().path() == "/v1/chat/completions").then(|| Arc::new(st.driver.hold(now)));
+    req.extensions_mut().insert(Arrived(now, hold));
     if let Some(key) = &st.cfg.api_key {
         let path = req.uri().path();
         // SGLang leaves health and metrics open to probes.
@@ -404,17 +415,38 @@ async fn metrics_endpoint(State(st): State<Arc<AppState>>) -> Response {
     }
 }
 
-async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
-    match chat_inner(st, headers, body).await {
+async fn chat(
+    State(st): State<Arc<AppState>>,
+    arrived: Option<axum::Extension<Arrived>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let (arrived, hold) = arrived.map(|a| (a.0.0, a.0.1)).unwrap_or_else(|| (Instant::now(), None));
+    match chat_inner(st, headers, body, arrived, hold).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn chat_inner(st: Arc<AppState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
-    let arrived = Instant::now();
+async fn chat_inner(
+    st: Arc<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    arrived: Instant,
+    hold: Option<Arc<driver::Hold>>,
+) -> Result<Response, ApiError> {
     if !st.ready.load(Ordering::Acquire) {
         return Err(ApiError::status(StatusCode::SERVICE_UNAVAILABLE, "The server is starting; retry when /health returns 200."));
+    }
+    let f = st.cfg.fail_fraction;
+    if f > 0.0 {
+        let n = st.fault_seq.fetch_add(1, Ordering::Relaxed);
+        let n = n.checked_sub(st.cfg.fail_after).map(|n| n as f64);
+        if let Some(n) = n
+            && ((n + 1.0) * f).floor() > (n * f).floor()
+        {
+            return Err(ApiError::internal("injected fault (--fail-fraction)"));
+        }
     }
     let is_json = headers
         .get(header::CONTENT_TYPE)
@@ -471,7 +503,7 @@ async fn chat_inner(st: Arc<AppState>, headers: HeaderMap, body: Result<Bytes, B
         .map_err(ApiError::internal)?;
     let prompt_tokens = encoded.ids.len() as u64;
     api::validate_length(prompt_tokens, &params, limits)?;
-    stream::run(st, req, params, encoded.ids, encoder, thinking, arrived).await
+    stream::run(st, req, params, encoded.ids, encoder, thinking, arrived, hold).await
 }
 
 /// `Body` from a stream of SSE frames (used by [`stream`]).

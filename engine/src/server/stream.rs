@@ -429,6 +429,11 @@ fn core_error(e: &super::driver::CoreError) -> ApiError {
 }
 
 /// Submits the request and answers it (SSE or JSON).
+/// Response header of a time-scaled server: wall nanoseconds from the request's arrival to its
+/// submission to the engine (body, JSON, tokenization).
+pub const FRONT_END_HEADER: &str = "x-sweep-front-end-ns";
+
+#[allow(clippy::too_many_arguments)] // one request's parts, all needed to stream it
 pub(crate) async fn run(
     st: Arc<AppState>,
     req: ChatRequest,
@@ -437,6 +442,7 @@ pub(crate) async fn run(
     enc: Arc<ChatEncoder>,
     thinking: bool,
     arrived: Instant,
+    hold: Option<Arc<super::driver::Hold>>,
 ) -> Result<Response, ApiError> {
     let id = st.next_id();
     let prompt_tokens = input_ids.len() as u64;
@@ -459,6 +465,7 @@ pub(crate) async fn run(
     };
     let reasoning_budget = if thinking && st.cfg.reasoning_parser.is_some() { max_new / 2 } else { 0 };
     let stream = req.stream;
+    let time_scaled = st.cfg.time_scale != 1.0;
     let include_usage = req.stream_options.as_ref().map(|o| o.include_usage).unwrap_or(false) || st.cfg.stream_default_usage;
     let continuous_usage = req.stream_options.as_ref().is_some_and(|o| o.continuous_usage_stats);
     let stops = match &req.stop {
@@ -496,7 +503,9 @@ pub(crate) async fn run(
         eos_after: if natural_stop { eos_after } else { None },
         dp_rank: req.data_parallel_rank.and_then(|r| u32::try_from(r).ok()),
     };
-    let events = st.driver.submit(core_req).await.map_err(|e| core_error(&e))?;
+    let events = st.driver.submit_arrived(core_req, arrived, hold.as_deref()).await.map_err(|e| core_error(&e))?;
+    let front_ns = arrived.elapsed().as_nanos() as u64;
+    drop(hold);
     let mut rid_rng = id ^ st.cfg.seed.rotate_left(32) ^ st.created;
     let rid = format!("{:016x}{:016x}", splitmix(&mut rid_rng), splitmix(&mut rid_rng));
     let mut g = Gen {
@@ -534,8 +543,14 @@ pub(crate) async fn run(
     if stream {
         let s = futures_util::stream::unfold(g, |mut g| async move { g.next_frames().await.map(|frames| (frames, g)) });
         let s = futures_util::StreamExt::flat_map(s, |frames| futures_util::stream::iter(frames.into_iter().map(Ok)));
-        return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], sse_body(s))
-            .into_response());
+        let mut r = (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], sse_body(s))
+            .into_response();
+        if time_scaled {
+            // The front end's wall time, which a client on the scaled clock would count K times
+            // over while the engine (and the virtual clock) count none of it.
+            r.headers_mut().insert(FRONT_END_HEADER, header::HeaderValue::from(front_ns));
+        }
+        return Ok(r);
     }
     // Non-streaming: run to the end, then answer once.
     loop {

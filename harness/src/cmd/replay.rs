@@ -44,10 +44,89 @@ pub struct Args {
     /// Model profile for --engine (default: from --model-path).
     #[arg(long)]
     pub model: Option<String>,
+    /// With --url: the server's time runs this many times faster than wall time (default: its
+    /// `/server_info.time_scale`, 1 for a real engine). Think delays shrink by this factor and
+    /// latencies are recorded in the server's time.
+    #[arg(long)]
+    pub time_scale: Option<f64>,
+    /// One-token warmup requests per lane before profiling (AgentX: 10; its fast mode: 1).
+    #[arg(long, default_value_t = 10)]
+    pub warmup_per_lane: u32,
+    /// With --url: more servers whose /metrics are scraped (workers, DP ranks), besides --url.
+    #[arg(long, num_args = 1..)]
+    pub server_metrics: Vec<String>,
     /// Synthesis tokenizer for --url (`tokenizer.json` or its folder), so prompts have the trace's
     /// token counts on the server (default: the one the server reports, if readable here).
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
+}
+
+/// Errors in `--engine`'s flag string.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SplitError {
+    #[error("--engine: unterminated {0} quote in {1:?}; close it or escape the quote with \\")]
+    Unterminated(char, String),
+    #[error("--engine: the flag string ends with a lone backslash")]
+    TrailingBackslash,
+}
+
+/// Splits a flag string as a POSIX shell would (single and double quotes, backslash escapes),
+/// without expanding anything.
+pub fn shell_split(s: &str) -> Result<Vec<String>, SplitError> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if in_word {
+                    out.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            '\\' => {
+                cur.push(it.next().ok_or(SplitError::TrailingBackslash)?);
+                in_word = true;
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match it.next() {
+                        Some('\'') => break,
+                        Some(x) => cur.push(x),
+                        None => return Err(SplitError::Unterminated('\'', s.to_string())),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match it.next() {
+                        Some('"') => break,
+                        Some('\\') => match it.next() {
+                            Some(x @ ('"' | '\\' | '$' | '`')) => cur.push(x),
+                            Some(x) => {
+                                cur.push('\\');
+                                cur.push(x);
+                            }
+                            None => return Err(SplitError::Unterminated('"', s.to_string())),
+                        },
+                        Some(x) => cur.push(x),
+                        None => return Err(SplitError::Unterminated('"', s.to_string())),
+                    }
+                }
+            }
+            c => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        out.push(cur);
+    }
+    Ok(out)
 }
 
 fn bar() -> indicatif::ProgressBar {
@@ -79,6 +158,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         seed: a.seed,
         run_id: format!("replay-c{}", a.concurrency),
         duration_ns: (a.duration.max(0.0) * 1e9) as u64,
+        warmup_requests_per_lane: a.warmup_per_lane,
         ..WorkloadConfig::default()
     };
     let cancel = Arc::new(AtomicBool::new(false));
@@ -86,7 +166,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     ctx.identity.insert("conc".into(), a.concurrency.into());
     let b = bar();
     let (records, status_note) = if let Some(flags) = &a.engine {
-        let argv: Vec<String> = flags.split_whitespace().map(str::to_string).collect();
+        let argv = shell_split(flags)?;
         let env = std::env::vars().filter(|(k, _)| k.starts_with("SGLANG_")).collect();
         let launch = Launch {
             arm: String::new(),
@@ -119,16 +199,25 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         let run = rt.block_on(async {
             let mut t = crate::target::http::HttpTarget::new(&url, "").map_err(anyhow::Error::msg)?;
             t.identify(&mut ctx, a.tokenizer.as_deref(), &url).await.map_err(anyhow::Error::msg)?;
+            if let Some(k) = a.time_scale {
+                anyhow::ensure!(k > 0.0 && k.is_finite(), "--time-scale {k}: must be > 0 (1 = real time)");
+                t.time_scale = k;
+            }
+            t.metrics_urls.extend(a.server_metrics.iter().map(|u| u.trim_end_matches('/').to_string()));
             ctx.target = url.clone();
+            let scale = t.time_scale;
+            let clock = if scale == 1.0 { "real".to_string() } else { format!("server (x{scale}) ") };
             Ok::<_, anyhow::Error>(
-                crate::target::http::replay(&t, &mut wl, &cancel, || Ok(()), |p| show(&b, p, "real", t0.elapsed().as_secs_f64())).await,
+                crate::target::http::replay(&t, &mut wl, &cancel, || Ok(()), |p| show(&b, p, &clock, t0.elapsed().as_secs_f64() * scale))
+                    .await,
             )
         })?;
-        ctx.profile_duration_s = run.profiling.map(|(s, d)| (d - s) as f64 / 1e9).unwrap_or(0.0);
-        let st = match (&run.stopped, &run.outcome) {
-            (Some(s), _) => crate::results::Status::Failed { reason: s.clone() },
-            (None, Some(crate::workload::Outcome::Completed)) => crate::results::Status::Done,
-            (None, o) => crate::results::Status::Failed { reason: format!("{o:?}") },
+        if let Some(export) = run.fill(&mut ctx) {
+            write_json(&out.join("server_metrics_export.json"), &export)?;
+        }
+        let st = match &run.stopped {
+            Some(s) => crate::results::Status::Failed { reason: s.clone() },
+            None => crate::target::point_status(run.interrupted, run.outcome.as_ref(), &mut ctx, "the workload stopped before finishing"),
         };
         (run.records, st)
     };
@@ -139,7 +228,16 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     }
     let (agg, s) = metrics::aggregate(&records, &ctx).map_err(|e| anyhow::anyhow!("aggregate: {e}"))?;
     write_json(&out.join("agg.json"), &agg)?;
-    println!("status: {status_note:?} ({})", ctx.result_kind);
+    match &status_note {
+        crate::results::Status::Failed { reason } => println!("status: failed: {reason} ({})", ctx.result_kind),
+        st => println!("status: {st:?} ({})", ctx.result_kind),
+    }
+    if let Some(cpu) = ctx.client_cpu_seconds {
+        println!("client CPU {cpu:.2} s, peak {:.0} % of the cores", ctx.client_cpu_max.unwrap_or(0.0) * 100.0);
+    }
+    if let Some(h) = ctx.server_metrics.as_ref().and_then(|m| m["cache_hit_rate"].as_f64()) {
+        println!("server-reported cache hit rate {:.1} %", h * 100.0);
+    }
     println!(
         "requests ok {} / errors {}; {} tok/s/GPU; P90 interactivity {:.1} tok/s/user; TTFT p50 {:.2} s p90 {:.2} s; E2EL p90 {:.2} s",
         s.requests_ok,
@@ -155,4 +253,19 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     }
     println!("wrote {}", out.display());
     Ok(if s.valid && status_note == crate::results::Status::Done { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_flags_split_like_a_shell() {
+        let v = shell_split(r#"--model-path a/b --served-model-name 'my model' --x "q \"z\"" c\ d  "#).unwrap();
+        assert_eq!(v, ["--model-path", "a/b", "--served-model-name", "my model", "--x", "q \"z\"", "c d"]);
+        assert_eq!(shell_split("''").unwrap(), [""]);
+        assert!(matches!(shell_split("--a 'open"), Err(SplitError::Unterminated('\'', _))));
+        assert!(shell_split("--a \"x").unwrap_err().to_string().contains("unterminated"));
+        assert_eq!(shell_split("x\\").unwrap_err(), SplitError::TrailingBackslash);
+    }
 }

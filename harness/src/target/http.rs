@@ -32,29 +32,39 @@ pub struct HttpTarget {
     /// `http://host:port` (no trailing slash).
     pub base_url: String,
     pub model: String,
-    vocab: Arc<dyn TokenText>,
+    /// Synthesis vocabulary (set by [`HttpTarget::identify`]).
+    pub vocab: Arc<dyn TokenText>,
+    /// The server's engine time runs this many times faster than wall time (its
+    /// `/server_info.time_scale`; 1 for a real engine).
+    pub time_scale: f64,
+    /// Base URLs whose `/metrics` are scraped every second during the point (default: this server).
+    pub metrics_urls: Vec<String>,
 }
 
 fn unix_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
-/// A monotonic clock reported as Unix nanoseconds (anchored once per run).
+/// A monotonic clock reported as Unix nanoseconds (anchored once per run). Against a
+/// time-scaled server (`sweep engine serve --time-scale K`) it runs K times faster than wall
+/// time, so think delays shrink and measured latencies are in the server's time, as the virtual
+/// clock would see them.
 #[derive(Clone, Copy)]
 struct Clock {
     t0: Instant,
     epoch: u64,
+    scale: f64,
 }
 
 impl Clock {
-    fn new() -> Self {
-        Clock { t0: Instant::now(), epoch: unix_ns() }
+    fn new(scale: f64) -> Self {
+        Clock { t0: Instant::now(), epoch: unix_ns(), scale: if scale > 0.0 { scale } else { 1.0 } }
     }
     fn now(&self) -> u64 {
-        self.epoch + self.t0.elapsed().as_nanos() as u64
+        self.epoch + (self.t0.elapsed().as_nanos() as f64 * self.scale) as u64
     }
     fn instant(&self, ns: u64) -> Instant {
-        self.t0 + Duration::from_nanos(ns.saturating_sub(self.epoch))
+        self.t0 + Duration::from_nanos((ns.saturating_sub(self.epoch) as f64 / self.scale) as u64)
     }
 }
 
@@ -68,11 +78,14 @@ impl HttpTarget {
             .timeout(Duration::from_secs(4 * 3600))
             .build()
             .map_err(|e| format!("HTTP client: {e}"))?;
+        let base_url = base_url.trim_end_matches('/').to_string();
         Ok(HttpTarget {
             client,
-            base_url: base_url.trim_end_matches('/').to_string(),
+            metrics_urls: vec![base_url.clone()],
+            base_url,
             model: model.to_string(),
             vocab: Arc::new(WordVocab::default()),
+            time_scale: 1.0,
         })
     }
 
@@ -91,6 +104,10 @@ impl HttpTarget {
         self.model = self.discover_model().await?;
         ctx.result_kind = "measured".into();
         let info = self.server_info_at(info_url).await;
+        // A time-scaled reference engine: the client's clock follows its scale.
+        if let Some(k) = info.as_ref().and_then(|i| i["time_scale"].as_f64()).filter(|k| *k > 0.0 && k.is_finite()) {
+            self.time_scale = k;
+        }
         let reported = info.as_ref().and_then(|i| i["tokenizer_path"].as_str()).map(std::path::PathBuf::from).filter(|p| p.exists());
         let engine_info = info.as_ref().and_then(|i| i.get("engine_info")).and_then(Value::as_object).cloned();
         let file = tokenizer.map(std::path::Path::to_path_buf).or(reported);
@@ -146,12 +163,74 @@ impl HttpTarget {
         r.json().await.ok()
     }
 
+    /// Whether something still accepts TCP connections at the server's address.
+    async fn reachable(&self) -> bool {
+        let Ok(u) = reqwest::Url::parse(&self.base_url) else { return true };
+        let Ok(addrs) = u.socket_addrs(|| None) else { return true };
+        for a in addrs {
+            if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(a)).await {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Scrapes every `/metrics` URL once into `into`.
+    async fn scrape_once(&self, clock: &Clock, into: &std::sync::Mutex<super::scrape::Scrapes>) -> bool {
+        let mut any = false;
+        for base in &self.metrics_urls {
+            let url = format!("{base}/metrics");
+            let r = self.client.get(&url).timeout(Duration::from_secs(5)).send().await;
+            let at = clock.now();
+            let res = match r {
+                Ok(r) if r.status().is_success() => r.text().await.map_err(|e| e.to_string()),
+                Ok(r) => Err(format!("{url}: HTTP {} (an SGLang server needs --enable-metrics)", r.status().as_u16())),
+                Err(e) => Err(format!("{url}: {e}")),
+            };
+            let mut g = into.lock().expect("scrape lock");
+            match res {
+                Ok(t) => {
+                    g.add(at, base, &t);
+                    any = true;
+                }
+                Err(e) => {
+                    g.failures += 1;
+                    g.last_error = Some(e);
+                }
+            }
+        }
+        any
+    }
+
+    /// The request body, serialized (prompt synthesis: CPU work of milliseconds for long prompts).
+    pub fn body(&self, spec: &RequestSpec) -> Vec<u8> {
+        serde_json::to_vec(&spec.http_body(&self.model, self.vocab.as_ref(), None)).unwrap_or_default()
+    }
+
     /// Sends one request and streams its answer into `rec`; returns the failure, if any.
-    pub async fn send(&self, spec: &RequestSpec, mut rec: Record, clock_now: impl Fn() -> u64) -> (Record, Option<Failure>) {
-        let body = spec.http_body(&self.model, self.vocab.as_ref(), None);
-        rec.start_ns = clock_now();
+    pub async fn send(&self, spec: &RequestSpec, rec: Record, clock_now: impl Fn() -> u64) -> (Record, Option<Failure>) {
+        let body = self.body(spec);
+        self.send_body(spec, body, rec, clock_now).await
+    }
+
+    /// [`send`](Self::send) with the body already built: the clock starts after it, since under a
+    /// time-scaled server every client microsecond counts K times and the virtual clock has no client.
+    pub async fn send_body(
+        &self,
+        spec: &RequestSpec,
+        body: Vec<u8>,
+        mut rec: Record,
+        clock_now: impl Fn() -> u64,
+    ) -> (Record, Option<Failure>) {
         let url = format!("{}/v1/chat/completions", self.base_url);
-        let resp = self.client.post(&url).header("X-Correlation-ID", spec.correlation_id.as_ref()).json(&body).send().await;
+        let req = self
+            .client
+            .post(&url)
+            .header("X-Correlation-ID", spec.correlation_id.as_ref())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        rec.start_ns = clock_now();
+        let resp = req.send().await;
         let fail = |mut rec: Record, kind: &str, message: String, status: Option<u16>, now: u64| {
             let overflow = is_overflow_message(&message);
             rec.error = Some(RecordError { kind: if overflow { "context_overflow".into() } else { kind.to_string() }, message, status });
@@ -165,6 +244,21 @@ impl HttpTarget {
                 return fail(rec, kind, format!("{url}: {e}"), None, clock_now());
             }
         };
+        rec.ack_ns = Some(clock_now());
+        // A time-scaled reference engine reports its front end's wall time; on the scaled clock
+        // it would count K times over (the engine starts the request at its arrival), so it is
+        // taken out of every later timestamp.
+        let shift = if self.time_scale != 1.0 {
+            resp.headers()
+                .get("x-sweep-front-end-ns")
+                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                .map(|ns| (ns as f64 * self.time_scale) as u64)
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        let start = rec.start_ns;
+        let clock_now = move || clock_now().saturating_sub(shift).max(start);
         rec.ack_ns = Some(clock_now());
         let status = resp.status();
         if !status.is_success() {
@@ -236,6 +330,38 @@ pub struct LiveRun {
     pub interrupted: bool,
     /// Why the run stopped early (server death), if it did.
     pub stopped: Option<String>,
+    /// Every `/metrics` scrape of the point.
+    pub scrapes: super::scrape::Scrapes,
+    /// The harness's CPU seconds during the replay, its peak busy share of the cores, and the
+    /// wall seconds.
+    pub client_cpu_seconds: f64,
+    pub client_cpu_max: f64,
+    pub wall_seconds: f64,
+}
+
+impl LiveRun {
+    /// `server_metrics_export.json` for the profiling window, and its summary for the aggregate;
+    /// `None` when nothing was scraped.
+    pub fn server_metrics(&self) -> Option<(Value, Value)> {
+        if self.scrapes.scrapes.is_empty() {
+            return None;
+        }
+        // From profiling start to the last scrape (drained requests finish after the deadline).
+        let from = self.profiling.map(|p| p.0).unwrap_or(0);
+        let export = self.scrapes.export(from, u64::MAX);
+        let summary = super::scrape::summary(&export);
+        Some((export, summary))
+    }
+
+    /// Copies the client measurements and server metrics into a point's context.
+    pub fn fill(&self, ctx: &mut PointContext) -> Option<Value> {
+        ctx.profile_duration_s = self.profiling.map(|(a, d)| (d - a) as f64 / 1e9).unwrap_or(0.0);
+        ctx.client_cpu_max = Some(self.client_cpu_max);
+        ctx.client_cpu_seconds = Some(self.client_cpu_seconds);
+        let (export, summary) = self.server_metrics()?;
+        ctx.server_metrics = Some(summary);
+        Some(export)
+    }
 }
 
 /// Drives `wl` against `target` in real time until it finishes, `cancel` is set, or `alive`
@@ -247,13 +373,45 @@ pub async fn replay(
     mut alive: impl FnMut() -> Result<(), String>,
     mut progress: impl FnMut(&super::sim::Progress),
 ) -> LiveRun {
-    let clock = Clock::new();
+    let clock = Clock::new(target.time_scale);
+    let mut cpu = super::scrape::CpuSampler::new();
+    let scrapes = Arc::new(std::sync::Mutex::new(super::scrape::Scrapes::default()));
+    let scraper = {
+        let (t, s) = (target.clone(), scrapes.clone());
+        tokio::spawn(async move {
+            // Every second of wall time; a server without /metrics is tried a few times, then left alone.
+            let mut every = tokio::time::interval(Duration::from_secs(1));
+            let mut misses = 0;
+            loop {
+                every.tick().await;
+                if t.scrape_once(&clock, &s).await {
+                    misses = 0;
+                } else {
+                    misses += 1;
+                    if misses >= 5 && s.lock().expect("scrape lock").scrapes.is_empty() {
+                        break;
+                    }
+                }
+            }
+        })
+    };
     let (tx, mut rx) = mpsc::unbounded_channel::<(RequestId, Record, Option<Failure>)>();
     let mut records: Vec<Record> = Vec::new();
     let mut inflight: HashMap<RequestId, (usize, tokio::task::JoinHandle<()>)> = HashMap::new();
     let mut wake: Option<u64> = None;
     let mut actions = Vec::new();
-    let mut run = LiveRun { records: Vec::new(), outcome: None, profiling: None, interrupted: false, stopped: None };
+    let mut run = LiveRun {
+        records: Vec::new(),
+        outcome: None,
+        profiling: None,
+        interrupted: false,
+        stopped: None,
+        scrapes: Default::default(),
+        client_cpu_seconds: 0.0,
+        client_cpu_max: 0.0,
+        wall_seconds: 0.0,
+    };
+    let mut unreachable_checked = 0u64;
     let mut prog = super::sim::Progress::default();
     let mut event = Some(Event::Start);
     let mut tick = tokio::time::interval(Duration::from_millis(200));
@@ -271,7 +429,13 @@ pub async fn replay(
                         let (t, tx) = (target.clone(), tx.clone());
                         let id = spec.id;
                         let h = tokio::spawn(async move {
-                            let (rec, f) = t.send(&spec, rec, move || clock.now()).await;
+                            // Synthesis off the I/O threads, so no stream's chunks wait behind it.
+                            let (t2, s2) = (t.clone(), spec.clone());
+                            let body = match tokio::task::spawn_blocking(move || t2.body(&s2)).await {
+                                Ok(b) => b,
+                                Err(_) => t.body(&spec),
+                            };
+                            let (rec, f) = t.send_body(&spec, body, rec, move || clock.now()).await;
                             let _ = tx.send((id, rec, f));
                         });
                         inflight.insert(id, (idx, h));
@@ -304,7 +468,24 @@ pub async fn replay(
                     prog.done += 1;
                     prog.output_tokens += rec.output_tokens.unwrap_or(0);
                     if rec.error.is_some() { prog.errors += 1; }
+                    // A refused or dropped connection may mean the server is gone: check (at most
+                    // every 20 ms of wall time: a dying server drops streams a moment before its
+                    // listener closes) and stop before the failure reaches the workload, rather
+                    // than failing every session into a live abort.
+                    let conn = rec.error.as_ref().is_some_and(|e| e.kind == "connection_error" || e.kind == "connection_dropped");
                     records[idx] = rec;
+                    let wall_ms = clock.t0.elapsed().as_millis() as u64 + 20;
+                    if conn && wall_ms >= unreachable_checked + 20 {
+                        unreachable_checked = wall_ms;
+                        if !target.reachable().await {
+                            run.stopped = Some(format!(
+                                "the server at {} stopped accepting connections mid-point; the {} records so far are kept",
+                                target.base_url,
+                                records.len()
+                            ));
+                            break;
+                        }
+                    }
                     event = Some(match f { Some(f) => Event::Failed(id, f), None => Event::Completed(id) });
                 }
             }
@@ -314,13 +495,14 @@ pub async fn replay(
             }
             _ = tick.tick() => {
                 prog.now_ns = clock.now();
+                cpu.tick();
                 progress(&prog);
                 if cancel.load(Ordering::Relaxed) {
                     run.interrupted = true;
                     break;
                 }
                 if let Err(e) = alive() {
-                    run.stopped = Some(format!("server died mid-point ({e}); records so far are kept"));
+                    run.stopped = Some(format!("server died mid-point ({e}); the {} records so far are kept", records.len()));
                     break;
                 }
             }
@@ -337,6 +519,16 @@ pub async fn replay(
         }
         r.end_ns = now;
     }
+    // One last scrape so the window's counters include the drained requests.
+    scraper.abort();
+    if run.stopped.is_none() {
+        target.scrape_once(&clock, &scrapes).await;
+    }
+    cpu.tick();
+    run.scrapes = std::mem::take(&mut *scrapes.lock().expect("scrape lock"));
+    run.client_cpu_seconds = cpu.cpu_seconds();
+    run.client_cpu_max = cpu.max_busy;
+    run.wall_seconds = cpu.wall_seconds();
     run.records = records;
     run
 }
@@ -373,9 +565,7 @@ impl HttpRunner {
             seed: job.seed,
             concurrency: p.conc,
             profile_duration_s: 0.0,
-            client_cpu_max: None,
-            cancelled: false,
-            server_metrics: None,
+            ..Default::default()
         };
         let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
             Ok(r) => r,
@@ -389,13 +579,22 @@ impl HttpRunner {
         let res = rt.block_on(async {
             let mut t = HttpTarget::new(base_url, "")?;
             t.identify(&mut ctx, self.tokenizer.as_deref(), worker_url).await?;
+            // Behind a router the engine's metrics are the worker's.
+            let w = worker_url.trim_end_matches('/').to_string();
+            if !t.metrics_urls.contains(&w) {
+                t.metrics_urls.push(w);
+            }
             Ok::<_, String>(replay(&t, &mut wl, &job.cancel, &mut alive, |_| {}).await)
         });
         let run = match res {
             Ok(r) => r,
             Err(e) => return PointOutcome { status: Status::Failed { reason: e }, records: Vec::new(), ctx },
         };
-        ctx.profile_duration_s = run.profiling.map(|(a, d)| (d - a) as f64 / 1e9).unwrap_or(0.0);
+        if let Some(export) = run.fill(&mut ctx)
+            && let Err(e) = crate::results::write_json(&job.dir.join("server_metrics_export.json"), &export)
+        {
+            tracing::warn!("server_metrics_export.json: {e}");
+        }
         let status = if let Some(s) = &run.stopped {
             Status::Failed { reason: s.clone() }
         } else {

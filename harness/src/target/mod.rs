@@ -3,6 +3,7 @@
 //! OpenAI-compatible server over streaming HTTP, in real time.
 
 pub mod http;
+pub mod scrape;
 pub mod sim;
 
 use crate::metrics::PointContext;

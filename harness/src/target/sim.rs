@@ -397,10 +397,7 @@ impl SimRunner {
             trace_set: self.trace_set.clone(),
             seed: job.seed,
             concurrency: p.conc,
-            profile_duration_s: 0.0,
-            client_cpu_max: None,
-            cancelled: false,
-            server_metrics: None,
+            ..Default::default()
         }
     }
 }

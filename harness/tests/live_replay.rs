@@ -1,0 +1,235 @@
+//! `sweep replay` through the binary against a real `sweep engine serve` process on a free
+//! loopback port (time-scaled so a point takes seconds), and on the virtual clock: records,
+//! `/metrics` scraping, client CPU, faults (HTTP 500s, the server dying mid-point) and the
+//! `--engine` flag string.
+
+mod common;
+use common::*;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The DSV4.1-Flash TP4 recipe's worker flags (`sweep plan --show-commands`), without the program.
+const TP4_FLAGS: &str = "--model-path deepseek-ai/DeepSeek-V4.1-Flash --served-model-name deepseek-ai/DeepSeek-V4.1-Flash \
+    --trust-remote-code --speculative-algorithm DSPARK --speculative-dspark-block-size 5 --reasoning-parser auto \
+    --tool-call-parser auto --watchdog-timeout 3600 --tensor-parallel-size 4 --expert-parallel-size 1 \
+    --chunked-prefill-size 16384 --mem-fraction-static 0.8 --tokenizer-backend fastokens --max-running-requests 128 \
+    --cuda-graph-max-bs-decode 128 --prefill-decode-interval 0 --swa-prefix-tails 4096 --enable-metrics";
+
+const TP4_ENV: &[(&str, &str)] = &[
+    ("NCCL_CUMEM_ENABLE", "1"),
+    ("SGLANG_DEFAULT_THINKING", "1"),
+    ("SGLANG_DSPARK_FOLDED_SAMPLING", "2"),
+    ("SGLANG_DSPARK_OPT_MARKOV_W2_BF16", "True"),
+    ("SGLANG_DSV41_ENGRAM_HOST_TABLE_LAYOUT", "per_rank"),
+];
+
+/// A `sweep engine serve` child on a free port; killed on drop.
+struct EngineServer {
+    child: Child,
+    url: String,
+}
+
+impl EngineServer {
+    fn start(extra: &[&str]) -> EngineServer {
+        let mut args: Vec<String> = vec!["engine".into(), "serve".into()];
+        args.extend(TP4_FLAGS.split_whitespace().map(str::to_string));
+        args.extend(["--hardware", "gb300", "--port", "0"].iter().map(|s| s.to_string()));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sweep"))
+            .args(&args)
+            .envs(TP4_ENV.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start sweep engine serve");
+        // The banner on stderr names the bound address.
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let t = Instant::now();
+        let url = loop {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0, "server exited before its banner");
+            if let Some(i) = line.find("http://127.0.0.1:") {
+                break line[i..].split_whitespace().next().unwrap().to_string();
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "no banner: {line}");
+        };
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in err.lines() {});
+        EngineServer { child, url }
+    }
+}
+
+impl Drop for EngineServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+fn records(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn replay(args: &[&str]) -> (std::process::Output, tempfile::TempDir) {
+    let out = tempfile::tempdir().unwrap();
+    let mut a: Vec<&str> = vec!["replay"];
+    a.extend_from_slice(args);
+    let dir = out.path().join("point");
+    let d = dir.to_str().unwrap().to_string();
+    a.extend(["--out", &d]);
+    let o = Command::new(env!("CARGO_BIN_EXE_sweep")).args(&a).envs(TP4_ENV.iter().copied()).output().expect("run sweep replay");
+    (o, out)
+}
+
+#[test]
+fn replay_url_against_a_time_scaled_engine_server_records_scrapes_and_measures_itself() {
+    let s = EngineServer::start(&["--time-scale", "20"]);
+    let (o, tmp) = replay(&["--url", &s.url, "--concurrency", "4", "--duration", "300", "--gpus", "4"]);
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}\n{se}");
+    let dir = tmp.path().join("point");
+    let recs = records(&dir);
+    let prof: Vec<&Value> = recs.iter().filter(|r| r["metadata"]["benchmark_phase"] == "profiling").collect();
+    assert!(prof.len() > 20, "{} profiling records", prof.len());
+    let agg = read_json(&dir.join("agg.json"));
+    // The reference engine over HTTP is still a prediction; its time scale is followed.
+    assert_eq!(agg["result_kind"], "predicted", "{}", agg["result_kind"]);
+    assert_eq!(agg["profiles"]["time_scale"], 20);
+    // 300 s of server time took ~15 s of wall time: the profiling window is in server time.
+    let dur = agg["request_metrics"]["throughput"]["duration_seconds"].as_f64().unwrap();
+    assert!(dur > 250.0 && dur < 400.0, "duration {dur}");
+    // Scraped every second: the engine's device cache hits over its prompt tokens.
+    let sm = &agg["server_metrics"];
+    assert_eq!(sm["present"], true, "{sm}");
+    assert!(sm["scrapes"].as_u64().unwrap() >= 5, "{sm}");
+    let hit = sm["cache_hit_rate"].as_f64().unwrap();
+    assert!(hit > 0.5 && hit < 1.0, "{sm}");
+    assert!(sm["ttft_mean_s"].as_f64().unwrap() > 0.0, "{sm}");
+    let export = read_json(&dir.join("server_metrics_export.json"));
+    let p = &export["metrics"]["sglang:prompt_tokens"]["series"][0];
+    assert!(p["labels"]["endpoint_url"].as_str().unwrap().ends_with("/metrics"), "{p}");
+    assert!(p["timeslices"].as_array().unwrap().len() >= 3, "{p}");
+    // The harness measured its own CPU.
+    let cpu = agg["client"]["cpu_seconds"].as_f64().unwrap();
+    assert!(cpu > 0.0, "{}", agg["client"]);
+    assert!(so.contains("client CPU"), "{so}");
+    // ISL from the server's usage, synthesized in its vocabulary: within a few tokens of the
+    // virtual clock's (chat template and marker differ only).
+    assert!(prof.iter().all(|r| r["metrics"]["input_sequence_length"]["value"].as_f64().unwrap() > 1000.0));
+}
+
+#[test]
+fn replay_engine_splits_flags_like_a_shell_and_names_bad_flags() {
+    // Quoted served name with a space: one argument.
+    let flags = "--model-path deepseek-ai/DeepSeek-V4.1-Flash --served-model-name 'my flash' --tp 4";
+    let (o, tmp) = replay(&["--engine", flags, "--hardware", "gb300", "--concurrency", "2", "--duration", "120", "--gpus", "4"]);
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}\n{se}");
+    let agg = read_json(&tmp.path().join("point/agg.json"));
+    assert_eq!(agg["result_kind"], "predicted");
+    assert_eq!(agg["profiles"]["hardware_profile"], "gb300");
+    assert!(agg["num_requests_successful"].as_u64().unwrap() > 0);
+
+    let (o, _t) = replay(&["--engine", "--model-path deepseek-ai/DeepSeek-V4.1-Flash --tpp 4", "--concurrency", "2", "--duration", "60"]);
+    let (so, se) = text(&o);
+    assert!(!o.status.success(), "{so}");
+    assert!(se.contains("--tpp") && se.contains("did you mean"), "{se}");
+
+    let (o, _t) = replay(&["--engine", "--model-path 'deepseek-ai/DeepSeek-V4.1-Flash", "--concurrency", "2", "--duration", "60"]);
+    let (so, se) = text(&o);
+    assert!(!o.status.success(), "{so}");
+    assert!(se.contains("unterminated ' quote"), "{se}");
+}
+
+#[test]
+fn http_500s_are_counted_and_above_ten_percent_trip_the_live_abort() {
+    // 5 % of requests after the warmup fail: counted, the point still passes.
+    let s = EngineServer::start(&["--time-scale", "20", "--fail-fraction", "0.05", "--fail-after", "60"]);
+    let (o, tmp) = replay(&["--url", &s.url, "--concurrency", "4", "--duration", "300", "--gpus", "4"]);
+    let (so, se) = text(&o);
+    let agg = read_json(&tmp.path().join("point/agg.json"));
+    let cats = &agg["request_accounting"]["error_categories"];
+    assert!(cats["http_500"].as_u64().unwrap_or(0) >= 1, "{cats}\n{so}\n{se}");
+    assert_eq!(agg["validity"]["valid"], true, "{}", agg["validity"]);
+    drop(s);
+
+    // 40 %: the live abort ends the point with a non-zero exit, records kept.
+    let s = EngineServer::start(&["--time-scale", "20", "--fail-fraction", "0.4", "--fail-after", "60"]);
+    let (o, tmp) = replay(&["--url", &s.url, "--concurrency", "4", "--duration", "300", "--gpus", "4"]);
+    let (so, se) = text(&o);
+    assert!(!o.status.success(), "{so}\n{se}");
+    assert!(so.contains("live abort"), "{so}");
+    let agg = read_json(&tmp.path().join("point/agg.json"));
+    assert!(agg["request_accounting"]["error_categories"]["http_500"].as_u64().unwrap() >= 4, "{}", agg["request_accounting"]);
+    assert!(!records(&tmp.path().join("point")).is_empty());
+}
+
+#[test]
+fn a_server_killed_mid_point_ends_it_with_a_clear_error_and_keeps_the_records() {
+    let mut s = EngineServer::start(&["--time-scale", "20"]);
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("point");
+    let child = Command::new(env!("CARGO_BIN_EXE_sweep"))
+        .args(["replay", "--url", &s.url, "--concurrency", "4", "--duration", "3600", "--gpus", "4", "--out", dir.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let the warmup finish and profiling begin (≈ 6 s of wall time at 20×), then kill the server.
+    std::thread::sleep(Duration::from_secs(10));
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    let t = Instant::now();
+    let o = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(30), "replay took {:?} to notice", t.elapsed());
+    let (so, se) = text(&o);
+    assert!(!o.status.success(), "{so}\n{se}");
+    assert!(so.contains("stopped accepting connections mid-point"), "{so}\n{se}");
+    let recs = records(&dir);
+    assert!(recs.iter().any(|r| r["error"].is_null()), "{} records, none finished", recs.len());
+    // Requests cut off by the death are errors, not silently dropped.
+    assert!(recs.iter().any(|r| !r["error"].is_null()), "no record of the cut-off requests");
+    assert!(dir.join("agg.json").is_file());
+}
+
+fn stat(agg: &Value, path: &str) -> f64 {
+    path.split('.').fold(agg, |v, k| &v[k]).as_f64().unwrap_or_else(|| panic!("{path} missing"))
+}
+
+/// The same point live against a time-scaled `sweep engine serve` and on the virtual clock:
+/// within 10 % on total tok/s/GPU, TTFT p50/p90 and E2EL p90. Ignored: on a loaded 2-core machine
+/// the tail disagrees (wall-time stalls count K-fold on the scaled clock; docs/replay.md
+/// "Live against virtual" has the measurements); run it on an idle machine with
+/// `cargo test -p harness --test live_replay -- --ignored live_and_virtual`.
+#[test]
+#[ignore = "tail latencies disagree on a loaded machine; see docs/replay.md, Live against virtual"]
+fn live_and_virtual_agree_within_ten_percent() {
+    let (o, v) = replay(&["--engine", TP4_FLAGS, "--hardware", "gb300", "--concurrency", "4", "--duration", "600", "--gpus", "4"]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let s = EngineServer::start(&["--time-scale", "10"]);
+    let (o, l) = replay(&["--url", &s.url, "--concurrency", "4", "--duration", "600", "--gpus", "4"]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let (v, l) = (read_json(&v.path().join("point/agg.json")), read_json(&l.path().join("point/agg.json")));
+    let mut bad = Vec::new();
+    for p in [
+        "request_metrics.throughput.per_gpu.total_tput_tps",
+        "request_metrics.latency.ttft.p50",
+        "request_metrics.latency.ttft.p90",
+        "request_metrics.latency.e2el.p90",
+    ] {
+        let (a, b) = (stat(&v, p), stat(&l, p));
+        if (b / a - 1.0).abs() > 0.10 {
+            bad.push(format!("{p}: virtual {a} live {b}"));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
