@@ -104,3 +104,34 @@ fn local_target_starts_the_recipes_router_in_front_of_the_worker() {
     let n_ok = recs.lines().filter(|l| !l.contains("\"error\":{")).count();
     assert!(n_ok > 64, "{n_ok} successful records");
 }
+
+#[test]
+fn live_targets_replay_only_traces_that_fit_the_servers_context() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let id = "dsv3-fp8-h200-sglang-agentic/tp8-c1";
+    let o = sweep(
+        &[
+            "run",
+            "full-sweep-fail-fast",
+            "--configs",
+            "dsv3-*",
+            "--only",
+            id,
+            "--target",
+            "local:engine",
+            "--duration",
+            "20",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+        &workspace_root(),
+    );
+    let pd = harness::results::point_dir(&dir, id);
+    let agg: Value = serde_json::from_slice(&std::fs::read(pd.join("agg.json")).unwrap_or_default()).unwrap_or(Value::Null);
+    // DeepSeek-V3's 163,840-token context: the server reports it and longer traces are left out.
+    let ts = agg["trace_set"].as_str().unwrap_or_default();
+    assert!(ts.contains("whole-trace filter at the context length 163840"), "{ts}\n{:?}", text(&o));
+    let recs = std::fs::read_to_string(pd.join("profile_export.jsonl")).unwrap();
+    assert!(!recs.is_empty() && !recs.contains("context_overflow"));
+}

@@ -193,12 +193,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         (o.records, o.status)
     } else {
         let url = a.url.clone().expect("clap requires --url or --engine");
-        let mut wl = Workload::new(cfg, pool)?;
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
         let t0 = std::time::Instant::now();
         let run = rt.block_on(async {
             let mut t = crate::target::http::HttpTarget::new(&url, "").map_err(anyhow::Error::msg)?;
             t.identify(&mut ctx, a.tokenizer.as_deref(), &url).await.map_err(anyhow::Error::msg)?;
+            let mut wl = t.workload(cfg, &pool, &mut ctx).map_err(anyhow::Error::msg)?;
             if let Some(k) = a.time_scale {
                 anyhow::ensure!(k > 0.0 && k.is_finite(), "--time-scale {k}: must be > 0 (1 = real time)");
                 t.time_scale = k;

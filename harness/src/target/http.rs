@@ -39,6 +39,9 @@ pub struct HttpTarget {
     pub time_scale: f64,
     /// Base URLs whose `/metrics` are scraped every second during the point (default: this server).
     pub metrics_urls: Vec<String>,
+    /// The server's context length (`/server_info` `context_length` / `max_req_input_len`), set by
+    /// [`HttpTarget::identify`]: traces that do not fit are left out, as on the virtual clock.
+    pub context_length: Option<u64>,
 }
 
 fn unix_ns() -> u64 {
@@ -86,7 +89,29 @@ impl HttpTarget {
             model: model.to_string(),
             vocab: Arc::new(WordVocab::default()),
             time_scale: 1.0,
+            context_length: None,
         })
+    }
+
+    /// A workload over the traces that fit the server's context (AgentX `--max-context-length`,
+    /// the whole-trace filter the virtual clock applies too); the note goes into `ctx.trace_set`.
+    pub fn workload(
+        &self,
+        cfg: crate::workload::WorkloadConfig,
+        pool: &[Arc<TracePlan>],
+        ctx: &mut PointContext,
+    ) -> Result<Workload, String> {
+        let pool = match self.context_length {
+            Some(c) => {
+                let (fit, note) = super::sim::fit_pool(pool, c).map_err(|e| e.to_string())?;
+                if let Some(n) = note {
+                    ctx.trace_set = format!("{} ({n})", ctx.trace_set);
+                }
+                fit
+            }
+            None => pool.to_vec(),
+        };
+        Workload::new(cfg, pool).map_err(|e| e.to_string())
     }
 
     /// Synthesizes prompt text with this vocabulary (default: the built-in word list).
@@ -110,6 +135,8 @@ impl HttpTarget {
         }
         let reported = info.as_ref().and_then(|i| i["tokenizer_path"].as_str()).map(std::path::PathBuf::from).filter(|p| p.exists());
         let engine_info = info.as_ref().and_then(|i| i.get("engine_info")).and_then(Value::as_object).cloned();
+        self.context_length =
+            info.as_ref().and_then(|i| ["context_length", "max_req_input_len"].iter().find_map(|k| i[*k].as_u64()).filter(|c| *c > 0));
         let file = tokenizer.map(std::path::Path::to_path_buf).or(reported);
         let (vocab, vocab_name): (Arc<dyn TokenText>, String) = match (&file, &engine_info) {
             (Some(p), _) => (
@@ -572,13 +599,10 @@ impl HttpRunner {
             Err(e) => return PointOutcome { status: Status::Failed { reason: format!("runtime: {e}") }, records: Vec::new(), ctx },
         };
         let cfg = super::sim::workload_config(p, job.seed, self.duration_s);
-        let mut wl = match Workload::new(cfg, self.pool.clone()) {
-            Ok(w) => w,
-            Err(e) => return PointOutcome { status: Status::Failed { reason: e.to_string() }, records: Vec::new(), ctx },
-        };
         let res = rt.block_on(async {
             let mut t = HttpTarget::new(base_url, "")?;
             t.identify(&mut ctx, self.tokenizer.as_deref(), worker_url).await?;
+            let mut wl = t.workload(cfg, &self.pool, &mut ctx)?;
             // Behind a router the engine's metrics are the worker's.
             let w = worker_url.trim_end_matches('/').to_string();
             if !t.metrics_urls.contains(&w) {
