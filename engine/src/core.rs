@@ -1169,6 +1169,11 @@ impl Engine {
         let mut need: u64 = self.ranks[rank].running.iter().map(|&s| need_of(self, s)).sum();
         let mut retracted = 0u32;
         while need > self.free_tokens(rank) + self.evictable_tokens(rank) {
+            if self.ranks[rank].running.len() <= 1 && (self.ranks[rank].chunked.is_some() || !self.ranks[rank].batch.prefill.is_empty()) {
+                // A chunked prefill holds the pages: the last running request waits for it to
+                // finish (it then joins the batch and the usual retraction applies).
+                return false;
+            }
             if self.ranks[rank].running.len() <= 1 {
                 // Even one request cannot continue: abort it.
                 let s = self.ranks[rank].running.pop().expect("non-empty");
