@@ -52,17 +52,7 @@ fi
 
 # AIPerf's weka_trace loader reads one JSON document per file: a directory of <id>.json.
 plain="$out/traces"
-mkdir -p "$plain"
-python3 - "$traces" "$plain" <<'PY'
-import gzip, json, os, sys
-src, dst = sys.argv[1], sys.argv[2]
-with (gzip.open if src.endswith(".gz") else open)(src, "rt") as f:
-    for line in f:
-        if line.strip():
-            t = json.loads(line)
-            with open(os.path.join(dst, f"{t['id']}.json"), "w") as o:
-                json.dump(t, o)
-PY
+python3 scripts/split-weka-traces.py "$traces" "$plain"
 
 flags=(--model-path deepseek-ai/DeepSeek-V4.1-Flash --served-model-name deepseek-ai/DeepSeek-V4.1-Flash
   --trust-remote-code --speculative-algorithm DSPARK --speculative-dspark-block-size 5 --reasoning-parser auto

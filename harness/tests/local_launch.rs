@@ -6,14 +6,9 @@ mod common;
 use common::*;
 
 use serde_json::Value;
-use std::path::Path;
 
 const TP4_C1: &str = "dsv41flash-fp4-gb300-sglang-agentic-dspark/tp4-c1";
 const DEP2_C64: &str = "dsv41flash-fp4-gb300-sglang-agentic-dspark/dep2-c64";
-
-fn summary(dir: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json")).unwrap()
-}
 
 #[test]
 fn local_engine_serves_the_point_on_the_rows_hardware_and_labels_it_predicted() {
@@ -37,7 +32,7 @@ fn local_engine_serves_the_point_on_the_rows_hardware_and_labels_it_predicted() 
         &workspace_root(),
     );
     let (so, se) = text(&o);
-    let s = summary(&dir);
+    let s = summary_json(&dir);
     let p = &s["points"][0];
     assert_eq!(p["status"]["state"], "done", "{so}\n{se}\n{p}");
     // The cluster:gb300-nv runner selects the GB300 profile; latencies come from the cost model.
@@ -71,29 +66,13 @@ fn local_target_starts_the_recipes_router_in_front_of_the_worker() {
     // PyPI's sglang-router 0.3.2 lacks the image build's `--connect-timeout-secs`.
     edit(&repo.path().join("recipes/dsv41flash-fp4-gb300-sglang-agentic-dspark.yaml"), "--connect-timeout-secs, \"900\", ", "");
     let dir = repo.path().join("out");
-    let o = sweep(
-        &[
-            "run",
-            "full-sweep-fail-fast",
-            "--configs",
-            "dsv41flash-*",
-            "--only",
-            DEP2_C64,
-            "--target",
-            "local",
-            "--duration",
-            "20",
-            "--server-timeout",
-            "120",
-            "--out",
-            dir.to_str().unwrap(),
-            "--root",
-            repo.path().to_str().unwrap(),
-        ],
+    let o = sweep_run(
         repo.path(),
+        &dir,
+        &["--configs", "dsv41flash-*", "--only", DEP2_C64, "--target", "local", "--duration", "20", "--server-timeout", "120"],
     );
     let (so, se) = text(&o);
-    let s = summary(&dir);
+    let s = summary_json(&dir);
     let p = &s["points"][0];
     assert_eq!(p["status"]["state"], "done", "{so}\n{se}\n{p}");
     let pd = harness::results::point_dir(&dir, DEP2_C64);

@@ -131,24 +131,10 @@ fn local_target_canary_whose_server_exits_at_start_stops_the_sweep() {
         "command: \"false\"",
     );
     let dir = repo.path().join("out");
-    let o = sweep(
-        &[
-            "run",
-            "full-sweep-fail-fast",
-            "--target",
-            "local",
-            "--server-timeout",
-            "30",
-            "--out",
-            dir.to_str().unwrap(),
-            "--root",
-            repo.path().to_str().unwrap(),
-        ],
-        repo.path(),
-    );
+    let o = sweep_run(repo.path(), &dir, &["--target", "local", "--server-timeout", "30"]);
     let (so, se) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{so}\n{se}");
-    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let summary = summary_json(&dir);
     let pts = summary["points"].as_array().unwrap();
     assert_eq!(pts.len(), 13);
     let canary = &pts[0];
@@ -294,23 +280,7 @@ fn fixed_seq_len_points_are_left_out_with_a_note() {
     let t = std::fs::read_to_string(&cl).unwrap();
     std::fs::write(&cl, t.replace("  scenario-type:\n    - agentic-coding\n", "")).unwrap();
     let dir = repo.path().join("out");
-    let o = sweep(
-        &[
-            "run",
-            "full-sweep-fail-fast",
-            "--configs",
-            "dsv3-*",
-            "--only",
-            "dsv3-fp8-h200-sglang-agentic/tp8-c1",
-            "--duration",
-            "60",
-            "--out",
-            dir.to_str().unwrap(),
-            "--root",
-            repo.path().to_str().unwrap(),
-        ],
-        repo.path(),
-    );
+    let o = sweep_run(repo.path(), &dir, &["--configs", "dsv3-*", "--only", "dsv3-fp8-h200-sglang-agentic/tp8-c1", "--duration", "60"]);
     let (so, se) = text(&o);
     assert!(so.contains("note: 2 fixed-seq-len point(s) left out"), "{so}\n{se}");
     assert!(so.contains("dsv3-fp8-h200-sglang-agentic/1k1k-tp8-c4") && so.contains("1k1k-tp8-c8"), "{so}");

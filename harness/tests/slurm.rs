@@ -45,10 +45,6 @@ fn unique_out(parent: &Path, tag: &str) -> PathBuf {
     parent.join(format!("{tag}-{}-{}", std::process::id(), ns % 1_000_000_000))
 }
 
-fn summary(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
-}
-
 fn point<'a>(s: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
     s["points"].as_array().unwrap().iter().find(|p| p["id"] == id).unwrap_or_else(|| panic!("no point {id} in {s}"))
 }
@@ -176,7 +172,7 @@ fn slurm_failed_canary_leaves_no_other_job_submitted() {
     );
     let (so, se) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{so}\n{se}");
-    let s = summary(&dir);
+    let s = summary_json(&dir);
     let c = point(&s, CANARY);
     assert_eq!(c["status"]["state"], "failed", "{c}");
     assert!(c["status"]["reason"].as_str().unwrap().contains("exited during start-up"), "{c}");
@@ -207,6 +203,15 @@ fn never_healthy_repo() -> (tempfile::TempDir, String) {
 }
 
 /// Processes whose command line contains `marker` (none may outlive a killed job).
+/// Waits up to 15 s for every process whose command line holds `marker` to exit.
+fn assert_gone_within_15s(marker: &str, what: &str) {
+    let t1 = Instant::now();
+    while !processes_with(marker).is_empty() && t1.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(processes_with(marker), Vec::<String>::new(), "{what}");
+}
+
 fn processes_with(marker: &str) -> Vec<String> {
     let mut v = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -256,7 +261,7 @@ fn slurm_time_limit_kill_is_a_failed_point_with_the_reason() {
     let (so, se) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{so}\n{se}");
     assert!(t0.elapsed() < Duration::from_secs(240), "took {:?}", t0.elapsed());
-    let s = summary(&dir);
+    let s = summary_json(&dir);
     let p = point(&s, H200);
     assert_eq!(p["status"]["state"], "failed", "{p}");
     let reason = p["status"]["reason"].as_str().unwrap();
@@ -312,11 +317,7 @@ fn signal_cancels_submitted_jobs(signal: i32) {
     assert_eq!(status.code(), Some(130), "{t}");
     assert!(t.contains(&format!("job {job} cancelled (scancel)")), "{t}");
     assert_eq!(job_state(&job), "CANCELLED");
-    let t1 = Instant::now();
-    while !processes_with(&marker).is_empty() && t1.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert_eq!(processes_with(&marker), Vec::<String>::new(), "the point's server outlived its cancelled job");
+    assert_gone_within_15s(&marker, "the point's server outlived its cancelled job");
 }
 
 #[test]
@@ -360,7 +361,7 @@ fn slurm_fail_fast_cancels_the_rest_of_the_matrix() {
     );
     let (so, se) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{so}\n{se}");
-    let s = summary(&dir);
+    let s = summary_json(&dir);
     assert_eq!(point(&s, bad)["status"]["state"], "failed");
     for id in slow {
         let p = point(&s, id);
@@ -375,11 +376,7 @@ fn slurm_fail_fast_cancels_the_rest_of_the_matrix() {
         assert!(se.contains(&format!("slurm: {id} job {job} cancelled (scancel)")), "{se}");
         assert_eq!(job_state(&job), "CANCELLED");
     }
-    let t1 = Instant::now();
-    while !processes_with(&marker).is_empty() && t1.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert_eq!(processes_with(&marker), Vec::<String>::new(), "a cancelled job's server survived");
+    assert_gone_within_15s(&marker, "a cancelled job's server survived");
 }
 
 #[test]
@@ -407,7 +404,7 @@ fn slurm_refused_submission_is_a_failed_canary_with_sbatch_s_words() {
     );
     let (so, se) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{so}\n{se}");
-    let s = summary(&dir);
+    let s = summary_json(&dir);
     let reason = point(&s, CANARY)["status"]["reason"].as_str().unwrap().to_string();
     assert!(reason.starts_with("sbatch refused the job:") && reason.to_lowercase().contains("partition"), "{reason}");
     assert!(s["points"].as_array().unwrap().iter().skip(1).all(|p| p["status"]["state"] == "cancelled"));
@@ -474,6 +471,6 @@ fn slurm_jobs_of_a_killed_sweep_are_followed_with_resume_and_replaced_without() 
     assert!(!se.contains("submitted as job"), "{se}");
     assert!(so.contains("1/1 point(s) finished"), "{so}\n{se}");
     assert_eq!(job_state(&second), "COMPLETED");
-    let s = summary(&dir);
+    let s = summary_json(&dir);
     assert_eq!(point(&s, CANARY)["status"]["state"], "done");
 }

@@ -90,17 +90,7 @@ if [ -n "$aiperf" ]; then
   start_server "$out/server-aiperf.log"
   # AIPerf's weka_trace loader reads one JSON document per file.
   plain="$out/traces"
-  mkdir -p "$plain"
-  python3 - "$traces" "$plain" <<'PY'
-import gzip, json, os, sys
-src, dst = sys.argv[1], sys.argv[2]
-with (gzip.open if src.endswith(".gz") else open)(src, "rt") as f:
-    for line in f:
-        if line.strip():
-            t = json.loads(line)
-            with open(os.path.join(dst, f"{t['id']}.json"), "w") as o:
-                json.dump(t, o)
-PY
+  python3 scripts/split-weka-traces.py "$traces" "$plain"
   /usr/bin/env time -f "%U %S %e" -o "$out/aiperf.time" "$aiperf/bin/aiperf" profile --scenario inferencex-agentx-mvp \
     --unsafe-override --url "$url" --endpoint-type chat --streaming --model deepseek-ai/DeepSeek-V4.1-Flash \
     --tokenizer "${SWEEP_SHARED_DATA:-../shared/data}/tokenizers/deepseek-v4" --input-file "$plain" \

@@ -114,11 +114,6 @@ impl HttpTarget {
         Workload::new(cfg, pool).map_err(|e| e.to_string())
     }
 
-    /// Synthesizes prompt text with this vocabulary (default: the built-in word list).
-    pub fn set_vocab(&mut self, vocab: Arc<dyn TokenText>) {
-        self.vocab = vocab;
-    }
-
     /// Model, `/server_info` and the synthesis vocabulary of the server, into the point context:
     /// the reference engine (`sweep engine serve`) is labelled `predicted` with its profiles, any
     /// other server `measured`. Prompts are synthesized with `tokenizer` when given, else with the

@@ -57,3 +57,16 @@ pub fn edit(path: &Path, from: &str, to: &str) {
     assert!(t.contains(from), "{} does not contain {from:?}", path.display());
     std::fs::write(path, t.replacen(from, to, 1)).unwrap();
 }
+
+/// `sweep run full-sweep-fail-fast <extra…> --out OUT --root REPO`, run from REPO.
+pub fn sweep_run(repo: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut a = vec!["run", "full-sweep-fail-fast"];
+    a.extend_from_slice(extra);
+    a.extend_from_slice(&["--out", out.to_str().unwrap(), "--root", repo.to_str().unwrap()]);
+    sweep(&a, repo)
+}
+
+/// A run directory's `summary.json`.
+pub fn summary_json(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json")).expect("summary.json parses")
+}
