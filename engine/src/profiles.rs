@@ -262,24 +262,76 @@ pub struct FitRecord {
 }
 
 /// How the replayed workload was changed to match the measured runs.
+///
+/// Output tokens become `osl_scale · R · (out / R)^osl_exp` with `R` =
+/// [`WorkloadScales::OSL_REF`] tokens (`osl_exp` 1: plain proportional scaling); input tokens
+/// (and the tokens per hashed block, so prefix reuse keeps its structure) are multiplied by
+/// `isl_scale`; every recorded time by `delay_scale`, and then each end-to-start delay is capped
+/// at `delay_cap_s`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadScales {
-    /// Output tokens per request relative to the trace's recorded `out`.
+    /// Output tokens per request relative to the trace's recorded `out` (at `out` = R).
     pub osl_scale: f64,
     /// Recorded inter-turn delays (end-to-start, spawn offsets) are multiplied by this.
     pub delay_scale: f64,
+    /// Exponent of the output-length transform: above 1 long outputs grow more than short ones.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub osl_exp: f64,
+    /// Input tokens (and tokens per hashed block) relative to the trace's recorded `in`.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub isl_scale: f64,
+    /// Longest end-to-start delay after scaling, seconds (None: no cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_cap_s: Option<f64>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn is_one(x: &f64) -> bool {
+    *x == 1.0
 }
 
 impl Default for WorkloadScales {
     fn default() -> Self {
-        WorkloadScales { osl_scale: 1.0, delay_scale: 1.0 }
+        WorkloadScales { osl_scale: 1.0, delay_scale: 1.0, osl_exp: 1.0, isl_scale: 1.0, delay_cap_s: None }
     }
 }
 
 impl WorkloadScales {
+    /// Reference output length of the `osl_exp` transform (tokens): the exponent pivots here.
+    pub const OSL_REF: f64 = 1000.0;
+
     pub fn is_identity(&self) -> bool {
-        self.osl_scale == 1.0 && self.delay_scale == 1.0
+        *self == WorkloadScales::default()
+    }
+
+    /// The transformed output length of a request that recorded `out` tokens (at least 1).
+    pub fn osl(&self, out: u64) -> u64 {
+        let o = out as f64;
+        let x =
+            if self.osl_exp == 1.0 { o * self.osl_scale } else { self.osl_scale * Self::OSL_REF * (o / Self::OSL_REF).powf(self.osl_exp) };
+        (x.round() as u64).max(1)
+    }
+
+    /// One line for reports: what differs from the recorded workload.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.osl_exp == 1.0 {
+            parts.push(format!("output tokens x{:.3}", self.osl_scale));
+        } else {
+            parts.push(format!("output tokens {:.3} x {}·(out/{})^{:.3}", self.osl_scale, Self::OSL_REF, Self::OSL_REF, self.osl_exp));
+        }
+        if self.isl_scale != 1.0 {
+            parts.push(format!("input tokens x{:.3}", self.isl_scale));
+        }
+        parts.push(format!("inter-turn delays x{:.4}", self.delay_scale));
+        if let Some(c) = self.delay_cap_s {
+            parts.push(format!("capped at {c:.2} s"));
+        }
+        parts.join(", ")
     }
 }
 

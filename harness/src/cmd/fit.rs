@@ -36,7 +36,8 @@ pub struct FitArgs {
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Parameters to fit (comma-separated). Cost: eta_bw, eta_flops, tau_layer_us, tau_step_us,
-    /// eager_overhead_us, allreduce_latency_us, a2a_latency_us; workload: osl_scale, delay_scale.
+    /// eager_overhead_us, allreduce_latency_us, a2a_latency_us; workload: osl_scale, osl_exp,
+    /// isl_scale, delay_scale, delay_cap_s (docs/calibration.md says what each means).
     #[arg(long, value_delimiter = ',', default_values_t = fit::DEFAULT_PARAMS.iter().map(|s| s.to_string()).collect::<Vec<_>>())]
     pub params: Vec<String>,
     /// Loss weight overrides, `metric=weight` (comma-separated), e.g. `ttft_p99=0,e2el_p90=2`.

@@ -116,14 +116,8 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
     }
     let traces = crate::fit::load_traces(&spec)?;
     let pool = crate::fit::compile(&traces, scales, a.seed);
-    let trace_set = if scales.is_identity() {
-        format!("{spec}{note}")
-    } else {
-        format!(
-            "{spec}{note}, fitted workload scales: output tokens x{:.3}, inter-turn delays x{:.4}",
-            scales.osl_scale, scales.delay_scale
-        )
-    };
+    let trace_set =
+        if scales.is_identity() { format!("{spec}{note}") } else { format!("{spec}{note}, fitted workload scales: {}", scales.describe()) };
     let mut r = SimRunner::new(pool, trace_set.clone());
     r.duration_s = a.duration;
     r.profiles = ProfileChoice { model: a.model.clone(), hardware: Some(choice.clone()) };
@@ -167,7 +161,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
 /// predicted run's report, so the predictions are read next to how well the profile fits.
 fn append_fit_section(out: &Path, name: &str, f: &engine::profiles::FitRecord) -> anyhow::Result<()> {
     let mut md = format!(
-        "\n## Hardware profile `{name}`: its fit\n\nFitted by `sweep calibrate fit` on {} point(s) of `{}` from `{}`, traces {}, seed {}, {} s per point; loss {:.4}; workload scales: output tokens x{:.3}, inter-turn delays x{:.4}. Residual = (predicted - measured) / measured.\n\n| point | metric | measured | predicted by the profile | residual |\n|---|---|---:|---:|---:|\n",
+        "\n## Hardware profile `{name}`: its fit\n\nFitted by `sweep calibrate fit` on {} point(s) of `{}` from `{}`, traces {}, seed {}, {} s per point; loss {:.4}; workload scales: {}. Residual = (predicted - measured) / measured.\n\n| point | metric | measured | predicted by the profile | residual |\n|---|---|---:|---:|---:|\n",
         f.points.len(),
         f.config_key,
         f.results,
@@ -175,8 +169,7 @@ fn append_fit_section(out: &Path, name: &str, f: &engine::profiles::FitRecord) -
         f.seed,
         f.duration_s,
         f.loss,
-        f.workload.osl_scale,
-        f.workload.delay_scale
+        f.workload.describe()
     );
     for p in &f.points {
         for (k, r) in &p.metrics {

@@ -270,6 +270,14 @@ pub const PARAMS: &[Param] = &[
     Param { name: "a2a_latency_us", lower: 5.0, upper: 300.0, what: "latency per all-to-all / DP gather (EP, DP attention)" },
     Param { name: "osl_scale", lower: 0.5, upper: 20.0, what: "workload: output tokens relative to the trace's recorded out" },
     Param { name: "delay_scale", lower: 0.002, upper: 2.0, what: "workload: recorded inter-turn delays multiplied by this" },
+    Param { name: "osl_exp", lower: 0.5, upper: 2.0, what: "workload: exponent of output length about 1,000 recorded tokens" },
+    Param {
+        name: "isl_scale",
+        lower: 0.5,
+        upper: 6.0,
+        what: "workload: input tokens (and tokens per hashed block) relative to the trace's",
+    },
+    Param { name: "delay_cap_s", lower: 0.05, upper: 600.0, what: "workload: longest end-to-start delay after scaling, s" },
 ];
 
 /// The default parameter set: the cost model's efficiencies, fixed costs and the EP/DP latency.
@@ -301,6 +309,10 @@ impl Candidate {
             "a2a_latency_us" => c.a2a_latency_us,
             "osl_scale" => self.scales.osl_scale,
             "delay_scale" => self.scales.delay_scale,
+            "osl_exp" => self.scales.osl_exp,
+            "isl_scale" => self.scales.isl_scale,
+            // No cap is the same as the largest cap the search allows.
+            "delay_cap_s" => self.scales.delay_cap_s.unwrap_or(f64::INFINITY),
             _ => f64::NAN,
         }
     }
@@ -317,6 +329,9 @@ impl Candidate {
             "a2a_latency_us" => c.a2a_latency_us = v,
             "osl_scale" => self.scales.osl_scale = v,
             "delay_scale" => self.scales.delay_scale = v,
+            "osl_exp" => self.scales.osl_exp = v,
+            "isl_scale" => self.scales.isl_scale = v,
+            "delay_cap_s" => self.scales.delay_cap_s = v.is_finite().then_some(v),
             _ => {}
         }
     }
@@ -347,13 +362,28 @@ pub fn load_traces(spec: &str) -> Result<Vec<Trace>, FitError> {
     Ok(out)
 }
 
-/// A trace with its outputs and recorded times scaled. Scaling every recorded time by the same
-/// factor scales every end-to-start delay and spawn offset by it and keeps cross-stream order.
+/// The tokens per hashed block after input scaling (a whole number, at least 1), and the factor
+/// it actually applies.
+pub fn scaled_block(block_size: u32, isl_scale: f64) -> (u32, f64) {
+    let b = ((f64::from(block_size) * isl_scale).round() as u32).max(1);
+    (b, f64::from(b) / f64::from(block_size.max(1)))
+}
+
+/// A trace with its outputs, inputs and recorded times scaled. Scaling every recorded time by
+/// the same factor scales every end-to-start delay and spawn offset by it and keeps cross-stream
+/// order. Inputs scale with the tokens per hashed block, so every request keeps its blocks and
+/// its prefix reuse; the factor is rounded to whole tokens per block.
 pub fn scale_trace(t: &Trace, s: WorkloadScales) -> Trace {
     let mut t = t.clone();
     let d = s.delay_scale;
+    let (bs, fi) = scaled_block(t.block_size, s.isl_scale);
+    t.block_size = bs;
+    let tok = |x: u64| (x as f64 * fi).round() as u64;
+    t.tool_tokens = tok(t.tool_tokens);
+    t.system_tokens = tok(t.system_tokens);
     let f = |r: &mut Request| {
-        r.output_tokens = ((r.output_tokens as f64 * s.osl_scale).round() as u64).max(1);
+        r.output_tokens = s.osl(r.output_tokens);
+        r.input_tokens = tok(r.input_tokens).max(1);
         r.t *= d;
         r.api_time = r.api_time.map(|x| x * d);
         r.think_time = r.think_time.map(|x| x * d);
@@ -376,13 +406,24 @@ pub fn scale_trace(t: &Trace, s: WorkloadScales) -> Trace {
     t
 }
 
+/// Compiles one trace for replay with workload scales applied; the delay cap bounds each
+/// compiled end-to-start delay (a cap on recorded time would move later turns of other streams).
+pub fn compile_one(t: &Trace, s: WorkloadScales, seed: u64) -> Result<TracePlan, String> {
+    let mut p = if s.is_identity() { TracePlan::build(t, seed) } else { TracePlan::build(&scale_trace(t, s), seed) }?;
+    if let Some(cap) = s.delay_cap_s {
+        let cap_ns = (cap.max(0.0) * 1e9).round() as u64;
+        for st in &mut p.streams {
+            for turn in &mut st.turns {
+                turn.delay_ns = turn.delay_ns.min(cap_ns);
+            }
+        }
+    }
+    Ok(p)
+}
+
 /// Compiles a trace set for replay with workload scales applied.
 pub fn compile(traces: &[Trace], s: WorkloadScales, seed: u64) -> Vec<Arc<TracePlan>> {
-    traces
-        .iter()
-        .filter_map(|t| if s.is_identity() { TracePlan::build(t, seed) } else { TracePlan::build(&scale_trace(t, s), seed) }.ok())
-        .map(Arc::new)
-        .collect()
+    traces.iter().filter_map(|t| compile_one(t, s, seed).ok()).map(Arc::new).collect()
 }
 
 /// Drops the program part of a command line: everything before the first `--flag`.
@@ -826,11 +867,80 @@ mod tests {
         })
         .unwrap();
         let t = &ts[0];
-        let s = scale_trace(t, WorkloadScales { osl_scale: 3.0, delay_scale: 0.5 });
+        let s = scale_trace(t, WorkloadScales { osl_scale: 3.0, delay_scale: 0.5, ..Default::default() });
         let (a, b) = (t.main_requests().nth(1).unwrap(), s.main_requests().nth(1).unwrap());
         assert_eq!(b.output_tokens, ((a.output_tokens as f64) * 3.0).round() as u64);
         assert!((b.t - a.t * 0.5).abs() < 1e-9);
         assert_eq!(b.input_tokens, a.input_tokens);
         assert_eq!(b.hash_ids, a.hash_ids);
+    }
+
+    fn two_synthetic() -> Vec<Trace> {
+        let src: TraceSource = "synthetic:2:3".parse().unwrap();
+        let mut ts = Vec::new();
+        src.for_each(&ReadOptions::default(), &mut Vec::new(), |t| {
+            ts.push(t);
+            Ok(())
+        })
+        .unwrap();
+        ts
+    }
+
+    #[test]
+    fn output_exponent_pivots_at_the_reference_length() {
+        let s = WorkloadScales { osl_scale: 2.0, osl_exp: 1.5, ..Default::default() };
+        assert_eq!(s.osl(1000), 2000);
+        assert_eq!(s.osl(4000), 16000, "2 x 1000 x 4^1.5");
+        assert_eq!(s.osl(250), 250, "2 x 1000 x 0.25^1.5");
+        assert_eq!(s.osl(0), 1);
+        // Exponent 1 is plain proportional scaling.
+        assert_eq!(WorkloadScales { osl_scale: 2.5, ..Default::default() }.osl(333), 833);
+        assert!(!s.is_identity() && WorkloadScales::default().is_identity());
+        assert!(s.describe().contains("^1.500"), "{}", s.describe());
+    }
+
+    #[test]
+    fn input_scaling_keeps_blocks_and_prefix_reuse() {
+        let t = &two_synthetic()[0];
+        let s = scale_trace(t, WorkloadScales { isl_scale: 1.5, ..Default::default() });
+        assert_eq!((s.block_size, t.block_size), (96, 64));
+        for (a, b) in t.main_requests().zip(s.main_requests()) {
+            assert_eq!(b.input_tokens, ((a.input_tokens as f64) * 1.5).round() as u64);
+            assert_eq!(b.hash_ids, a.hash_ids);
+            assert_eq!(b.output_tokens, a.output_tokens);
+            assert_eq!(b.t, a.t);
+        }
+        // The factor is whole tokens per block: 64 x 1.01 rounds to 65.
+        assert_eq!(scaled_block(64, 1.01), (65, 65.0 / 64.0));
+        // The compiled plan has the same conversations and turns.
+        let (p, q) = (TracePlan::build(t, 1).unwrap(), compile_one(t, WorkloadScales { isl_scale: 1.5, ..Default::default() }, 1).unwrap());
+        assert_eq!(p.streams.len(), q.streams.len());
+        assert_eq!(p.order.len(), q.order.len());
+    }
+
+    #[test]
+    fn delay_cap_bounds_every_compiled_delay_and_nothing_else() {
+        let ts = two_synthetic();
+        let cap = 2.0;
+        for t in &ts {
+            let scales = WorkloadScales { delay_scale: 0.5, delay_cap_s: Some(cap), ..Default::default() };
+            let (a, b) =
+                (compile_one(t, WorkloadScales { delay_scale: 0.5, ..Default::default() }, 1).unwrap(), compile_one(t, scales, 1).unwrap());
+            let mut capped = 0;
+            for (sa, sb) in a.streams.iter().zip(&b.streams) {
+                for (x, y) in sa.turns.iter().zip(&sb.turns) {
+                    assert_eq!(y.delay_ns, x.delay_ns.min(2_000_000_000));
+                    assert_eq!((x.t, x.end, x.preds.clone()), (y.t, y.end, y.preds.clone()));
+                    capped += usize::from(x.delay_ns > y.delay_ns);
+                }
+            }
+            assert!(capped > 0, "the synthetic traces have delays above {cap} s");
+        }
+        let mut c = Candidate { gpu: GpuSpec::lookup("gb300").unwrap(), scales: WorkloadScales::default() };
+        assert_eq!(c.get("delay_cap_s"), f64::INFINITY);
+        let p = param("delay_cap_s").unwrap();
+        assert_eq!(from_unit(&p, to_unit(&p, c.get("delay_cap_s"))), p.upper, "no cap searches as the largest cap");
+        c.set("delay_cap_s", 3.0);
+        assert_eq!(c.scales.delay_cap_s, Some(3.0));
     }
 }
