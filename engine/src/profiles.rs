@@ -243,6 +243,9 @@ pub struct FitRecord {
     pub results: String,
     /// Trace set the replays used (predictions should use the same one).
     pub traces: String,
+    /// Trace orders each point was replayed with (rotations of the set), metrics averaged.
+    #[serde(default = "one_u32", skip_serializing_if = "is_one_u32")]
+    pub trace_orders: u32,
     /// Workload scales fitted with the cost parameters (1 = the trace as recorded).
     #[serde(default)]
     pub workload: WorkloadScales,
@@ -284,6 +287,14 @@ pub struct WorkloadScales {
     /// Longest end-to-start delay after scaling, seconds (None: no cap).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_cap_s: Option<f64>,
+}
+
+fn one_u32() -> u32 {
+    1
+}
+
+fn is_one_u32(x: &u32) -> bool {
+    *x == 1
 }
 
 fn one() -> f64 {

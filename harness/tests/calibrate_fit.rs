@@ -54,6 +54,7 @@ fn fit_recovers_known_parameters_from_simulated_points() {
         duration_s: duration,
         jobs: 2,
         weights: fit::default_weights(),
+        orders: 1,
         recorded_pool: Default::default(),
     };
     let opts = FitOptions {
@@ -75,6 +76,77 @@ fn fit_recovers_known_parameters_from_simulated_points() {
     let again = fit::fit(&problem, &opts, |_, _| {});
     assert_eq!(again.best.get("tau_step_us"), ts);
     assert_eq!(again.evaluation.loss, out.evaluation.loss);
+}
+
+/// A workload measured with longer inputs and outputs than the traces record is fitted back:
+/// the fit finds the input and output scales the points were generated with.
+#[test]
+fn fit_recovers_known_workload_scales() {
+    let pts = points(&["tp4-c4", "tp2-ep2-c16"]);
+    let traces = synthetic(8);
+    let base = GpuSpec::lookup("gb300").unwrap();
+    let truth = WorkloadScales { osl_scale: 2.0, isl_scale: 1.5, ..Default::default() };
+    let duration = Some(60.0);
+    let pool = fit::compile(&traces, truth, 42);
+    let measured: Vec<(PlanPoint, MeasuredPoint)> = pts
+        .iter()
+        .map(|p| {
+            let s = fit::simulate_point(p, &base, None, &pool, 42, duration).expect("truth point runs");
+            let m =
+                MeasuredPoint { arm: p.arm.clone(), conc: p.conc, id: None, metrics: Metric::ALL.iter().map(|m| (*m, m.of(&s))).collect() };
+            (p.clone(), m)
+        })
+        .collect();
+    let problem = FitProblem {
+        points: measured,
+        traces,
+        trace_set: "synthetic:8:42".into(),
+        model: None,
+        base: base.clone(),
+        base_scales: WorkloadScales::default(),
+        seed: 42,
+        duration_s: duration,
+        jobs: 2,
+        weights: fit::default_weights(),
+        orders: 1,
+        recorded_pool: Default::default(),
+    };
+    let opts = FitOptions {
+        params: vec![fit::param("osl_scale").unwrap(), fit::param("isl_scale").unwrap()],
+        restarts: 2,
+        max_evals: 40,
+        seed: 42,
+        start: Vec::new(),
+    };
+    let out = fit::fit(&problem, &opts, |_, _| {});
+    assert!(out.evaluation.loss < out.base_evaluation.loss / 20.0, "loss {} (base {})", out.evaluation.loss, out.base_evaluation.loss);
+    let (o, i) = (out.best.get("osl_scale"), out.best.get("isl_scale"));
+    assert!((o / 2.0 - 1.0).abs() < 0.1, "osl_scale {o} (truth 2)");
+    assert!((i / 1.5 - 1.0).abs() < 0.05, "isl_scale {i} (truth 1.5)");
+}
+
+/// Averaging over trace orders: one order is the plain replay; two orders are the mean of the
+/// replays starting at the first and at the middle trace, and differ from the first alone.
+#[test]
+fn trace_orders_average_rotated_replays() {
+    let p = &points(&["tp4-c1"])[0];
+    let g = GpuSpec::lookup("gb300").unwrap();
+    let pool = fit::compile(&synthetic(8), WorkloadScales::default(), 42);
+    let d = Some(300.0);
+    let one = fit::simulate_point(p, &g, None, &pool, 42, d).unwrap();
+    let same = fit::simulate_point_orders(p, &g, None, &pool, 42, d, 1).unwrap();
+    assert_eq!(same.tput_per_gpu, one.tput_per_gpu);
+    let r = fit::rotated(&pool, 1, 2);
+    assert_eq!(r[0].id, pool[4].id);
+    assert_eq!(r.len(), pool.len());
+    let other = fit::simulate_point(p, &g, None, &r, 42, d).unwrap();
+    let two = fit::simulate_point_orders(p, &g, None, &pool, 42, d, 2).unwrap();
+    for m in Metric::ALL {
+        let want = (m.of(&one) + m.of(&other)) / 2.0;
+        assert!((m.of(&two) - want).abs() <= 1e-9 * want.abs().max(1.0), "{}: {} vs {want}", m.key(), m.of(&two));
+    }
+    assert_ne!(one.tput_per_gpu, other.tput_per_gpu, "another start replays other sessions");
+    assert_eq!(two.requests_ok, one.requests_ok + other.requests_ok);
 }
 
 /// The CLI end to end: a results table → `sweep calibrate fit` → a fitted profile YAML with its
@@ -251,7 +323,7 @@ fn committed_fit_reproduces_its_recorded_residuals() {
     let pool = fit::compile(&traces, f.workload, f.seed);
     for ((p, _), rec) in pts.iter().zip(&f.points) {
         assert_eq!(p.id, rec.id);
-        let s = fit::simulate_point(p, &g, None, &pool, f.seed, Some(f.duration_s)).unwrap();
+        let s = fit::simulate_point_orders(p, &g, None, &pool, f.seed, Some(f.duration_s), f.trace_orders as usize).unwrap();
         for (k, r) in &rec.metrics {
             let m = Metric::from_key(k).unwrap();
             assert!(

@@ -26,6 +26,10 @@ pub struct FitArgs {
     /// shorter is faster and noisier).
     #[arg(long, default_value_t = 1200.0)]
     pub duration: f64,
+    /// Trace orders per point: each point is replayed from this many evenly spaced starting
+    /// traces and its metrics averaged (low concurrency replays only the first few sessions).
+    #[arg(long, default_value_t = 1)]
+    pub trace_orders: usize,
     /// Nelder–Mead restarts.
     #[arg(long, default_value_t = 3)]
     pub restarts: u32,
@@ -128,6 +132,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         duration_s: Some(a.duration),
         jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1),
         weights: fit::parse_weights(&a.weights)?,
+        orders: a.trace_orders.max(1),
         recorded_pool: Default::default(),
     };
     let mut start = Vec::new();
@@ -142,13 +147,14 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     }
     let opts = FitOptions { params, restarts: a.restarts.max(1), max_evals: a.max_evals.max(2), seed: a.seed, start };
     eprintln!(
-        "fitting {} parameter(s) [{}] of {} on {} point(s) of {} ({} s per point, {} restart(s) x {} evaluations, {} at once)",
+        "fitting {} parameter(s) [{}] of {} on {} point(s) of {} ({} s per point, {} trace order(s), {} restart(s) x {} evaluations, {} at once)",
         opts.params.len(),
         opts.params.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
         base.name,
         problem.points.len(),
         a.config,
         a.duration,
+        problem.orders,
         opts.restarts,
         opts.max_evals,
         problem.jobs
@@ -181,7 +187,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     crate::problem::atomic_write(&out, yaml.as_bytes()).with_context(|| format!("writing {}", out.display()))?;
     let table = fit::fit_table(&problem.points, &outcome.base_evaluation, &outcome.evaluation);
     let mut md = format!(
-        "Fit of `{}` ({} → `{name}`) on {} point(s) of `{}`, traces {}, seed {}, {} s per point: loss {:.4} (datasheet profile {:.4}), {} evaluations in {:.0} s; restarts ended at [{}].\n\n",
+        "Fit of `{}` ({} → `{name}`) on {} point(s) of `{}`, traces {}, seed {}, {} s per point, metrics averaged over {} trace order(s): loss {:.4} (datasheet profile {:.4}), {} evaluations in {:.0} s; restarts ended at [{}].\n\n",
         a.results.display(),
         base.name,
         problem.points.len(),
@@ -189,6 +195,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         problem.trace_set,
         a.seed,
         a.duration,
+        problem.orders,
         outcome.evaluation.loss,
         outcome.base_evaluation.loss,
         outcome.evaluations,

@@ -475,6 +475,54 @@ pub fn simulate_point(
     Ok(s)
 }
 
+/// The pool read from the `k`-th of `orders` evenly spaced starting traces. AgentX hands traces
+/// to lanes in file order, so a low-concurrency point replays only the first few sessions
+/// (TP4 c1: about 7 in an hour); other orders are other, equally likely samples of the set.
+pub fn rotated(pool: &[Arc<TracePlan>], k: usize, orders: usize) -> Vec<Arc<TracePlan>> {
+    if pool.is_empty() || orders <= 1 {
+        return pool.to_vec();
+    }
+    let off = (k % orders) * pool.len() / orders;
+    pool[off..].iter().chain(&pool[..off]).cloned().collect()
+}
+
+/// The mean of every compared metric over several summaries of one point (other fields: the
+/// first summary's).
+pub fn mean_summary(v: &[Summary]) -> Option<Summary> {
+    let mut out = v.first()?.clone();
+    let n = v.len() as f64;
+    let mean = |f: &dyn Fn(&Summary) -> f64| v.iter().map(f).sum::<f64>() / n;
+    out.tput_per_gpu = mean(&|s| s.tput_per_gpu);
+    out.e2el.p75 = mean(&|s| s.e2el.p75);
+    out.e2el.p90 = mean(&|s| s.e2el.p90);
+    out.intvty_p90 = mean(&|s| s.intvty_p90);
+    out.ttft.p50 = mean(&|s| s.ttft.p50);
+    out.ttft.p90 = mean(&|s| s.ttft.p90);
+    out.ttft.p99 = mean(&|s| s.ttft.p99);
+    out.requests_ok = v.iter().map(|s| s.requests_ok).sum();
+    out.requests_error = v.iter().map(|s| s.requests_error).sum();
+    Some(out)
+}
+
+/// [`simulate_point`] over `orders` trace orders ([`rotated`]), each compared metric averaged;
+/// any failed order fails the point.
+pub fn simulate_point_orders(
+    point: &PlanPoint,
+    gpu: &GpuSpec,
+    model: Option<&str>,
+    pool: &[Arc<TracePlan>],
+    seed: u64,
+    duration_s: Option<f64>,
+    orders: usize,
+) -> Result<Summary, String> {
+    let orders = orders.max(1);
+    let mut v = Vec::with_capacity(orders);
+    for k in 0..orders {
+        v.push(simulate_point(point, gpu, model, &rotated(pool, k, orders), seed, duration_s)?);
+    }
+    mean_summary(&v).ok_or_else(|| "no trace order".to_string())
+}
+
 /// What a fit replays: the measured points with their plan points, the trace set and settings.
 pub struct FitProblem {
     pub points: Vec<(PlanPoint, MeasuredPoint)>,
@@ -491,6 +539,8 @@ pub struct FitProblem {
     pub jobs: usize,
     /// Loss weight of each metric.
     pub weights: BTreeMap<Metric, f64>,
+    /// Trace orders each point is replayed with, its metrics averaged ([`simulate_point_orders`]).
+    pub orders: usize,
     /// The trace set compiled as recorded (scales 1), reused by every candidate that does not
     /// change the workload: compiling 200 real traces costs about as much as simulating a point.
     pub recorded_pool: std::sync::OnceLock<Vec<Arc<TracePlan>>>,
@@ -573,8 +623,15 @@ impl FitProblem {
                             break;
                         }
                         let (c, p) = tasks[k];
-                        let r =
-                            simulate_point(&self.points[p].0, &cands[c].gpu, self.model.as_deref(), &pools[c], self.seed, self.duration_s);
+                        let r = simulate_point_orders(
+                            &self.points[p].0,
+                            &cands[c].gpu,
+                            self.model.as_deref(),
+                            &pools[c],
+                            self.seed,
+                            self.duration_s,
+                            self.orders,
+                        );
                         *results[k].lock().expect("lock") = Some(r);
                     }
                 });
@@ -729,6 +786,7 @@ pub fn fitted_profile(problem: &FitProblem, opts: &FitOptions, out: &FitOutcome,
         base_profile: problem.base.name.clone(),
         results: prov.results.clone(),
         traces: problem.trace_set.clone(),
+        trace_orders: problem.orders.max(1) as u32,
         workload: out.best.scales,
         seed: problem.seed,
         duration_s: problem.duration_s.unwrap_or(3600.0),
