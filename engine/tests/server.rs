@@ -181,6 +181,41 @@ async fn stream_has_sglang_shape_and_exact_usage() {
     s.shutdown().await;
 }
 
+/// Asked for engine times, the stream stamps each event with the engine time of its output
+/// (`: t=<ns>` comments, which SSE clients skip) and the response names the arrival's engine time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_time_stamps_on_request() {
+    let s = start("--enable-metrics").await;
+    let body = chat("Write a poem.", serde_json::json!({"stream": true, "ignore_eos": true, "max_completion_tokens": 12}));
+    let r =
+        http(s.addr, "POST", "/v1/chat/completions", &[JSON, (engine::server::ENGINE_TIME_HEADER, "1")], body.to_string().as_bytes()).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let arrival: u64 = r.header(engine::server::ARRIVAL_HEADER).expect("arrival header").parse().unwrap();
+    let (mut stamps, mut data) = (Vec::new(), 0);
+    for event in r.text().split("\n\n").filter(|e| !e.is_empty()) {
+        for line in event.lines() {
+            if let Some(t) = line.strip_prefix(": t=") {
+                stamps.push(t.parse::<u64>().unwrap());
+            } else {
+                assert!(line.starts_with("data: "), "{line:?}");
+                data += 1;
+            }
+        }
+    }
+    // One stamp per scheduler output (DeepSeek-V4-Flash decodes one token a step here) plus the finish.
+    assert!(stamps.len() >= 2 && stamps.len() <= 13, "{stamps:?}");
+    assert!(data > stamps.len(), "{data} data lines");
+    // The prefill takes engine time; every later output comes a decode step later; the finish last.
+    assert!(stamps[0] > arrival, "first output at {} ≤ arrival {arrival}", stamps[0]);
+    assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{stamps:?}");
+    assert!(stamps[1..stamps.len() - 1].windows(2).all(|w| w[0] < w[1]), "{stamps:?}");
+    // Without the request header the same request streams SGLang's frames only.
+    let r = post(s.addr, &body).await;
+    assert!(r.header(engine::server::ARRIVAL_HEADER).is_none());
+    assert!(r.events().len() > 2);
+    s.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_streaming_natural_stop_min_tokens_and_stop_strings() {
     let s = start("--mean-output-tokens 4 --enable-cache-report").await;

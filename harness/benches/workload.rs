@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use harness::prompt::{PAGE_TOKENS, PageHashCache, Prompt, WordVocab, mix64};
+use harness::prompt::{PAGE_TOKENS, PageHashCache, Prompt, TokenText, TokenizerVocab, WordVocab, mix64};
 use harness::trace::synth::{Generator, SynthParams};
 use harness::trace::{ReadOptions, read_traces};
 use harness::workload::driver::{Service, drive};
@@ -180,5 +180,30 @@ fn one_hour_point(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, trace_sets, prompts, one_hour_point);
+/// Live prompt synthesis (the client's CPU per request): the largest synthetic request as chat
+/// messages in the server's vocabulary, joining per-id pieces against running the tokenizer's
+/// decoder, and the serialized request body.
+fn synthesis(c: &mut Criterion) {
+    let p = big_prompt();
+    let mut g = c.benchmark_group(format!("synthesis_{}k_tokens", p.total_tokens() / 1000));
+    g.sample_size(10);
+    let mut vocabs = vec![("builtin", TokenizerVocab::builtin())];
+    if let Some(dir) = corpus().and_then(|c| Some(c.parent()?.parent()?.join("tokenizers/deepseek-v4"))) {
+        vocabs.push(("deepseek_v4", TokenizerVocab::from_path(&dir).expect("DeepSeek-V4 tokenizer")));
+    }
+    for (name, v) in &vocabs {
+        eprintln!("{name}: synthesis joins pieces: {}", v.joins_pieces());
+        let ids: Vec<Vec<u32>> = p.message_ids(v).into_iter().map(|(_, ids)| ids).collect();
+        g.bench_function(format!("{name}_decode_synthesis"), |b| {
+            b.iter(|| black_box(ids.iter().map(|m| v.decode(m).len()).sum::<usize>()))
+        });
+        g.bench_function(format!("{name}_decode_with_decoder"), |b| {
+            b.iter(|| black_box(ids.iter().map(|m| v.decode_with_decoder(m).len()).sum::<usize>()))
+        });
+        g.bench_function(format!("{name}_messages_json"), |b| b.iter(|| black_box(serde_json::to_vec(&p.messages(v)).unwrap().len())));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, trace_sets, prompts, synthesis, one_hour_point);
 criterion_main!(benches);

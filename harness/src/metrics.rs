@@ -297,10 +297,17 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     if let Some(cpu) = ctx.client_cpu_seconds {
         // The harness's own cost, so a saturated client is visible next to the server's numbers.
         let per_1k = if records_total > 0 { cpu * 1000.0 / records_total as f64 } else { 0.0 };
-        agg.insert(
-            "client".into(),
-            json!({"cpu_seconds": cpu, "cpu_seconds_per_1000_requests": per_1k, "cpu_max_share": ctx.client_cpu_max}),
-        );
+        let mut client = json!({"cpu_seconds": cpu, "cpu_seconds_per_1000_requests": per_1k, "cpu_max_share": ctx.client_cpu_max});
+        // Where the server stamps its events: its own TTFT per request, and what the path to this
+        // client added to it (wall milliseconds).
+        let values = |f: &dyn Fn(&Record) -> Option<f64>| ok.iter().filter_map(|r| f(r)).collect::<Vec<f64>>();
+        let added = values(&|r| r.added_latency_ns.map(|x| x as f64 / 1e6));
+        if !added.is_empty() {
+            let server = values(&|r| r.server_ttft_ns.map(|x| x as f64 / 1e9));
+            client["added_latency_ms"] = stats_nonneg(&df!("v" => added)?, "v")?.json();
+            client["server_ttft"] = stats_nonneg(&df!("v" => server)?, "v")?.json();
+        }
+        agg.insert("client".into(), client);
     }
     agg.insert("tput_per_gpu".into(), json!(tot_tps / gpus));
     agg.insert("validity".into(), json!({"valid": valid, "reasons": invalid, "submission_valid": summary.submission_valid, "submission_invalid_reasons": sub_invalid}));

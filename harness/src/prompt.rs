@@ -85,12 +85,36 @@ pub trait TokenText: Send + Sync {
 /// vocabulary and `tokenizer.json` files (fastokens) both work.
 pub struct TokenizerVocab {
     tok: engine::tokenize::Tokenizer,
+    /// The text of every alphabet id, indexed by id, when the decoder is concatenative (checked
+    /// at construction): synthesis then joins pieces instead of running the decoder over every
+    /// prompt token, which was most of the live client's CPU per request.
+    pieces: Option<Pieces>,
 }
 
 impl TokenizerVocab {
     pub fn new(tok: engine::tokenize::Tokenizer) -> Self {
-        Self { tok }
+        let pieces = Self::piece_table(&tok);
+        Self { tok, pieces }
     }
+
+    /// Per-id text, if joining it reproduces the decoder on a sample mixing alphabet ids with a
+    /// marker (decoders that strip, merge or add spaces are not concatenative) and the decoder is
+    /// not already as fast (the built-in vocabulary's is a table lookup too).
+    fn piece_table(tok: &engine::tokenize::Tokenizer) -> Option<Pieces> {
+        if tok.source() == "builtin" {
+            return None;
+        }
+        let pieces = Pieces::new(tok)?;
+        let alphabet = tok.alphabet();
+        let mut r = 0x5EED_u64;
+        let mut sample: Vec<u32> = tok.encode("[rid:0a1b2c3d4e5f]\n\n").ok()?;
+        sample.extend((0..512).map(|_| {
+            r = mix64(r.wrapping_add(1));
+            alphabet[(r % alphabet.len() as u64) as usize]
+        }));
+        (pieces.join(tok, &sample) == tok.decode(&sample)).then_some(pieces)
+    }
+
     /// The reference engine's built-in vocabulary (what `sweep engine serve` uses without
     /// `--tokenizer-path`).
     pub fn builtin() -> Self {
@@ -103,6 +127,14 @@ impl TokenizerVocab {
     /// Where the vocabulary came from (`builtin` or the file).
     pub fn source(&self) -> &str {
         self.tok.source()
+    }
+    /// Whether synthesis joins per-id pieces rather than running the decoder.
+    pub fn joins_pieces(&self) -> bool {
+        self.pieces.is_some()
+    }
+    /// The tokenizer's own decoder (the reference for [`TokenText::decode`]).
+    pub fn decode_with_decoder(&self, ids: &[u32]) -> String {
+        self.tok.decode(ids)
     }
 }
 
@@ -120,10 +152,57 @@ impl TokenText for TokenizerVocab {
         self.tok.encode(&format!("[rid:{hex12}]\n\n")).unwrap_or_default()
     }
     fn decode(&self, ids: &[u32]) -> String {
-        self.tok.decode(ids)
+        match &self.pieces {
+            Some(p) => p.join(&self.tok, ids),
+            None => self.tok.decode(ids),
+        }
     }
     fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
         self.tok.encode(text).map_err(|e| e.to_string())
+    }
+}
+
+/// Per-id text of a vocabulary's alphabet, in one buffer (cache-friendly: synthesis looks up
+/// every prompt token).
+struct Pieces {
+    text: String,
+    /// (start, len) in `text` by id; len `u32::MAX` for ids outside the alphabet.
+    span: Vec<(u32, u32)>,
+}
+
+impl Pieces {
+    fn new(tok: &engine::tokenize::Tokenizer) -> Option<Pieces> {
+        let alphabet = tok.alphabet();
+        let max = *alphabet.iter().max()? as usize;
+        let mut p = Pieces { text: String::new(), span: vec![(0, u32::MAX); max + 1] };
+        for &id in alphabet {
+            let t = tok.decode(&[id]);
+            p.span[id as usize] = (p.text.len() as u32, t.len() as u32);
+            p.text.push_str(&t);
+        }
+        Some(p)
+    }
+
+    fn get(&self, id: u32) -> Option<&str> {
+        let &(start, len) = self.span.get(id as usize)?;
+        (len != u32::MAX).then(|| &self.text[start as usize..(start + len) as usize])
+    }
+
+    /// `ids` as text: alphabet ids join their pieces; any other run (the marker) goes through the decoder.
+    fn join(&self, tok: &engine::tokenize::Tokenizer, ids: &[u32]) -> String {
+        let mut out = String::with_capacity(ids.len() * 6);
+        let mut i = 0;
+        while i < ids.len() {
+            if let Some(p) = self.get(ids[i]) {
+                out.push_str(p);
+                i += 1;
+                continue;
+            }
+            let j = ids[i..].iter().position(|&id| self.get(id).is_some()).map_or(ids.len(), |k| i + k);
+            out.push_str(&tok.decode(&ids[i..j]));
+            i = j;
+        }
+        out
     }
 }
 

@@ -81,6 +81,14 @@ pub struct Record {
     pub chunks: u32,
     pub was_cancelled: bool,
     pub error: Option<RecordError>,
+    /// Server-side TTFT: engine time from the request's arrival to its first output, when the
+    /// server stamps its events (`sweep engine serve`, see `docs/replay.md`).
+    #[serde(default)]
+    pub server_ttft_ns: Option<u64>,
+    /// What the path between the client and the engine added to the first token, in wall
+    /// nanoseconds: client-observed TTFT − server-side TTFT.
+    #[serde(default)]
+    pub added_latency_ns: Option<u64>,
 }
 
 fn ms(ns: u64) -> f64 {
@@ -134,6 +142,10 @@ impl Record {
         put("output_sequence_length", self.output_tokens.map(|x| x as f64), "tokens");
         if let Some(c) = self.cached_tokens {
             put("cached_tokens", Some(c as f64), "tokens");
+        }
+        if self.ok() {
+            put("server_time_to_first_token", self.server_ttft_ns.map(ms), "ms");
+            put("client_added_latency", self.added_latency_ns.map(ms), "ms");
         }
         json!({
             "metadata": {
@@ -243,6 +255,8 @@ fn from_aiperf(v: &Value) -> Result<Record, String> {
         chunks: u("chunks").unwrap_or(0) as u32,
         was_cancelled: md.get("was_cancelled").and_then(Value::as_bool).unwrap_or(false),
         error,
+        server_ttft_ns: m("server_time_to_first_token").map(|t| (t * 1e6).round() as u64),
+        added_latency_ns: m("client_added_latency").map(|t| (t * 1e6).round() as u64),
     })
 }
 
@@ -276,6 +290,8 @@ pub(crate) mod tests {
             chunks: osl as u32,
             was_cancelled: false,
             error: None,
+            server_ttft_ns: None,
+            added_latency_ns: None,
         }
     }
 

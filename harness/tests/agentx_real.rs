@@ -109,3 +109,29 @@ fn the_real_corpus_replays_with_every_lane_busy() {
     // Subagent streams were replayed.
     assert!(log.records.iter().any(|r| r.spec.stream > 0));
 }
+
+/// Live synthesis in the DeepSeek-V4 tokenizer's vocabulary joins per-id pieces (8× faster than
+/// its decoder on long prompts): the text must be the decoder's, byte for byte, and encode back
+/// to the same ids, over real traces with their cache-bust markers.
+#[test]
+#[ignore = "needs the shared AgentX corpus (SWEEP_SHARED_DATA)"]
+fn deepseek_v4_synthesis_joins_pieces_exactly_as_its_decoder() {
+    let root = corpus().parent().unwrap().parent().unwrap().to_path_buf();
+    let vocab = harness::prompt::TokenizerVocab::from_path(&root.join("tokenizers/deepseek-v4")).unwrap();
+    assert!(vocab.joins_pieces(), "the DeepSeek-V4 decoder is byte-level: joining pieces must reproduce it");
+    let set = read_traces(&[corpus()], &ReadOptions::default()).unwrap();
+    let mut messages = 0;
+    for t in set.traces.iter().step_by(40) {
+        let plan = TracePlan::build(t, 42).unwrap();
+        let sp = &plan.streams[0];
+        let turn = (sp.prompts.turns.len() as u32).min(3) - 1;
+        let p = Prompt { conversation: sp.prompts.clone(), turn, marker: Some(Marker::new("conformance", 0, 0, &t.id)) };
+        for (_, ids) in p.message_ids(&vocab) {
+            let text = harness::prompt::TokenText::decode(&vocab, &ids);
+            assert_eq!(text, vocab.decode_with_decoder(&ids), "trace {} turn {turn}", t.id);
+            assert_eq!(harness::prompt::TokenText::encode(&vocab, &text).unwrap(), ids, "trace {} turn {turn}", t.id);
+            messages += 1;
+        }
+    }
+    assert!(messages >= 5, "{messages} messages checked");
+}

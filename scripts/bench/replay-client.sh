@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Client benchmark: `sweep replay` (release) holding C concurrent AgentX sessions against
 # `sweep engine serve` (release) on this machine. Reports the client's CPU seconds per 1,000
-# requests (getrusage of the replay process, warmup included) and its added latency: mean
-# client-observed TTFT minus the server's mean TTFT over the same window (its
-# `sglang:time_to_first_token_seconds` histogram, scraped every second). With --aiperf VENV the
+# requests (getrusage of the replay process, warmup included) and its added latency: the
+# client-observed TTFT minus the server's TTFT, request by request (the engine stamps its events
+# with engine time; see docs/replay.md). With --aiperf VENV the
 # same replay (same traces, concurrency, duration) is run with AIPerf against a fresh server and
 # the CPU ratio printed.
 #
@@ -68,21 +68,18 @@ out, scale = sys.argv[1], float(sys.argv[2])
 u, s, wall = map(float, open(f"{out}/sweep.time").read().split()[-3:])
 recs = [json.loads(l) for l in open(f"{out}/sweep/profile_export.jsonl")]
 ok = [r for r in recs if not r["error"]]
-ttft = [r["metrics"]["time_to_first_token"]["value"] / 1000 for r in ok if "time_to_first_token" in r["metrics"]]
 agg = json.load(open(f"{out}/sweep/agg.json"))
-server = agg["server_metrics"].get("ttft_mean_s")
+client = agg.get("client", {})
 cpu = u + s
 print(f"sweep replay: {len(recs)} requests ({len(ok)} ok), wall {wall:.1f} s, CPU {cpu:.2f} s "
       f"(user {u:.2f} + sys {s:.2f}), {cpu / len(recs) * 1000:.2f} CPU s per 1,000 requests, "
-      f"peak {100 * (agg.get('client', {}).get('cpu_max_share') or 0):.0f} % of the cores")
-# Profiling-window server TTFT against all-phase client TTFT would mix windows: compare over the
-# profiling records only, the window the scrape summary covers.
-prof = [r["metrics"]["time_to_first_token"]["value"] / 1000 for r in ok
-        if r["metadata"]["benchmark_phase"] == "profiling" and "time_to_first_token" in r["metrics"]]
-if server and prof:
-    c = sum(prof) / len(prof)
-    print(f"added latency: client TTFT mean {c * 1000:.2f} ms - server TTFT mean {server * 1000:.2f} ms = "
-          f"{(c - server) * 1000:.2f} ms (server time; {(c - server) * 1000 / scale:.2f} ms wall)")
+      f"peak {100 * (client.get('cpu_max_share') or 0):.0f} % of the cores")
+# Per request: client-observed TTFT minus the server's own TTFT for that request (its stamped
+# first output minus its stamped arrival), over the profiling records; wall milliseconds.
+a = client.get("added_latency_ms")
+if a:
+    print(f"added latency (client TTFT - server TTFT, per request, ms): mean {a['mean']:.2f}, p50 {a['p50']:.2f}, "
+          f"p90 {a['p90']:.2f}, p99 {a['p99']:.2f}; server TTFT p50 {client['server_ttft']['p50']:.3f} s")
 json.dump({"requests": len(recs), "cpu_s": cpu, "wall_s": wall}, open(f"{out}/sweep.json", "w"))
 PY
 
@@ -95,7 +92,7 @@ if [ -n "$aiperf" ]; then
     --unsafe-override --url "$url" --endpoint-type chat --streaming --model deepseek-ai/DeepSeek-V4.1-Flash \
     --tokenizer "${SWEEP_SHARED_DATA:-../shared/data}/tokenizers/deepseek-v4" --input-file "$plain" \
     --custom-dataset-type weka_trace --concurrency "$conc" --benchmark-duration "$duration" --random-seed 42 \
-    --use-server-token-count --extra-inputs ignore_eos:true --ui-type none --output-artifact-dir "$out/aiperf" \
+    --use-server-token-count --extra-inputs ignore_eos:true --ui-type none --burst-phase-starts --output-artifact-dir "$out/aiperf" \
     > "$out/aiperf.log" 2>&1 || { echo "AIPerf failed (see $out/aiperf.log)"; tail -5 "$out/aiperf.log"; }
   stop_server
   python3 - "$out" <<'PY'

@@ -55,8 +55,8 @@ pub struct CoreError {
 /// Outputs of one `advance`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum CoreEvent {
-    /// `n` new tokens for `id` (one scheduler output: one SSE chunk).
-    Tokens { id: ReqId, n: u32 },
+    /// `n` new tokens for `id` (one scheduler output: one SSE chunk), visible at engine time `at`.
+    Tokens { id: ReqId, n: u32, at: Nanos },
     /// The request left the core.
     Finished {
         id: ReqId,
@@ -64,6 +64,8 @@ pub enum CoreEvent {
         cached_tokens: u64,
         /// Seconds (engine time) spent waiting before the first prefill.
         queue_time: f64,
+        /// Engine time of the finish.
+        at: Nanos,
     },
     /// The core failed the request after accepting it.
     Failed { id: ReqId, error: CoreError },
@@ -109,8 +111,17 @@ pub trait Core: Send + 'static {
 /// What a request task receives.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ReqEvent {
-    Tokens(u32),
-    Finished { reason: CoreFinish, cached_tokens: u64, queue_time: f64 },
+    /// `n` tokens, visible at engine time `at`.
+    Tokens {
+        n: u32,
+        at: Nanos,
+    },
+    Finished {
+        reason: CoreFinish,
+        cached_tokens: u64,
+        queue_time: f64,
+        at: Nanos,
+    },
     Failed(CoreError),
 }
 
@@ -122,7 +133,7 @@ enum Cmd {
         /// The hold its arrival placed (see [`Driver::hold`]).
         hold: Option<u64>,
         events: mpsc::UnboundedSender<ReqEvent>,
-        accepted: oneshot::Sender<Result<(), CoreError>>,
+        accepted: oneshot::Sender<Result<Nanos, CoreError>>,
     },
     Abort(ReqId),
     Hold {
@@ -141,6 +152,14 @@ pub struct Driver {
     tx: std_mpsc::Sender<Cmd>,
     stats: Arc<Mutex<CoreStats>>,
     next_hold: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// An accepted request.
+pub struct Submitted {
+    pub events: mpsc::UnboundedReceiver<ReqEvent>,
+    /// Engine time of the request's arrival: where the engine placed it under a time scale, the
+    /// head's arrival in real time (so server-side latencies include the front end, as SGLang's do).
+    pub arrival: Nanos,
 }
 
 /// Keeps the engine's clock at a request's arrival until the request is submitted or dropped.
@@ -185,25 +204,20 @@ impl Driver {
 
     /// Submits; resolves once the core accepted or refused the request.
     pub async fn submit(&self, req: CoreRequest) -> Result<mpsc::UnboundedReceiver<ReqEvent>, CoreError> {
-        self.submit_arrived(req, Instant::now(), None).await
+        self.submit_arrived(req, Instant::now(), None).await.map(|s| s.events)
     }
 
     /// Submits a request whose HTTP request arrived at `arrived`. Under `--time-scale K ≠ 1` the
     /// engine sees it arrive then: the front end's wall time (body, JSON, tokenization) would
     /// otherwise count K times over in engine time, and the engine's cost model (like the virtual
     /// clock) has no front end. In real time (K = 1) it arrives when the front end is done.
-    pub async fn submit_arrived(
-        &self,
-        req: CoreRequest,
-        arrived: Instant,
-        hold: Option<&Hold>,
-    ) -> Result<mpsc::UnboundedReceiver<ReqEvent>, CoreError> {
+    pub async fn submit_arrived(&self, req: CoreRequest, arrived: Instant, hold: Option<&Hold>) -> Result<Submitted, CoreError> {
         let (etx, erx) = mpsc::unbounded_channel();
         let (atx, arx) = oneshot::channel();
         let gone = || CoreError { status: 503, message: "The engine is shutting down.".into() };
         self.tx.send(Cmd::Submit { req, arrived, hold: hold.map(Hold::id), events: etx, accepted: atx }).map_err(|_| gone())?;
-        arx.await.map_err(|_| gone())??;
-        Ok(erx)
+        let arrival = arx.await.map_err(|_| gone())??;
+        Ok(Submitted { events: erx, arrival })
     }
 
     pub fn abort(&self, id: ReqId) {
@@ -304,7 +318,7 @@ fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats
                     if r.is_ok() {
                         routes.insert(id, events);
                     }
-                    let _ = accepted.send(r);
+                    let _ = accepted.send(r.map(|()| engine_of(arrived).min(at)));
                     changed = true;
                 }
                 Cmd::Abort(id) => {
@@ -340,14 +354,14 @@ fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats
 
 fn dispatch(routes: &mut HashMap<ReqId, mpsc::UnboundedSender<ReqEvent>>, ev: CoreEvent) {
     match ev {
-        CoreEvent::Tokens { id, n } => {
+        CoreEvent::Tokens { id, n, at } => {
             if let Some(tx) = routes.get(&id) {
-                let _ = tx.send(ReqEvent::Tokens(n));
+                let _ = tx.send(ReqEvent::Tokens { n, at });
             }
         }
-        CoreEvent::Finished { id, reason, cached_tokens, queue_time } => {
+        CoreEvent::Finished { id, reason, cached_tokens, queue_time, at } => {
             if let Some(tx) = routes.remove(&id) {
-                let _ = tx.send(ReqEvent::Finished { reason, cached_tokens, queue_time });
+                let _ = tx.send(ReqEvent::Finished { reason, cached_tokens, queue_time, at });
             }
         }
         CoreEvent::Failed { id, error } => {

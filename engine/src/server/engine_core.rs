@@ -109,8 +109,8 @@ impl Core for EngineCore {
         self.out
             .drain(..)
             .map(|o| match o {
-                Output::Tokens { id, count, .. } => CoreEvent::Tokens { id, n: count },
-                Output::Finished { id, reason, usage, error, .. } => match error {
+                Output::Tokens { id, count, time, .. } => CoreEvent::Tokens { id, n: count, at: time.0 },
+                Output::Finished { id, reason, usage, error, time } => match error {
                     Some(RequestError::OutOfMemory) => {
                         CoreEvent::Failed { id, error: CoreError { status: 503, message: RequestError::OutOfMemory.to_string() } }
                     }
@@ -123,6 +123,7 @@ impl Core for EngineCore {
                         },
                         cached_tokens: usage.cached_tokens,
                         queue_time: usage.queue_time.as_secs_f64(),
+                        at: time.0,
                     },
                 },
             })

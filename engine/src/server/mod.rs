@@ -33,6 +33,7 @@ use tokio::net::TcpListener;
 pub use api::ApiError;
 pub use args::ServeConfig;
 pub use driver::{Core, CoreError, CoreEvent, CoreFinish, CoreRequest, CoreStats, Driver};
+pub use stream::{ARRIVAL_HEADER, ENGINE_TIME_HEADER};
 
 use crate::tokenize::{ChatEncoder, Tokenizer};
 use metrics::Metrics;
@@ -503,7 +504,8 @@ async fn chat_inner(
         .map_err(ApiError::internal)?;
     let prompt_tokens = encoded.ids.len() as u64;
     api::validate_length(prompt_tokens, &params, limits)?;
-    stream::run(st, req, params, encoded.ids, encoder, thinking, arrived, hold).await
+    let stamps = headers.contains_key(stream::ENGINE_TIME_HEADER);
+    stream::run(st, req, params, encoded.ids, encoder, thinking, arrived, hold, stamps).await
 }
 
 /// `Body` from a stream of SSE frames (used by [`stream`]).

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::api::{ApiError, ChatRequest, GenParams, Stop};
-use super::driver::{CoreFinish, CoreRequest, ReqEvent, ReqId};
+use super::driver::{CoreFinish, CoreRequest, Nanos, ReqEvent, ReqId};
 use super::metrics::FinishedRequest;
 use super::{AppState, sse_body};
 use crate::tokenize::{ChatEncoder, Detokenizer};
@@ -191,6 +191,11 @@ struct Gen {
     reasoning: String,
     arrived: Instant,
     last_chunk: Instant,
+    /// Engine times of the arrival and of the last output (see [`ENGINE_TIME_HEADER`]).
+    arrival_t: Nanos,
+    last_t: Nanos,
+    /// Precede each SSE event with `: t=<engine ns>`.
+    stamps: bool,
     first: bool,
     finish: Option<(String, Value)>,
     cached_tokens: u64,
@@ -325,24 +330,39 @@ impl Gen {
                 prompt_tokens: self.prompt_tokens,
                 completion_tokens: self.produced,
                 cached_tokens: self.cached_tokens,
-                e2e: self.arrived.elapsed().as_secs_f64() * self.st.cfg.time_scale,
+                e2e: if self.st.cfg.time_scale == 1.0 {
+                    self.arrived.elapsed().as_secs_f64()
+                } else {
+                    self.last_t.saturating_sub(self.arrival_t) as f64 / 1e9
+                },
                 queue_time: self.queue_time,
             });
         }
     }
 
-    fn observe_output(&mut self, n: u32) {
+    fn observe_output(&mut self, n: u32, at: Nanos) {
         let now = Instant::now();
         if let Some(m) = &self.st.metrics {
-            // Latencies are reported in engine time (wall time × time scale).
-            let scale = self.st.cfg.time_scale;
-            if self.first {
-                m.observe_ttft((now - self.arrived).as_secs_f64() * scale);
+            // Real time: when the output reached the front end, as SGLang measures. Under a time
+            // scale, engine time: wall-clock delays in delivering it would count K times over.
+            let (ttft, gap) = if self.st.cfg.time_scale == 1.0 {
+                ((now - self.arrived).as_secs_f64(), (now - self.last_chunk).as_secs_f64())
             } else {
-                m.observe_chunk((now - self.last_chunk).as_secs_f64() * scale, n);
+                (at.saturating_sub(self.arrival_t) as f64 / 1e9, at.saturating_sub(self.last_t) as f64 / 1e9)
+            };
+            if self.first {
+                m.observe_ttft(ttft);
+            } else {
+                m.observe_chunk(gap, n);
             }
         }
         self.last_chunk = now;
+        self.last_t = at;
+    }
+
+    /// The SSE comment stamping the event that follows with its engine time.
+    fn stamp(&self, at: Nanos) -> Option<Bytes> {
+        self.stamps.then(|| Bytes::from(format!(": t={at}\n")))
     }
 
     /// Next SSE frames; `None` at the end of the stream.
@@ -353,8 +373,9 @@ impl Gen {
         let ev = self.events.recv().await;
         let mut out = Vec::new();
         match ev {
-            Some(ReqEvent::Tokens(n)) => {
-                self.observe_output(n);
+            Some(ReqEvent::Tokens { n, at }) => {
+                self.observe_output(n, at);
+                out.extend(self.stamp(at));
                 let step = self.tokens(n);
                 if self.first {
                     self.first = false;
@@ -377,9 +398,11 @@ impl Gen {
                     out.extend(self.end_frames());
                 }
             }
-            Some(ReqEvent::Finished { reason, cached_tokens, queue_time }) => {
+            Some(ReqEvent::Finished { reason, cached_tokens, queue_time, at }) => {
                 self.cached_tokens = cached_tokens;
                 self.queue_time = queue_time;
+                self.last_t = at;
+                out.extend(self.stamp(at));
                 self.finished(reason);
                 out.extend(self.end_frames());
             }
@@ -428,11 +451,15 @@ fn core_error(e: &super::driver::CoreError) -> ApiError {
     if status == StatusCode::BAD_REQUEST { ApiError::bad_request(e.message.clone()) } else { ApiError::status(status, e.message.clone()) }
 }
 
-/// Submits the request and answers it (SSE or JSON).
-/// Response header of a time-scaled server: wall nanoseconds from the request's arrival to its
-/// submission to the engine (body, JSON, tokenization).
-pub const FRONT_END_HEADER: &str = "x-sweep-front-end-ns";
+/// Request header asking for engine times (any value): the response then carries
+/// [`ARRIVAL_HEADER`] and every SSE event is preceded by the comment `: t=<engine ns>`, the engine
+/// time its output became visible. SSE clients ignore comments; sweep's client uses them under a
+/// time scale (where wall-clock delays would count K times over) and to measure its added latency.
+pub const ENGINE_TIME_HEADER: &str = "x-sweep-engine-time";
+/// Response header: engine nanoseconds at the request's arrival (see [`super::driver::Submitted`]).
+pub const ARRIVAL_HEADER: &str = "x-sweep-arrival-ns";
 
+/// Submits the request and answers it (SSE or JSON).
 #[allow(clippy::too_many_arguments)] // one request's parts, all needed to stream it
 pub(crate) async fn run(
     st: Arc<AppState>,
@@ -443,6 +470,7 @@ pub(crate) async fn run(
     thinking: bool,
     arrived: Instant,
     hold: Option<Arc<super::driver::Hold>>,
+    stamps: bool,
 ) -> Result<Response, ApiError> {
     let id = st.next_id();
     let prompt_tokens = input_ids.len() as u64;
@@ -465,7 +493,6 @@ pub(crate) async fn run(
     };
     let reasoning_budget = if thinking && st.cfg.reasoning_parser.is_some() { max_new / 2 } else { 0 };
     let stream = req.stream;
-    let time_scaled = st.cfg.time_scale != 1.0;
     let include_usage = req.stream_options.as_ref().map(|o| o.include_usage).unwrap_or(false) || st.cfg.stream_default_usage;
     let continuous_usage = req.stream_options.as_ref().is_some_and(|o| o.continuous_usage_stats);
     let stops = match &req.stop {
@@ -503,8 +530,7 @@ pub(crate) async fn run(
         eos_after: if natural_stop { eos_after } else { None },
         dp_rank: req.data_parallel_rank.and_then(|r| u32::try_from(r).ok()),
     };
-    let events = st.driver.submit_arrived(core_req, arrived, hold.as_deref()).await.map_err(|e| core_error(&e))?;
-    let front_ns = arrived.elapsed().as_nanos() as u64;
+    let submitted = st.driver.submit_arrived(core_req, arrived, hold.as_deref()).await.map_err(|e| core_error(&e))?;
     drop(hold);
     let mut rid_rng = id ^ st.cfg.seed.rotate_left(32) ^ st.created;
     let rid = format!("{:016x}{:016x}", splitmix(&mut rid_rng), splitmix(&mut rid_rng));
@@ -514,7 +540,7 @@ pub(crate) async fn run(
         enc,
         rid,
         model: req.model.clone(),
-        events,
+        events: submitted.events,
         streaming: stream,
         include_usage,
         continuous_usage,
@@ -535,6 +561,9 @@ pub(crate) async fn run(
         reasoning: String::new(),
         arrived,
         last_chunk: arrived,
+        arrival_t: submitted.arrival,
+        last_t: submitted.arrival,
+        stamps: stamps && stream,
         first: true,
         finish: None,
         cached_tokens: 0,
@@ -545,18 +574,16 @@ pub(crate) async fn run(
         let s = futures_util::StreamExt::flat_map(s, |frames| futures_util::stream::iter(frames.into_iter().map(Ok)));
         let mut r = (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], sse_body(s))
             .into_response();
-        if time_scaled {
-            // The front end's wall time, which a client on the scaled clock would count K times
-            // over while the engine (and the virtual clock) count none of it.
-            r.headers_mut().insert(FRONT_END_HEADER, header::HeaderValue::from(front_ns));
+        if stamps {
+            r.headers_mut().insert(ARRIVAL_HEADER, header::HeaderValue::from(submitted.arrival));
         }
         return Ok(r);
     }
     // Non-streaming: run to the end, then answer once.
     loop {
         match g.events.recv().await {
-            Some(ReqEvent::Tokens(n)) => {
-                g.observe_output(n);
+            Some(ReqEvent::Tokens { n, at }) => {
+                g.observe_output(n, at);
                 g.first = false;
                 g.tokens(n);
                 if g.finish.is_some() {
@@ -564,9 +591,10 @@ pub(crate) async fn run(
                     break;
                 }
             }
-            Some(ReqEvent::Finished { reason, cached_tokens, queue_time }) => {
+            Some(ReqEvent::Finished { reason, cached_tokens, queue_time, at }) => {
                 g.cached_tokens = cached_tokens;
                 g.queue_time = queue_time;
+                g.last_t = at;
                 g.finished(reason);
                 break;
             }
@@ -592,7 +620,11 @@ pub(crate) async fn run(
             "prompt_tokens": g.prompt_tokens,
             "completion_tokens": g.produced,
             "cached_tokens": g.cached_tokens,
-            "e2e_latency": g.arrived.elapsed().as_secs_f64() * g.st.cfg.time_scale,
+            "e2e_latency": if g.st.cfg.time_scale == 1.0 {
+                g.arrived.elapsed().as_secs_f64()
+            } else {
+                g.last_t.saturating_sub(g.arrival_t) as f64 / 1e9
+            },
         })
     });
     let body = Completion {

@@ -232,15 +232,17 @@ impl HttpTarget {
     /// Sends one request and streams its answer into `rec`; returns the failure, if any.
     pub async fn send(&self, spec: &RequestSpec, rec: Record, clock_now: impl Fn() -> u64) -> (Record, Option<Failure>) {
         let body = self.body(spec);
-        self.send_body(spec, body, rec, clock_now).await
+        self.send_body(spec, body.into(), rec, clock_now).await
     }
 
-    /// [`send`](Self::send) with the body already built: the clock starts after it, since under a
-    /// time-scaled server every client microsecond counts K times and the virtual clock has no client.
+    /// [`send`](Self::send) with the body given: built already (the clock starts after it: in real
+    /// time a client's synthesis is not the server's latency), or still being built (a stream: the
+    /// request's head goes first, and a time-scaled reference engine holds its clock at the head's
+    /// arrival until the body is in, so synthesis costs no engine time).
     pub async fn send_body(
         &self,
         spec: &RequestSpec,
-        body: Vec<u8>,
+        body: reqwest::Body,
         mut rec: Record,
         clock_now: impl Fn() -> u64,
     ) -> (Record, Option<Failure>) {
@@ -250,6 +252,8 @@ impl HttpTarget {
             .post(&url)
             .header("X-Correlation-ID", spec.correlation_id.as_ref())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
+            // `sweep engine serve` then stamps its events with engine time; other servers ignore it.
+            .header(engine::server::ENGINE_TIME_HEADER, "1")
             .body(body);
         rec.start_ns = clock_now();
         let resp = req.send().await;
@@ -267,21 +271,21 @@ impl HttpTarget {
             }
         };
         rec.ack_ns = Some(clock_now());
-        // A time-scaled reference engine reports its front end's wall time; on the scaled clock
-        // it would count K times over (the engine starts the request at its arrival), so it is
-        // taken out of every later timestamp.
-        let shift = if self.time_scale != 1.0 {
-            resp.headers()
-                .get("x-sweep-front-end-ns")
-                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-                .map(|ns| (ns as f64 * self.time_scale) as u64)
-                .unwrap_or(0)
-        } else {
-            0
-        };
         let start = rec.start_ns;
-        let clock_now = move || clock_now().saturating_sub(shift).max(start);
-        rec.ack_ns = Some(clock_now());
+        // The engine's time of the request's arrival, when the server stamps its events.
+        let arrival = resp.headers().get(engine::server::ARRIVAL_HEADER).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        // Under a time scale the engine's stamps place the request's events: wall-clock delays
+        // between the engine and this client (the server's front end, delivery, a busy core)
+        // would count K times over on the scaled clock, and the virtual clock has none of them.
+        // The observed times still give the added latency.
+        let stamped = self.time_scale != 1.0 && arrival.is_some();
+        if stamped {
+            rec.ack_ns = Some(start);
+        }
+        let place = |observed: u64, stamp: Option<u64>| match (stamped, stamp, arrival) {
+            (true, Some(t), Some(a)) => start + t.saturating_sub(a),
+            _ => observed,
+        };
         let status = resp.status();
         if !status.is_success() {
             let text = resp.text().await.unwrap_or_default();
@@ -294,6 +298,9 @@ impl HttpTarget {
         let mut resp = resp;
         let mut buf: Vec<u8> = Vec::new();
         let mut done = false;
+        // The engine time of the event being read (`: t=<ns>` precedes each event's data lines).
+        let mut stamp: Option<u64> = None;
+        let mut first: Option<(u64, Option<u64>)> = None;
         loop {
             let chunk = match resp.chunk().await {
                 Ok(Some(c)) => c,
@@ -309,7 +316,14 @@ impl HttpTarget {
             while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=nl).collect();
                 let line = String::from_utf8_lossy(&line);
-                let Some(data) = line.trim().strip_prefix("data:") else { continue };
+                let line = line.trim();
+                if let Some(comment) = line.strip_prefix(':') {
+                    if let Some(v) = comment.trim().strip_prefix("t=").and_then(|v| v.parse().ok()) {
+                        stamp = Some(v);
+                    }
+                    continue;
+                }
+                let Some(data) = line.strip_prefix("data:") else { continue };
                 let data = data.trim();
                 if data == "[DONE]" {
                     done = true;
@@ -325,8 +339,12 @@ impl HttpTarget {
                 let has_text =
                     ["content", "reasoning_content", "reasoning"].iter().any(|k| delta[*k].as_str().is_some_and(|s| !s.is_empty()));
                 if has_text {
-                    rec.first_token_ns.get_or_insert(t);
-                    rec.last_chunk_ns = Some(t);
+                    let at = place(t, stamp);
+                    if rec.first_token_ns.is_none() {
+                        rec.first_token_ns = Some(at);
+                        first = Some((t, stamp));
+                    }
+                    rec.last_chunk_ns = Some(at);
                     rec.chunks += 1;
                 }
                 if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
@@ -336,7 +354,13 @@ impl HttpTarget {
                 }
             }
         }
-        rec.end_ns = clock_now();
+        // The last stamp is the finish's.
+        rec.end_ns = place(clock_now(), stamp).max(rec.last_chunk_ns.unwrap_or(start));
+        if let (Some(a), Some((observed, Some(s)))) = (arrival, first) {
+            let server = s.saturating_sub(a);
+            rec.server_ttft_ns = Some(server);
+            rec.added_latency_ns = Some((observed.saturating_sub(start).saturating_sub(server) as f64 / self.time_scale) as u64);
+        }
         if !done && rec.output_tokens.is_none() {
             return fail(rec, "connection_dropped", "the stream closed before [DONE] and usage".into(), None, clock_now());
         }
@@ -384,6 +408,12 @@ impl LiveRun {
         ctx.server_metrics = Some(summary);
         Some(export)
     }
+}
+
+/// What the replay loop feeds the workload next.
+enum Next {
+    Event(Event),
+    Done { id: RequestId, failure: Option<Failure>, ended: u64 },
 }
 
 /// Drives `wl` against `target` in real time until it finishes, `cancel` is set, or `alive`
@@ -435,13 +465,16 @@ pub async fn replay(
     };
     let mut unreachable_checked = 0u64;
     let mut prog = super::sim::Progress::default();
-    let mut event = Some(Event::Start);
+    let mut event = Some(Next::Event(Event::Start));
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
-        if let Some(ev) = event.take() {
+        if let Some(next) = event.take() {
             let now = clock.now();
             actions.clear();
-            wl.handle(now, ev, &mut actions);
+            match next {
+                Next::Event(ev) => wl.handle(now, ev, &mut actions),
+                Next::Done { id, failure, ended } => wl.handle_done_at(now, ended, id, failure, &mut actions),
+            }
             for a in actions.drain(..) {
                 match a {
                     Action::Send(spec) => {
@@ -453,9 +486,13 @@ pub async fn replay(
                         let h = tokio::spawn(async move {
                             // Synthesis off the I/O threads, so no stream's chunks wait behind it.
                             let (t2, s2) = (t.clone(), spec.clone());
-                            let body = match tokio::task::spawn_blocking(move || t2.body(&s2)).await {
-                                Ok(b) => b,
-                                Err(_) => t.body(&spec),
+                            let build = tokio::task::spawn_blocking(move || t2.body(&s2));
+                            let body = if t.time_scale != 1.0 {
+                                // The head now, the body when built: on the scaled clock the
+                                // synthesis would otherwise delay the session K-fold.
+                                reqwest::Body::wrap_stream(futures_util::stream::once(build))
+                            } else {
+                                build.await.unwrap_or_else(|_| t.body(&spec)).into()
                             };
                             let (rec, f) = t.send_body(&spec, body, rec, move || clock.now()).await;
                             let _ = tx.send((id, rec, f));
@@ -508,12 +545,14 @@ pub async fn replay(
                             break;
                         }
                     }
-                    event = Some(match f { Some(f) => Event::Failed(id, f), None => Event::Completed(id) });
+                    // Its stream's delays count from when it ended on the server's clock (stamped
+                    // under a time scale), not from when the end reached this client.
+                    event = Some(Next::Done { id, failure: f, ended: records[idx].end_ns });
                 }
             }
             _ = tokio::time::sleep_until(sleep_to.into()), if wake.is_some() => {
                 wake = None;
-                event = Some(Event::Wake);
+                event = Some(Next::Event(Event::Wake));
             }
             _ = tick.tick() => {
                 prog.now_ns = clock.now();

@@ -64,5 +64,7 @@ pub fn record_for(spec: &RequestSpec, now: u64) -> Record {
         chunks: 0,
         was_cancelled: false,
         error: None,
+        server_ttft_ns: None,
+        added_latency_ns: None,
     }
 }

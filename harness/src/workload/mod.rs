@@ -612,9 +612,25 @@ impl Workload {
             }
             // The driver forgets its wake once delivered: always tell it the next one.
             Event::Wake => self.last_wake = None,
-            Event::Completed(id) => self.on_done(now, id, None, out),
-            Event::Failed(id, f) => self.on_done(now, id, Some(f), out),
+            Event::Completed(id) => self.on_done(now, now, id, None, out),
+            Event::Failed(id, f) => self.on_done(now, now, id, Some(f), out),
         }
+        self.after_event(now, out);
+    }
+
+    /// A request that ended at `at` (≤ `now`) on the target's clock, learnt of at `now`: its
+    /// stream's next turn (and spawned children) wait their delays from `at`, so a late delivery
+    /// does not shift the session. For targets whose clock and delivery differ (a time-scaled
+    /// server stamps its events with engine time; see `docs/replay.md`).
+    pub fn handle_done_at(&mut self, now: u64, at: u64, id: RequestId, failure: Option<Failure>, out: &mut Vec<Action>) {
+        if self.phase == RunPhase::Done {
+            return;
+        }
+        self.on_done(now, at.min(now), id, failure, out);
+        self.after_event(now, out);
+    }
+
+    fn after_event(&mut self, now: u64, out: &mut Vec<Action>) {
         self.advance(now, out);
         if self.phase != RunPhase::Done {
             let w = self.next_wake();
@@ -862,7 +878,8 @@ impl Workload {
         out.push(Action::Send(Box::new(spec)));
     }
 
-    fn on_done(&mut self, now: u64, id: RequestId, failure: Option<Failure>, out: &mut Vec<Action>) {
+    /// `ended`: when the request ended (≤ `now`); the stream's delays count from it.
+    fn on_done(&mut self, now: u64, ended: u64, id: RequestId, failure: Option<Failure>, out: &mut Vec<Action>) {
         let Some(f) = self.inflight.remove(&id) else {
             return; // unknown or already cancelled
         };
@@ -932,19 +949,19 @@ impl Workload {
                 let st = &mut self.lanes[lane as usize].tree.streams[c as usize];
                 if !st.spawned {
                     st.spawned = true;
-                    self.schedule(now, lane, c);
+                    self.schedule(ended, lane, c);
                 }
             }
         }
         if !terminated {
-            self.schedule(now, lane, f.stream);
+            self.schedule(ended, lane, f.stream);
         }
         self.release_timers(now, lane);
         self.try_send_lane(now, lane, out);
         if self.lanes[lane as usize].tree.drained() {
             self.recycle(now, lane, out);
         } else if self.lanes[lane as usize].tree.in_flight == 0 {
-            self.cap_tree_idle(now, lane);
+            self.cap_tree_idle(ended, lane);
         }
     }
 

@@ -219,6 +219,25 @@ fn global_idle_cap_shifts_all_timers_by_the_same_amount() {
 }
 
 #[test]
+fn a_completion_learnt_late_counts_its_delay_from_when_it_ended() {
+    // Turns 6 s apart, each 1 s long: 5 s from one turn's end to the next turn's start.
+    let traces = vec![linear("a", 10, 6.0, 1.0)];
+    let c = WorkloadConfig { warmup: false, ..cfg(1) };
+    let next_wake = |learnt_at: u64, ended: u64| {
+        let mut wl = Workload::new(c.clone(), pool(&traces)).unwrap();
+        let first = wl.step(0, Event::Start).into_iter().find_map(|a| if let Action::Send(s) = a { Some(s) } else { None }).unwrap();
+        let mut out = Vec::new();
+        wl.handle_done_at(learnt_at, ended, first.id, None, &mut out);
+        out.into_iter().find_map(|a| if let Action::Wake(t) = a { Some(t) } else { None })
+    };
+    let on_time = next_wake(S, S);
+    assert_eq!(on_time, Some(6 * S));
+    assert_eq!(next_wake(3 * S, S), on_time, "the delay counts from the end at 1 s, not from when it was learnt (3 s)");
+    // An end stamped after the moment it is learnt is taken as now.
+    assert_eq!(next_wake(S, 2 * S), on_time);
+}
+
+#[test]
 fn tree_idle_cap_fires_the_next_turn_at_300_s() {
     // Lane 0 waits 400 s between turns; lane 1 keeps a request in flight (so the global cap stays off).
     let a = mk("a", &[(0.0, 1.0), (401.0, 1.0)], &[]);
