@@ -161,7 +161,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
 /// predicted run's report, so the predictions are read next to how well the profile fits.
 fn append_fit_section(out: &Path, name: &str, f: &engine::profiles::FitRecord) -> anyhow::Result<()> {
     let mut md = format!(
-        "\n## Hardware profile `{name}`: its fit\n\nFitted by `sweep calibrate fit` on {} point(s) of `{}` from `{}`, traces {}, seed {}, {} s per point; loss {:.4}; workload scales: {}. Residual = (predicted - measured) / measured.\n\n| point | metric | measured | predicted by the profile | residual |\n|---|---|---:|---:|---:|\n",
+        "\n## Hardware profile `{name}`: its fit\n\nFitted by `sweep calibrate fit` on {} point(s) of `{}` from `{}`, traces {}, seed {}, {} s per point; loss {:.4}; workload scales: {}{}. Residual = (predicted - measured) / measured.\n\n| point | metric | measured | predicted by the profile | residual |\n|---|---|---:|---:|---:|\n",
         f.points.len(),
         f.config_key,
         f.results,
@@ -169,7 +169,12 @@ fn append_fit_section(out: &Path, name: &str, f: &engine::profiles::FitRecord) -
         f.seed,
         f.duration_s,
         f.loss,
-        f.workload.describe()
+        f.workload.describe(),
+        if f.trace_orders > 1 {
+            format!("; predicted = mean over {} trace orders (this report replays one: the file order)", f.trace_orders)
+        } else {
+            String::new()
+        }
     );
     for p in &f.points {
         for (k, r) in &p.metrics {

@@ -7,10 +7,13 @@
 //! is a bounded Nelder–Mead ([`nelder_mead`]) restarted several times from seeded starts. Every
 //! simulation is deterministic, so the same inputs and seed give the same fitted profile.
 //!
-//! Two parameters describe the workload rather than the GPU: `osl_scale` (output tokens relative
-//! to the trace's recorded `out`, for runs whose model generated more, e.g. with thinking on) and
-//! `delay_scale` (the recorded inter-turn delays). They are only fitted when asked for, are stored
-//! in the profile's `fit.workload`, and `sweep predict` applies them to the trace set.
+//! Some parameters describe the workload rather than the GPU, for measured runs that replayed
+//! another trace set: `osl_scale` and `osl_exp` (output tokens), `isl_scale` (input tokens),
+//! `delay_scale` and `delay_cap_s` (inter-turn delays); see [`WorkloadScales`]. They are only
+//! fitted when asked for, are stored in the profile's `fit.workload`, and `sweep predict` applies
+//! them to the trace set. With `orders` > 1 every point is replayed from several starting traces
+//! and its metrics averaged ([`simulate_point_orders`]): a low-concurrency point replays only the
+//! first few sessions of a set, so one order is one small sample.
 
 pub mod nelder_mead;
 
