@@ -82,19 +82,21 @@ pub trait TokenText: Send + Sync {
 /// Synthesis with the target's own tokenizer (AgentX §2: the target model's tokenizer): content
 /// tokens are drawn from its alphabet (`" "` + letters tokens that encode back to themselves), so
 /// a prompt of N content ids is N tokens on the server too. The reference engine's built-in
-/// vocabulary and `tokenizer.json` files (fastokens) both work.
+/// vocabulary and `tokenizer.json` files both work.
 pub struct TokenizerVocab {
     tok: engine::tokenize::Tokenizer,
     /// The text of every alphabet id, indexed by id, when the decoder is concatenative (checked
     /// at construction): synthesis then joins pieces instead of running the decoder over every
     /// prompt token, which was most of the live client's CPU per request.
     pieces: Option<Pieces>,
+    /// Marker ids by marker: every request of a play carries the same marker; encode it once.
+    markers: std::sync::Mutex<std::collections::HashMap<String, Vec<u32>>>,
 }
 
 impl TokenizerVocab {
     pub fn new(tok: engine::tokenize::Tokenizer) -> Self {
         let pieces = Self::piece_table(&tok);
-        Self { tok, pieces }
+        Self { tok, pieces, markers: Default::default() }
     }
 
     /// Per-id text, if joining it reproduces the decoder on a sample mixing alphabet ids with a
@@ -120,9 +122,11 @@ impl TokenizerVocab {
     pub fn builtin() -> Self {
         Self::new(engine::tokenize::Tokenizer::builtin())
     }
-    /// A `tokenizer.json` (or a directory holding one).
+    /// A `tokenizer.json` (or a directory holding one), read with HuggingFace `tokenizers`: the
+    /// client only encodes short markers, where fastokens (built for long prompts) pays a
+    /// per-call cache of megabytes, measured as a third of the client's CPU.
     pub fn from_path(path: &std::path::Path) -> Result<Self, String> {
-        engine::tokenize::Tokenizer::from_path(path, engine::tokenize::Backend::Fastokens).map(Self::new).map_err(|e| e.to_string())
+        engine::tokenize::Tokenizer::from_path(path, engine::tokenize::Backend::HuggingFace).map(Self::new).map_err(|e| e.to_string())
     }
     /// Where the vocabulary came from (`builtin` or the file).
     pub fn source(&self) -> &str {
@@ -147,9 +151,18 @@ impl TokenText for TokenizerVocab {
         a[(r % a.len() as u64) as usize]
     }
     fn marker_ids(&self, hex12: &str) -> Vec<u32> {
+        let mut memo = self.markers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(ids) = memo.get(hex12) {
+            return ids.clone();
+        }
         // The server counts whatever its tokenizer makes of the marker; a few tokens, not always
         // exactly MARKER_TOKENS.
-        self.tok.encode(&format!("[rid:{hex12}]\n\n")).unwrap_or_default()
+        let ids = self.tok.encode(&format!("[rid:{hex12}]\n\n")).unwrap_or_default();
+        if memo.len() >= 65_536 {
+            memo.clear();
+        }
+        memo.insert(hex12.to_string(), ids.clone());
+        ids
     }
     fn decode(&self, ids: &[u32]) -> String {
         match &self.pieces {
@@ -190,7 +203,10 @@ impl Pieces {
 
     /// `ids` as text: alphabet ids join their pieces; any other run (the marker) goes through the decoder.
     fn join(&self, tok: &engine::tokenize::Tokenizer, ids: &[u32]) -> String {
-        let mut out = String::with_capacity(ids.len() * 6);
+        // Sized exactly for the pieces (plus a little for a marker): regrowing a megabyte string
+        // copies it into fresh memory.
+        let len: usize = ids.iter().map(|&id| self.get(id).map_or(16, str::len)).sum();
+        let mut out = String::with_capacity(len);
         let mut i = 0;
         while i < ids.len() {
             if let Some(p) = self.get(ids[i]) {
