@@ -313,9 +313,10 @@ impl HttpTarget {
             let t = clock_now();
             buf.extend_from_slice(&chunk);
             // Complete lines only; a partial line waits for the next chunk.
-            while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = buf.drain(..=nl).collect();
-                let line = String::from_utf8_lossy(&line);
+            let mut used = 0;
+            while let Some(nl) = buf[used..].iter().position(|&b| b == b'\n') {
+                let line = String::from_utf8_lossy(&buf[used..used + nl]);
+                used += nl + 1;
                 let line = line.trim();
                 if let Some(comment) = line.strip_prefix(':') {
                     if let Some(v) = comment.trim().strip_prefix("t=").and_then(|v| v.parse().ok()) {
@@ -329,16 +330,11 @@ impl HttpTarget {
                     done = true;
                     continue;
                 }
-                let Ok(v) = serde_json::from_str::<Value>(data) else { continue };
-                if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
-                    let msg = e["message"].as_str().map(str::to_string).unwrap_or_else(|| e.to_string());
-                    let code = e["code"].as_u64().map(|c| c as u16);
+                let Some(c) = ChunkInfo::parse(data) else { continue };
+                if let Some((msg, code)) = c.error {
                     return fail(rec, "stream_error", msg, code, t);
                 }
-                let delta = &v["choices"][0]["delta"];
-                let has_text =
-                    ["content", "reasoning_content", "reasoning"].iter().any(|k| delta[*k].as_str().is_some_and(|s| !s.is_empty()));
-                if has_text {
+                if c.has_text {
                     let at = place(t, stamp);
                     if rec.first_token_ns.is_none() {
                         rec.first_token_ns = Some(at);
@@ -347,12 +343,13 @@ impl HttpTarget {
                     rec.last_chunk_ns = Some(at);
                     rec.chunks += 1;
                 }
-                if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-                    rec.input_tokens = u["prompt_tokens"].as_u64();
-                    rec.output_tokens = u["completion_tokens"].as_u64();
-                    rec.cached_tokens = u["prompt_tokens_details"]["cached_tokens"].as_u64();
+                if let Some(u) = c.usage {
+                    rec.input_tokens = u.prompt_tokens;
+                    rec.output_tokens = u.completion_tokens;
+                    rec.cached_tokens = u.prompt_tokens_details.and_then(|d| d.cached_tokens);
                 }
             }
+            buf.drain(..used);
         }
         // The last stamp is the finish's.
         rec.end_ns = place(clock_now(), stamp).max(rec.last_chunk_ns.unwrap_or(start));
@@ -365,6 +362,92 @@ impl HttpTarget {
             return fail(rec, "connection_dropped", "the stream closed before [DONE] and usage".into(), None, clock_now());
         }
         (rec, None)
+    }
+}
+
+/// What the client reads from one streamed chunk.
+struct ChunkInfo {
+    /// Non-empty content or reasoning text.
+    has_text: bool,
+    usage: Option<UsageView>,
+    /// A mid-stream error event: message and code.
+    error: Option<(String, Option<u16>)>,
+}
+
+/// The parts of a chat completion chunk the client reads, borrowed from the line (a long reply
+/// is hundreds of chunks; a full JSON tree per chunk was a visible share of the client's CPU).
+#[derive(serde::Deserialize)]
+struct ChunkView<'a> {
+    #[serde(default, borrow)]
+    choices: Option<Vec<ChoiceView<'a>>>,
+    #[serde(default)]
+    usage: Option<UsageView>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct ChoiceView<'a> {
+    #[serde(default, borrow)]
+    delta: Option<DeltaView<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct DeltaView<'a> {
+    #[serde(default, borrow)]
+    content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+struct UsageView {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<DetailsView>,
+}
+
+#[derive(serde::Deserialize)]
+struct DetailsView {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+impl ChunkInfo {
+    /// `None` for a line that is not JSON. Chunks of unexpected shapes (a number where text
+    /// should be) are read leniently through a JSON tree.
+    fn parse(data: &str) -> Option<ChunkInfo> {
+        let error = |e: &Value| {
+            let msg = e["message"].as_str().map(str::to_string).unwrap_or_else(|| e.to_string());
+            (msg, e["code"].as_u64().map(|c| c as u16))
+        };
+        if let Ok(v) = serde_json::from_str::<ChunkView>(data) {
+            let nonempty = |s: &Option<std::borrow::Cow<str>>| s.as_deref().is_some_and(|s| !s.is_empty());
+            let has_text = v
+                .choices
+                .as_ref()
+                .and_then(|c| c.first())
+                .and_then(|c| c.delta.as_ref())
+                .is_some_and(|d| nonempty(&d.content) || nonempty(&d.reasoning_content) || nonempty(&d.reasoning));
+            return Some(ChunkInfo { has_text, usage: v.usage, error: v.error.as_ref().filter(|e| !e.is_null()).map(error) });
+        }
+        let v: Value = serde_json::from_str(data).ok()?;
+        let delta = &v["choices"][0]["delta"];
+        let u = v.get("usage").filter(|u| u.is_object());
+        Some(ChunkInfo {
+            has_text: ["content", "reasoning_content", "reasoning"].iter().any(|k| delta[*k].as_str().is_some_and(|s| !s.is_empty())),
+            usage: u.map(|u| UsageView {
+                prompt_tokens: u["prompt_tokens"].as_u64(),
+                completion_tokens: u["completion_tokens"].as_u64(),
+                prompt_tokens_details: Some(DetailsView { cached_tokens: u["prompt_tokens_details"]["cached_tokens"].as_u64() }),
+            }),
+            error: v.get("error").filter(|e| !e.is_null()).map(error),
+        })
     }
 }
 
@@ -767,4 +850,39 @@ fn start_healthy(
         return Err(e.to_string());
     }
     Ok(server)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ChunkInfo;
+
+    #[test]
+    fn chunks_are_read_for_text_usage_and_errors() {
+        let c = ChunkInfo::parse(
+            r#"{"id":"a","choices":[{"index":0,"delta":{"reasoning_content":null,"content":"Hi \"x\"\n"},"finish_reason":null}]}"#,
+        )
+        .unwrap();
+        assert!(c.has_text && c.usage.is_none() && c.error.is_none());
+        let c = ChunkInfo::parse(r#"{"choices":[{"delta":{"reasoning_content":"think","content":null}}]}"#).unwrap();
+        assert!(c.has_text);
+        // The role chunk and the finish chunk carry no text.
+        assert!(!ChunkInfo::parse(r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#).unwrap().has_text);
+        assert!(!ChunkInfo::parse(r#"{"choices":[{"delta":{},"finish_reason":"length"}],"usage":null}"#).unwrap().has_text);
+        let c = ChunkInfo::parse(
+            r#"{"choices":[],"usage":{"prompt_tokens":120,"completion_tokens":7,"total_tokens":127,"prompt_tokens_details":{"cached_tokens":64}}}"#,
+        )
+        .unwrap();
+        let u = c.usage.unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.prompt_tokens_details.and_then(|d| d.cached_tokens)),
+            (Some(120), Some(7), Some(64))
+        );
+        let c = ChunkInfo::parse(r#"{"object":"error","error":{"message":"out of memory","code":503}}"#).unwrap();
+        assert_eq!(c.error, Some(("out of memory".to_string(), Some(503))));
+        // An odd shape is read leniently: a number for text is no text, the usage still counts.
+        let c = ChunkInfo::parse(r#"{"choices":null,"usage":{"prompt_tokens":"12","completion_tokens":3}}"#).unwrap();
+        assert!(!c.has_text);
+        assert_eq!(c.usage.map(|u| (u.prompt_tokens, u.completion_tokens)), Some((None, Some(3))));
+        assert!(ChunkInfo::parse("not json").is_none());
+    }
 }
