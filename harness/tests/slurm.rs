@@ -33,7 +33,11 @@ fn require_slurm() -> std::sync::MutexGuard<'static, ()> {
     assert!(
         states
             .lines()
-            .any(|s| matches!(s.trim().trim_end_matches(['+', '~', '#', '$', '@']), "idle" | "mixed" | "allocated" | "completing")),
+            // `planned`: up, and held by the backfill scheduler for a pending job (another test's).
+            .any(|s| matches!(
+                s.trim().trim_end_matches(['+', '~', '#', '$', '@']),
+                "idle" | "mixed" | "allocated" | "completing" | "planned"
+            )),
         "no Slurm node is up (sinfo says {states:?}); run scripts/slurm/start-local.sh"
     );
     turn
