@@ -575,73 +575,51 @@ pub fn loss(points: &[(PlanPoint, MeasuredPoint)], summaries: &[Result<Summary, 
     if den > 0.0 { num / den } else { 0.0 }
 }
 
+/// `f(0..n)` on `jobs` scoped threads taking indices from a shared counter; results in index order.
+fn parallel_map<R: Send>(jobs: usize, n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    let slots: Vec<Mutex<Option<R>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..jobs.max(1).min(n) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    *slots[i].lock().expect("lock") = Some(f(i));
+                }
+            });
+        }
+    });
+    slots.into_iter().map(|m| m.into_inner().expect("lock").expect("every index ran")).collect()
+}
+
 impl FitProblem {
     /// Evaluates candidates; all (candidate, point) simulations share `jobs` threads.
     pub fn evaluate(&self, cands: &[Candidate]) -> Vec<Evaluation> {
         let jobs = self.jobs.max(1);
         // Trace pools per distinct workload scales (compiled once per candidate batch).
-        let pools: Vec<Vec<Arc<TracePlan>>> = {
-            let slots: Vec<Mutex<Option<Vec<Arc<TracePlan>>>>> = cands.iter().map(|_| Mutex::new(None)).collect();
-            let next = Mutex::new(0usize);
-            std::thread::scope(|s| {
-                for _ in 0..jobs.min(cands.len()) {
-                    s.spawn(|| {
-                        loop {
-                            let i = {
-                                let mut n = next.lock().expect("lock");
-                                let i = *n;
-                                *n += 1;
-                                i
-                            };
-                            if i >= cands.len() {
-                                break;
-                            }
-                            let pool = if cands[i].scales.is_identity() {
-                                self.recorded_pool.get_or_init(|| compile(&self.traces, WorkloadScales::default(), self.seed)).clone()
-                            } else {
-                                compile(&self.traces, cands[i].scales, self.seed)
-                            };
-                            *slots[i].lock().expect("lock") = Some(pool);
-                        }
-                    });
-                }
-            });
-            slots.into_iter().map(|m| m.into_inner().expect("lock").unwrap_or_default()).collect()
-        };
-        let n = self.points.len();
-        let tasks: Vec<(usize, usize)> = (0..cands.len()).flat_map(|c| (0..n).map(move |p| (c, p))).collect();
-        let results: Vec<Mutex<Option<Result<Summary, String>>>> = tasks.iter().map(|_| Mutex::new(None)).collect();
-        let next = Mutex::new(0usize);
-        std::thread::scope(|s| {
-            for _ in 0..jobs.min(tasks.len()) {
-                s.spawn(|| {
-                    loop {
-                        let k = {
-                            let mut g = next.lock().expect("lock");
-                            let k = *g;
-                            *g += 1;
-                            k
-                        };
-                        if k >= tasks.len() {
-                            break;
-                        }
-                        let (c, p) = tasks[k];
-                        let r = simulate_point_orders(
-                            &self.points[p].0,
-                            &cands[c].gpu,
-                            self.model.as_deref(),
-                            &pools[c],
-                            self.seed,
-                            self.duration_s,
-                            self.orders,
-                        );
-                        *results[k].lock().expect("lock") = Some(r);
-                    }
-                });
+        let pools: Vec<Vec<Arc<TracePlan>>> = parallel_map(jobs, cands.len(), |i| {
+            if cands[i].scales.is_identity() {
+                self.recorded_pool.get_or_init(|| compile(&self.traces, WorkloadScales::default(), self.seed)).clone()
+            } else {
+                compile(&self.traces, cands[i].scales, self.seed)
             }
         });
-        let mut flat: Vec<Result<Summary, String>> =
-            results.into_iter().map(|m| m.into_inner().expect("lock").unwrap_or_else(|| Err("not run".into()))).collect();
+        let n = self.points.len();
+        let mut flat: Vec<Result<Summary, String>> = parallel_map(jobs, cands.len() * n, |k| {
+            let (c, p) = (k / n, k % n);
+            simulate_point_orders(
+                &self.points[p].0,
+                &cands[c].gpu,
+                self.model.as_deref(),
+                &pools[c],
+                self.seed,
+                self.duration_s,
+                self.orders,
+            )
+        });
         let mut out = Vec::new();
         for _ in 0..cands.len() {
             let summaries: Vec<_> = flat.drain(..n).collect();
