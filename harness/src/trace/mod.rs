@@ -9,6 +9,7 @@ pub mod mooncake;
 pub mod read;
 pub mod stats;
 pub mod synth;
+mod tagged;
 
 use serde::{Deserialize, Serialize};
 
@@ -54,7 +55,8 @@ fn is_zero(v: &u64) -> bool {
 }
 
 /// One top-level entry: a main-agent request (`n` / `s`) or a subagent group.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Deserialized by hand (`tagged.rs`): the derived tagged form buffered every entry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type")]
 pub enum Entry {
     #[serde(rename = "n")]
@@ -132,7 +134,7 @@ pub struct Subagent {
 }
 
 /// A subagent's inner request: always `type: "n"` in the recordings; `"s"` is accepted too.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type")]
 pub enum InnerRequest {
     #[serde(rename = "n")]

@@ -78,7 +78,31 @@ fn unknown_fields_are_rejected_with_their_path() {
     let e = parse_weka("c.jsonl", 4, &missing).unwrap_err().to_string();
     assert!(e.contains("in") && e.contains("requests[0]"), "{e}");
     let bad_type = example_record().replace(r#""type":"s","ttft":0.8"#, r#""type":"x","ttft":0.8"#);
-    assert!(parse_weka("c", 1, &bad_type).is_err());
+    let e = parse_weka("c", 1, &bad_type).unwrap_err().to_string();
+    assert!(e.contains("unknown variant `x`") && e.contains("requests[0]") && e.contains("\"subagent\""), "{e}");
+    let no_type = example_record().replace(r#""type":"s","ttft":0.8"#, r#""ttft":0.8"#);
+    let e = parse_weka("c", 1, &no_type).unwrap_err().to_string();
+    assert!(e.contains("missing field `type`") && e.contains("requests[0]"), "{e}");
+    // An unknown field read before `type` (buffered) is refused like one after it.
+    let early = example_record().replace(r#"{"t":0.0,"model""#, r#"{"t":0.0,"seed":7,"model""#);
+    let e = parse_weka("c", 1, &early).unwrap_err().to_string();
+    assert!(e.contains("unknown field `seed`") && e.contains("requests[0]"), "{e}");
+    let inner_type = example_record().replace(r#"{"t":31.5,"type":"n""#, r#"{"t":31.5,"type":"subagent""#);
+    let e = parse_weka("c", 1, &inner_type).unwrap_err().to_string();
+    assert!(e.contains("unknown variant `subagent`") && e.contains("requests[3].requests[1]"), "{e}");
+}
+
+#[test]
+fn entries_parse_whatever_the_position_of_their_type() {
+    let first = example_record()
+        .replace(r#"{"t":0.0,"model":"claude-opus-4-8","in":640"#, r#"{"type":"s","t":0.0,"model":"claude-opus-4-8","in":640"#);
+    let first = first.replace(r#""api_time":1.9,"type":"s","ttft":0.8"#, r#""api_time":1.9,"ttft":0.8"#);
+    let last = example_record().replace(r#""api_time":1.9,"type":"s","ttft":0.8"#, r#""api_time":1.9,"ttft":0.8,"type":"s""#);
+    let base = parse_weka("x", 1, &example_record()).unwrap();
+    assert_eq!(parse_weka("x", 1, &first).unwrap(), base);
+    assert_eq!(parse_weka("x", 1, &last).unwrap(), base);
+    assert!(matches!(base.requests[0], Entry::Streaming(_)));
+    assert!(matches!(base.requests[3], Entry::Subagent(_)));
 }
 
 #[test]
