@@ -10,6 +10,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use harness::prompt::{PAGE_TOKENS, PageHashCache, Prompt, TokenText, TokenizerVocab, WordVocab, mix64};
 use harness::trace::synth::{Generator, SynthParams};
 use harness::trace::{ReadOptions, read_traces};
+use harness::workload::body::{BodyPieces, MessageCache};
 use harness::workload::driver::{Service, drive};
 use harness::workload::{TracePlan, Workload, WorkloadConfig, default_pool};
 
@@ -182,7 +183,8 @@ fn one_hour_point(c: &mut Criterion) {
 
 /// Live prompt synthesis (the client's CPU per request): the largest synthetic request as chat
 /// messages in the server's vocabulary, joining per-id pieces against running the tokenizer's
-/// decoder, and the serialized request body.
+/// decoder, and the serialized request body (whole, and as the live client builds it for a
+/// conversation's next turn).
 fn synthesis(c: &mut Criterion) {
     let p = big_prompt();
     let mut g = c.benchmark_group(format!("synthesis_{}k_tokens", p.total_tokens() / 1000));
@@ -201,6 +203,23 @@ fn synthesis(c: &mut Criterion) {
             b.iter(|| black_box(ids.iter().map(|m| v.decode_with_decoder(m).len()).sum::<usize>()))
         });
         g.bench_function(format!("{name}_messages_json"), |b| b.iter(|| black_box(serde_json::to_vec(&p.messages(v)).unwrap().len())));
+        // The live client's body of this turn when the previous turn's was built (its messages
+        // cached), against building it with nothing cached.
+        let prev = Prompt { turn: p.turn - 1, ..p.clone() };
+        g.bench_function(format!("{name}_body_uncached"), |b| {
+            b.iter(|| black_box(BodyPieces::build("m", &p, 100, v, &MessageCache::default()).len))
+        });
+        g.bench_function(format!("{name}_body_after_previous_turn"), |b| {
+            b.iter_batched(
+                || {
+                    let cache = MessageCache::default();
+                    BodyPieces::build("m", &prev, 100, v, &cache);
+                    cache
+                },
+                |cache| black_box(BodyPieces::build("m", &p, 100, v, &cache).len),
+                criterion::BatchSize::LargeInput,
+            )
+        });
     }
     g.finish();
 }

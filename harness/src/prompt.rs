@@ -872,40 +872,84 @@ impl Prompt {
 
     /// Messages as (role, token ids) — what `messages` decodes.
     pub fn message_ids(&self, vocab: &dyn TokenText) -> Vec<(Role, Vec<u32>)> {
+        let ids = self.conversation.block_ids(self.turn as usize);
+        self.message_plans().iter().map(|m| (m.role, self.message_tokens(m, &ids, vocab))).collect()
+    }
+
+    /// The messages before synthesis, each with a content identity (see [`MessagePlan`]).
+    pub fn message_plans(&self) -> Vec<MessagePlan> {
         let s = self.shape();
         let segs = self.conversation.segments(self.turn as usize);
         let ids = self.conversation.block_ids(self.turn as usize);
         let bs = self.conversation.block_size;
-        let hex = self.marker.map(|m| m.hex());
         let mut out = Vec::with_capacity(segs.len());
         let mut marked = false;
         let last = segs.len().saturating_sub(1);
         for (i, seg) in segs.iter().enumerate() {
-            let mut toks = Vec::with_capacity(((seg.end - seg.start) * bs) as usize);
-            if seg.role == Role::User
-                && !marked
-                && let Some(h) = &hex
-            {
-                toks.extend(vocab.marker_ids(h));
-                marked = true;
-            }
-            for pos in seg.start..seg.end {
-                let key = if pos < s.named { self.block_key(ids[pos as usize]) } else { self.filler_key(pos) };
-                push_atom(&mut toks, &Atom { key, len: bs, marker: false }, vocab, None);
-            }
-            if i == last && s.tail_tokens > 0 {
-                let key = if s.tail_named { self.block_key(ids[s.named as usize]) } else { self.filler_key(u32::MAX) };
-                push_atom(&mut toks, &Atom { key, len: s.tail_tokens, marker: false }, vocab, None);
-            }
+            let marker = if seg.role == Role::User && !marked { self.marker } else { None };
+            marked |= marker.is_some();
+            let tail = i == last && s.tail_tokens > 0;
             // A zero-length segment (a turn that added no tokens of its own) would be an empty
             // message, which OpenAI-compatible front ends such as sglang-router reject.
-            if toks.is_empty() && i != last {
+            if seg.start == seg.end && marker.is_none() && i != last {
                 continue;
             }
-            out.push((seg.role, toks));
+            let mut key = combine(0x4D53_4700 | seg.role as u64, u64::from(bs));
+            if let Some(m) = marker {
+                key = combine(key, m.salt());
+            }
+            for pos in seg.start..seg.end {
+                key = combine(key, self.position_key(pos, &ids));
+            }
+            if tail {
+                key = combine(combine(key, self.tail_key(&ids)), u64::from(s.tail_tokens));
+            }
+            out.push(MessagePlan { role: seg.role, seg: *seg, marker, tail, key });
         }
         out
     }
+
+    /// The token ids of one planned message; `ids` are the turn's block ids
+    /// ([`ConversationPlan::block_ids`]).
+    pub fn message_tokens(&self, m: &MessagePlan, ids: &[u32], vocab: &dyn TokenText) -> Vec<u32> {
+        let bs = self.conversation.block_size;
+        let mut toks =
+            Vec::with_capacity(((m.seg.end - m.seg.start) * bs) as usize + if m.tail { self.shape().tail_tokens as usize } else { 0 });
+        if let Some(mk) = m.marker {
+            toks.extend(vocab.marker_ids(&mk.hex()));
+        }
+        for pos in m.seg.start..m.seg.end {
+            push_atom(&mut toks, &Atom { key: self.position_key(pos, ids), len: bs, marker: false }, vocab, None);
+        }
+        if m.tail {
+            push_atom(&mut toks, &Atom { key: self.tail_key(ids), len: self.shape().tail_tokens, marker: false }, vocab, None);
+        }
+        toks
+    }
+
+    /// Content key of the block at `pos` (named, else this turn's filler).
+    fn position_key(&self, pos: u32, ids: &[u32]) -> u64 {
+        if pos < self.shape().named { self.block_key(ids[pos as usize]) } else { self.filler_key(pos) }
+    }
+
+    /// Content key of the partial tail (a named partial block, else filler).
+    fn tail_key(&self, ids: &[u32]) -> u64 {
+        let s = self.shape();
+        if s.tail_named { self.block_key(ids[s.named as usize]) } else { self.filler_key(u32::MAX) }
+    }
+}
+
+/// One message of a prompt before synthesis: its role, blocks, whether the play's marker opens it
+/// and the partial tail closes it, and its content identity. Equal keys mean equal text (the key
+/// chains every block's content key, so a block that changed changes it): consecutive turns of a
+/// conversation share all but their newest messages, which a client can then reuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessagePlan {
+    pub role: Role,
+    seg: Segment,
+    marker: Option<Marker>,
+    tail: bool,
+    pub key: u64,
 }
 
 /// Each conversation's latest page hashes, so the next turn of the same play hashes only its new

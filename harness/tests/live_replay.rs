@@ -186,6 +186,37 @@ fn http_500s_are_counted_and_above_ten_percent_trip_the_live_abort() {
 }
 
 #[test]
+fn requests_past_the_request_timeout_are_recorded_as_timeouts() {
+    // Engine time 50x slower than wall time: every prefill of a long AgentX prompt takes seconds.
+    let s = EngineServer::start(&["--time-scale", "0.02"]);
+    let started = std::time::Instant::now();
+    let (o, tmp) = replay(&[
+        "--url",
+        &s.url,
+        "--concurrency",
+        "2",
+        "--duration",
+        "60",
+        "--gpus",
+        "4",
+        "--request-timeout",
+        "0.5",
+        "--warmup-per-lane",
+        "1",
+    ]);
+    let (so, se) = text(&o);
+    // A root conversation's failed warmup cancels the run (AgentX `run_cancelled`), not a hang.
+    assert!(!o.status.success(), "{so}\n{se}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "the timeout did not end the requests");
+    let recs = records(&tmp.path().join("point"));
+    let timeouts: Vec<&Value> = recs.iter().filter(|r| r["error"]["type"] == "timeout").collect();
+    assert!(!timeouts.is_empty(), "{recs:?}\n{so}\n{se}");
+    assert!(timeouts[0]["error"]["message"].as_str().unwrap().contains("0.5 s"), "{}", timeouts[0]);
+    let bad = replay(&["--url", &s.url, "--concurrency", "1", "--duration", "1", "--request-timeout", "0"]).0;
+    assert!(text(&bad).1.contains("--request-timeout 0: must be a positive number of seconds"), "{}", text(&bad).1);
+}
+
+#[test]
 fn a_server_killed_mid_point_ends_it_with_a_clear_error_and_keeps_the_records() {
     let mut s = EngineServer::start(&["--time-scale", "20"]);
     let out = tempfile::tempdir().unwrap();

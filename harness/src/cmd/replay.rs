@@ -59,6 +59,10 @@ pub struct Args {
     /// token counts on the server (default: the one the server reports, if readable here).
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
+    /// With --url: a request still running after this many seconds (wall time) is recorded as a
+    /// `timeout` error.
+    #[arg(long, default_value_t = 14_400.0)]
+    pub request_timeout: f64,
 }
 
 /// Errors in `--engine`'s flag string.
@@ -205,6 +209,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                 anyhow::ensure!(k > 0.0 && k.is_finite(), "--time-scale {k}: must be > 0 (1 = real time)");
                 t.time_scale = k;
             }
+            anyhow::ensure!(
+                a.request_timeout > 0.0 && a.request_timeout.is_finite(),
+                "--request-timeout {}: must be a positive number of seconds",
+                a.request_timeout
+            );
+            t.request_timeout = std::time::Duration::from_secs_f64(a.request_timeout);
             t.metrics_urls.extend(a.server_metrics.iter().map(|u| u.trim_end_matches('/').to_string()));
             ctx.target = url.clone();
             let scale = t.time_scale;

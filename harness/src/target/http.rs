@@ -23,6 +23,7 @@ use crate::records::{Record, RecordError, is_overflow_message};
 use crate::results::Status;
 use crate::run::launcher::{Server, free_port};
 use crate::run::{Job, Outcome as PointOutcome, PointRunner};
+use crate::workload::body::{BodyPieces, MessageCache};
 use crate::workload::{Action, Event, Failure, Outcome as WlOutcome, RequestId, RequestSpec, TracePlan, Workload};
 
 /// An OpenAI-compatible server.
@@ -42,6 +43,12 @@ pub struct HttpTarget {
     /// The server's context length (`/server_info` `context_length` / `max_req_input_len`), set by
     /// [`HttpTarget::identify`]: traces that do not fit are left out, as on the virtual clock.
     pub context_length: Option<u64>,
+    /// Serialized messages of recent turns, reused by the next turns of their conversations.
+    messages: Arc<MessageCache>,
+    /// A chat request running longer (wall time) ends as a `timeout` error. [`replay`] enforces
+    /// it from its 200-ms tick rather than with a client-wide timeout, which polls a timer on
+    /// every streamed chunk.
+    pub request_timeout: Duration,
 }
 
 fn unix_ns() -> u64 {
@@ -71,14 +78,20 @@ impl Clock {
     }
 }
 
+/// How long one chat request may run (wall time) by default before it is recorded as a `timeout`:
+/// agentic turns can run for many minutes.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(4 * 3600);
+
+/// Timeout of the small requests (`/v1/models`, `/server_info`).
+const INFO_TIMEOUT: Duration = Duration::from_secs(60);
+
 impl HttpTarget {
-    /// A pooled keep-alive client with long timeouts (agentic turns can run for many minutes).
+    /// A pooled keep-alive client (no client-wide timeout: see [`REQUEST_TIMEOUT`]).
     pub fn new(base_url: &str, model: &str) -> Result<Self, String> {
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(4096)
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(60))
-            .timeout(Duration::from_secs(4 * 3600))
             .build()
             .map_err(|e| format!("HTTP client: {e}"))?;
         let base_url = base_url.trim_end_matches('/').to_string();
@@ -90,6 +103,8 @@ impl HttpTarget {
             vocab: Arc::new(WordVocab::default()),
             time_scale: 1.0,
             context_length: None,
+            messages: Arc::new(MessageCache::default()),
+            request_timeout: REQUEST_TIMEOUT,
         })
     }
 
@@ -167,8 +182,16 @@ impl HttpTarget {
     /// The first model `/v1/models` lists.
     pub async fn discover_model(&self) -> Result<String, String> {
         let url = format!("{}/v1/models", self.base_url);
-        let v: Value =
-            self.client.get(&url).send().await.map_err(|e| format!("{url}: {e}"))?.json().await.map_err(|e| format!("{url}: {e}"))?;
+        let v: Value = self
+            .client
+            .get(&url)
+            .timeout(INFO_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| format!("{url}: {e}"))?
+            .json()
+            .await
+            .map_err(|e| format!("{url}: {e}"))?;
         v["data"][0]["id"].as_str().map(str::to_string).ok_or_else(|| format!("{url}: no model listed"))
     }
 
@@ -178,7 +201,7 @@ impl HttpTarget {
     }
 
     async fn server_info_at(&self, base: &str) -> Option<Value> {
-        let r = self.client.get(format!("{}/server_info", base.trim_end_matches('/'))).send().await.ok()?;
+        let r = self.client.get(format!("{}/server_info", base.trim_end_matches('/'))).timeout(INFO_TIMEOUT).send().await.ok()?;
         if !r.status().is_success() {
             return None;
         }
@@ -224,37 +247,59 @@ impl HttpTarget {
         any
     }
 
-    /// The request body, serialized (prompt synthesis: CPU work of milliseconds for long prompts).
-    pub fn body(&self, spec: &RequestSpec) -> Vec<u8> {
-        spec.http_body_bytes(&self.model, self.vocab.as_ref())
+    /// The request body (prompt synthesis of the messages not sent before: CPU work of
+    /// milliseconds for a long new message).
+    pub fn body(&self, spec: &RequestSpec) -> BodyPieces {
+        spec.http_body_pieces(&self.model, self.vocab.as_ref(), &self.messages)
     }
 
-    /// Sends one request and streams its answer into `rec`; returns the failure, if any.
+    /// (messages reused from earlier turns, messages synthesized) so far.
+    pub fn message_counts(&self) -> (u64, u64) {
+        self.messages.counts()
+    }
+
+    /// Sends one request and streams its answer into `rec`; returns the failure, if any. A request
+    /// past its timeout ends as a `timeout` error.
     pub async fn send(&self, spec: &RequestSpec, rec: Record, clock_now: impl Fn() -> u64) -> (Record, Option<Failure>) {
         let body = self.body(spec);
-        self.send_body(spec, body.into(), rec, clock_now).await
+        let len = body.len;
+        let mut late = rec.clone();
+        match tokio::time::timeout(self.request_timeout, self.send_body(spec, body.into_body(), Some(len), rec, &clock_now)).await {
+            Ok(done) => done,
+            Err(_) => {
+                late.error = Some(timed_out(self.request_timeout));
+                late.end_ns = clock_now();
+                (late, Some(Failure::Error))
+            }
+        }
     }
 
     /// [`send`](Self::send) with the body given: built already (the clock starts after it: in real
     /// time a client's synthesis is not the server's latency), or still being built (a stream: the
     /// request's head goes first, and a time-scaled reference engine holds its clock at the head's
-    /// arrival until the body is in, so synthesis costs no engine time).
+    /// arrival until the body is in, so synthesis costs no engine time). `len`: the body's length
+    /// when known (sent as `Content-Length`; else the body goes chunked).
     pub async fn send_body(
         &self,
         spec: &RequestSpec,
         body: reqwest::Body,
+        len: Option<usize>,
         mut rec: Record,
         clock_now: impl Fn() -> u64,
     ) -> (Record, Option<Failure>) {
         let url = format!("{}/v1/chat/completions", self.base_url);
-        let req = self
+        let mut req = self
             .client
             .post(&url)
             .header("X-Correlation-ID", spec.correlation_id.as_ref())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             // `sweep engine serve` then stamps its events with engine time; other servers ignore it.
-            .header(engine::server::ENGINE_TIME_HEADER, "1")
-            .body(body);
+            .header(engine::server::ENGINE_TIME_HEADER, "1");
+        if let Some(n) = len {
+            // The pieces stream without a size of their own; the server still gets a sized body.
+            req = req.header(reqwest::header::CONTENT_LENGTH, n);
+        }
+        let req = req.body(body);
         rec.start_ns = clock_now();
         let resp = req.send().await;
         let fail = |mut rec: Record, kind: &str, message: String, status: Option<u16>, now: u64| {
@@ -311,26 +356,32 @@ impl HttpTarget {
                 }
             };
             let t = clock_now();
-            buf.extend_from_slice(&chunk);
-            // Complete lines only; a partial line waits for the next chunk.
+            // Complete lines only; a partial line waits for the next chunk. Lines are read in
+            // place from the chunk when nothing is left over (the usual case: one event per chunk).
+            let data: &[u8] = if buf.is_empty() {
+                &chunk
+            } else {
+                buf.extend_from_slice(&chunk);
+                &buf
+            };
             let mut used = 0;
-            while let Some(nl) = buf[used..].iter().position(|&b| b == b'\n') {
-                let line = String::from_utf8_lossy(&buf[used..used + nl]);
+            while let Some(nl) = data[used..].iter().position(|&b| b == b'\n') {
+                let line = data[used..used + nl].trim_ascii();
                 used += nl + 1;
-                let line = line.trim();
-                if let Some(comment) = line.strip_prefix(':') {
-                    if let Some(v) = comment.trim().strip_prefix("t=").and_then(|v| v.parse().ok()) {
-                        stamp = Some(v);
+                if let Some(comment) = line.strip_prefix(b":") {
+                    let v = comment.trim_ascii().strip_prefix(b"t=").and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
+                    if v.is_some() {
+                        stamp = v;
                     }
                     continue;
                 }
-                let Some(data) = line.strip_prefix("data:") else { continue };
-                let data = data.trim();
-                if data == "[DONE]" {
+                let Some(payload) = line.strip_prefix(b"data:") else { continue };
+                let payload = payload.trim_ascii();
+                if payload == b"[DONE]" {
                     done = true;
                     continue;
                 }
-                let Some(c) = ChunkInfo::parse(data) else { continue };
+                let Some(c) = ChunkInfo::parse(payload) else { continue };
                 if let Some((msg, code)) = c.error {
                     return fail(rec, "stream_error", msg, code, t);
                 }
@@ -349,7 +400,11 @@ impl HttpTarget {
                     rec.cached_tokens = u.prompt_tokens_details.and_then(|d| d.cached_tokens);
                 }
             }
-            buf.drain(..used);
+            if buf.is_empty() {
+                buf.extend_from_slice(&chunk[used..]);
+            } else {
+                buf.drain(..used);
+            }
         }
         // The last stamp is the finish's.
         rec.end_ns = place(clock_now(), stamp).max(rec.last_chunk_ns.unwrap_or(start));
@@ -421,12 +476,13 @@ struct DetailsView {
 impl ChunkInfo {
     /// `None` for a line that is not JSON. Chunks of unexpected shapes (a number where text
     /// should be) are read leniently through a JSON tree.
-    fn parse(data: &str) -> Option<ChunkInfo> {
+    fn parse(data: impl AsRef<[u8]>) -> Option<ChunkInfo> {
+        let data = data.as_ref();
         let error = |e: &Value| {
             let msg = e["message"].as_str().map(str::to_string).unwrap_or_else(|| e.to_string());
             (msg, e["code"].as_u64().map(|c| c as u16))
         };
-        if let Ok(v) = serde_json::from_str::<ChunkView>(data) {
+        if let Ok(v) = serde_json::from_slice::<ChunkView>(data) {
             let nonempty = |s: &Option<std::borrow::Cow<str>>| s.as_deref().is_some_and(|s| !s.is_empty());
             let has_text = v
                 .choices
@@ -436,7 +492,7 @@ impl ChunkInfo {
                 .is_some_and(|d| nonempty(&d.content) || nonempty(&d.reasoning_content) || nonempty(&d.reasoning));
             return Some(ChunkInfo { has_text, usage: v.usage, error: v.error.as_ref().filter(|e| !e.is_null()).map(error) });
         }
-        let v: Value = serde_json::from_str(data).ok()?;
+        let v: Value = serde_json::from_slice(data).ok()?;
         let delta = &v["choices"][0]["delta"];
         let u = v.get("usage").filter(|u| u.is_object());
         Some(ChunkInfo {
@@ -449,6 +505,10 @@ impl ChunkInfo {
             error: v.get("error").filter(|e| !e.is_null()).map(error),
         })
     }
+}
+
+fn timed_out(after: Duration) -> RecordError {
+    RecordError { kind: "timeout".into(), message: format!("no complete answer within {:.1} s", after.as_secs_f64()), status: None }
 }
 
 /// What a live run produced.
@@ -532,7 +592,8 @@ pub async fn replay(
     };
     let (tx, mut rx) = mpsc::unbounded_channel::<(RequestId, Record, Option<Failure>)>();
     let mut records: Vec<Record> = Vec::new();
-    let mut inflight: HashMap<RequestId, (usize, tokio::task::JoinHandle<()>)> = HashMap::new();
+    // Record index, task and wall-clock start of each request in flight.
+    let mut inflight: HashMap<RequestId, (usize, tokio::task::JoinHandle<()>, Instant)> = HashMap::new();
     let mut wake: Option<u64> = None;
     let mut actions = Vec::new();
     let mut run = LiveRun {
@@ -570,21 +631,31 @@ pub async fn replay(
                             // Synthesis off the I/O threads, so no stream's chunks wait behind it.
                             let (t2, s2) = (t.clone(), spec.clone());
                             let build = tokio::task::spawn_blocking(move || t2.body(&s2));
-                            let body = if t.time_scale != 1.0 {
+                            let (body, len) = if t.time_scale != 1.0 {
                                 // The head now, the body when built: on the scaled clock the
                                 // synthesis would otherwise delay the session K-fold.
-                                reqwest::Body::wrap_stream(futures_util::stream::once(build))
+                                use futures_util::StreamExt;
+                                let pieces = futures_util::stream::once(build).flat_map(|built| {
+                                    let parts: Vec<Result<bytes::Bytes, tokio::task::JoinError>> = match built {
+                                        Ok(b) => b.parts.into_iter().map(Ok).collect(),
+                                        Err(e) => vec![Err(e)],
+                                    };
+                                    futures_util::stream::iter(parts)
+                                });
+                                (reqwest::Body::wrap_stream(pieces), None)
                             } else {
-                                build.await.unwrap_or_else(|_| t.body(&spec)).into()
+                                let b = build.await.unwrap_or_else(|_| t.body(&spec));
+                                let len = b.len;
+                                (b.into_body(), Some(len))
                             };
-                            let (rec, f) = t.send_body(&spec, body, rec, move || clock.now()).await;
+                            let (rec, f) = t.send_body(&spec, body, len, rec, move || clock.now()).await;
                             let _ = tx.send((id, rec, f));
                         });
-                        inflight.insert(id, (idx, h));
+                        inflight.insert(id, (idx, h, Instant::now()));
                         prog.sent += 1;
                     }
                     Action::Cancel(id) => {
-                        if let Some((idx, h)) = inflight.remove(&id) {
+                        if let Some((idx, h, _)) = inflight.remove(&id) {
                             h.abort();
                             records[idx].was_cancelled = true;
                             records[idx].end_ns = now;
@@ -606,7 +677,7 @@ pub async fn replay(
         let sleep_to = wake.map(|w| clock.instant(w)).unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         tokio::select! {
             Some((id, rec, f)) = rx.recv() => {
-                if let Some((idx, _)) = inflight.remove(&id) {
+                if let Some((idx, _, _)) = inflight.remove(&id) {
                     prog.done += 1;
                     prog.output_tokens += rec.output_tokens.unwrap_or(0);
                     if rec.error.is_some() { prog.errors += 1; }
@@ -640,6 +711,17 @@ pub async fn replay(
             _ = tick.tick() => {
                 prog.now_ns = clock.now();
                 cpu.tick();
+                for (id, (idx, h, sent)) in inflight.iter_mut() {
+                    if sent.elapsed() >= target.request_timeout {
+                        h.abort();
+                        let mut rec = records[*idx].clone();
+                        rec.error = Some(timed_out(target.request_timeout));
+                        rec.end_ns = prog.now_ns;
+                        // Answered through the channel like any end; not again before then.
+                        *sent = Instant::now();
+                        let _ = tx.send((*id, rec, Some(Failure::Error)));
+                    }
+                }
                 progress(&prog);
                 if cancel.load(Ordering::Relaxed) {
                     run.interrupted = true;
@@ -653,7 +735,7 @@ pub async fn replay(
         }
     }
     let now = clock.now();
-    for (_, (idx, h)) in inflight.drain() {
+    for (_, (idx, h, _)) in inflight.drain() {
         h.abort();
         let r = &mut records[idx];
         if run.stopped.is_some() {

@@ -23,6 +23,7 @@
 //!   a root-conversation warmup failure cancels the run; the live abort fires when failed/total
 //!   profiling records exceeds 10 % after max(C, 10) records.
 
+pub mod body;
 pub mod driver;
 pub mod plan;
 
@@ -239,39 +240,6 @@ impl RequestSpec {
             body.remove(locked_out);
         }
         serde_json::Value::Object(body)
-    }
-
-    /// [`http_body`](Self::http_body) without extra keys, serialized straight into one buffer
-    /// sized for it: a long conversation is megabytes of text, and every copy or regrowth of it
-    /// was fresh memory the kernel had to zero (most of the live client's CPU per request).
-    pub fn http_body_bytes(&self, model: &str, vocab: &dyn crate::prompt::TokenText) -> Vec<u8> {
-        #[derive(serde::Serialize)]
-        struct Body<'a> {
-            model: &'a str,
-            messages: &'a [crate::prompt::ChatMessage],
-            stream: bool,
-            max_completion_tokens: u64,
-            ignore_eos: bool,
-            stream_options: StreamOptions,
-        }
-        #[derive(serde::Serialize)]
-        struct StreamOptions {
-            include_usage: bool,
-        }
-        let messages = self.prompt.messages(vocab);
-        let text: usize = messages.iter().map(|m| m.content.len()).sum();
-        // Room for escapes (newlines, quotes) and the few fixed fields.
-        let mut out = Vec::with_capacity(text + text / 16 + 256 + 32 * messages.len() + model.len());
-        let body = Body {
-            model,
-            messages: &messages,
-            stream: true,
-            max_completion_tokens: self.max_tokens,
-            ignore_eos: true,
-            stream_options: StreamOptions { include_usage: true },
-        };
-        serde_json::to_writer(&mut out, &body).expect("a body of strings and numbers serializes");
-        out
     }
 }
 

@@ -1,0 +1,253 @@
+//! The live client's request bodies, built from reusable pieces.
+//!
+//! Every AgentX request carries its whole conversation, so a session's turns resend the same
+//! messages with one or two new ones at the end (a prompt of 100K tokens is about 400 KB of
+//! JSON). Synthesizing and escaping all of it every turn was the largest share of the client's
+//! CPU per request; a [`MessageCache`] keeps each message's serialized JSON under its content
+//! identity ([`crate::prompt::MessagePlan::key`]) and a body is a list of shared [`Bytes`] pieces,
+//! so an unchanged message is neither synthesized nor copied again. The bytes on the wire are the
+//! same as serializing the whole body at once (a unit test holds them equal).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use bytes::{Bytes, BytesMut};
+
+use super::RequestSpec;
+use crate::prompt::{ChatMessage, MixHasher, Prompt, TokenText};
+
+/// Serialized messages by content key, bounded in bytes: two generations, the older dropped
+/// whole when the newer fills half the budget (a message used since moves to the newer one), so
+/// what live conversations keep using stays and finished ones age out.
+pub struct MessageCache {
+    budget: usize,
+    state: Mutex<Generations>,
+}
+
+#[derive(Default)]
+struct Generations {
+    current: HashMap<u64, Bytes, std::hash::BuildHasherDefault<MixHasher>>,
+    current_bytes: usize,
+    previous: HashMap<u64, Bytes, std::hash::BuildHasherDefault<MixHasher>>,
+    hits: u64,
+    misses: u64,
+}
+
+impl Generations {
+    fn insert(&mut self, key: u64, text: Bytes, budget: usize) {
+        self.current_bytes += text.len();
+        self.current.insert(key, text);
+        if self.current_bytes > budget / 2 {
+            self.previous = std::mem::take(&mut self.current);
+            self.current_bytes = 0;
+        }
+    }
+}
+
+/// Messages larger than this travel as their own piece; smaller ones are copied into their
+/// neighbours' (fewer pieces for the writer, and a copy of a few KB is cheaper than a piece).
+const OWN_PIECE_BYTES: usize = 16 << 10;
+
+impl MessageCache {
+    /// A cache holding at most about `budget` bytes of serialized messages.
+    pub fn new(budget: usize) -> Self {
+        Self { budget, state: Mutex::new(Generations::default()) }
+    }
+
+    fn get(&self, key: u64) -> Option<Bytes> {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = g.current.get(&key) {
+            let b = b.clone();
+            g.hits += 1;
+            return Some(b);
+        }
+        match g.previous.remove(&key) {
+            Some(b) => {
+                g.hits += 1;
+                g.insert(key, b.clone(), self.budget);
+                Some(b)
+            }
+            None => {
+                g.misses += 1;
+                None
+            }
+        }
+    }
+
+    fn put(&self, key: u64, text: Bytes) {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        g.insert(key, text, self.budget);
+    }
+
+    /// (messages reused, messages synthesized) so far.
+    pub fn counts(&self) -> (u64, u64) {
+        let g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        (g.hits, g.misses)
+    }
+}
+
+impl Default for MessageCache {
+    /// 256 MiB: about 600 conversations of 100K tokens; a miss costs only a re-synthesis.
+    fn default() -> Self {
+        Self::new(256 << 20)
+    }
+}
+
+/// A request body as shared pieces, in order, and its length in bytes.
+#[derive(Debug, Clone, Default)]
+pub struct BodyPieces {
+    pub parts: Vec<Bytes>,
+    pub len: usize,
+}
+
+impl BodyPieces {
+    fn push_small(&mut self, small: &mut BytesMut, text: &[u8]) {
+        small.extend_from_slice(text);
+        self.len += text.len();
+    }
+
+    fn push_shared(&mut self, small: &mut BytesMut, piece: Bytes) {
+        if piece.len() < OWN_PIECE_BYTES {
+            return self.push_small(small, &piece);
+        }
+        if !small.is_empty() {
+            self.parts.push(small.split().freeze());
+        }
+        self.len += piece.len();
+        self.parts.push(piece);
+    }
+
+    /// The whole body in one buffer.
+    pub fn concat(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len);
+        for p in &self.parts {
+            out.extend_from_slice(p);
+        }
+        out
+    }
+
+    /// As a streamed request body (send it with `Content-Length: len`).
+    pub fn into_body(self) -> reqwest::Body {
+        match self.parts.len() {
+            0 => reqwest::Body::from(Bytes::new()),
+            1 => reqwest::Body::from(self.parts.into_iter().next().expect("one part")),
+            _ => reqwest::Body::wrap_stream(futures_util::stream::iter(self.parts.into_iter().map(Ok::<_, std::io::Error>))),
+        }
+    }
+}
+
+impl RequestSpec {
+    /// The body of [`RequestSpec::http_body`] without extra keys, as pieces: messages already in
+    /// `cache` are reused, the others synthesized and added to it.
+    pub fn http_body_pieces(&self, model: &str, vocab: &dyn TokenText, cache: &MessageCache) -> BodyPieces {
+        BodyPieces::build(model, &self.prompt, self.max_tokens, vocab, cache)
+    }
+}
+
+impl BodyPieces {
+    /// The `/v1/chat/completions` body of `prompt` with `max_completion_tokens: max_tokens` (see
+    /// [`RequestSpec::http_body_pieces`]).
+    pub fn build(model: &str, prompt: &Prompt, max_tokens: u64, vocab: &dyn TokenText, cache: &MessageCache) -> BodyPieces {
+        #[derive(serde::Serialize)]
+        struct Tail {
+            stream: bool,
+            max_completion_tokens: u64,
+            ignore_eos: bool,
+            stream_options: StreamOptions,
+        }
+        #[derive(serde::Serialize)]
+        struct StreamOptions {
+            include_usage: bool,
+        }
+        let mut out = BodyPieces::default();
+        let mut small = BytesMut::with_capacity(256 + model.len());
+        let head = format!(r#"{{"model":{},"messages":["#, serde_json::to_string(model).expect("a string serializes"));
+        out.push_small(&mut small, head.as_bytes());
+        let plans = prompt.message_plans();
+        let mut ids: Option<Vec<u32>> = None;
+        for (i, m) in plans.iter().enumerate() {
+            if i > 0 {
+                out.push_small(&mut small, b",");
+            }
+            let piece = match cache.get(m.key) {
+                Some(p) => p,
+                None => {
+                    let ids = ids.get_or_insert_with(|| prompt.conversation.block_ids(prompt.turn as usize));
+                    let content = vocab.decode(&prompt.message_tokens(m, ids, vocab));
+                    let msg = ChatMessage { role: m.role, content };
+                    // Room for escapes (newlines, quotes) and the role.
+                    let mut buf = Vec::with_capacity(msg.content.len() + msg.content.len() / 16 + 40);
+                    serde_json::to_writer(&mut buf, &msg).expect("a message of strings serializes");
+                    let piece = Bytes::from(buf);
+                    cache.put(m.key, piece.clone());
+                    piece
+                }
+            };
+            out.push_shared(&mut small, piece);
+        }
+        // The rest of the object after `"messages":[...]`, as serde writes it.
+        let tail = Tail {
+            stream: true,
+            max_completion_tokens: max_tokens,
+            ignore_eos: true,
+            stream_options: StreamOptions { include_usage: true },
+        };
+        let tail = serde_json::to_string(&tail).expect("numbers and booleans serialize");
+        out.push_small(&mut small, b"],");
+        out.push_small(&mut small, &tail.as_bytes()[1..]);
+        if !small.is_empty() {
+            out.parts.push(small.freeze());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Serialize)]
+    struct Whole<'a> {
+        model: &'a str,
+        messages: &'a [ChatMessage],
+        stream: bool,
+        max_completion_tokens: u64,
+        ignore_eos: bool,
+        stream_options: serde_json::Value,
+    }
+
+    /// The pieces, with or without reused messages, are byte for byte the body serialized whole.
+    #[test]
+    fn pieces_are_the_whole_body_and_reuse_earlier_turns() {
+        use super::super::{TracePlan, Workload, WorkloadConfig, driver};
+        let traces = crate::trace::synth::generate(6, 3);
+        let plans: Vec<_> = traces.iter().map(|t| std::sync::Arc::new(TracePlan::build(t, 1).unwrap())).collect();
+        let cfg = WorkloadConfig { concurrency: 3, duration_ns: 1_200 * 1_000_000_000, warmup: false, ..Default::default() };
+        let mut wl = Workload::new(cfg, plans).unwrap();
+        let log = driver::drive(&mut wl, 0, |_| driver::Service { duration_ns: 2_000_000_000, failure: None }, |_, _| {});
+        let vocab = crate::prompt::WordVocab::default();
+        let (cache, tiny) = (MessageCache::default(), MessageCache::new(1));
+        for (n, r) in log.records.iter().take(80).enumerate() {
+            let messages = r.spec.prompt.messages(&vocab);
+            let whole = Whole {
+                model: "m\"odel",
+                messages: &messages,
+                stream: true,
+                max_completion_tokens: r.spec.max_tokens,
+                ignore_eos: true,
+                stream_options: serde_json::json!({"include_usage": true}),
+            };
+            let expect = serde_json::to_vec(&whole).unwrap();
+            let pieces = r.spec.http_body_pieces("m\"odel", &vocab, &cache);
+            assert_eq!(pieces.len, expect.len(), "request {n}");
+            assert_eq!(pieces.concat(), expect, "request {n}");
+            // A cache that keeps almost nothing gives the same bytes.
+            assert_eq!(r.spec.http_body_pieces("m\"odel", &vocab, &tiny).concat(), expect, "request {n}");
+        }
+        assert!(log.records.len() >= 40, "only {} requests", log.records.len());
+        let (hits, misses) = cache.counts();
+        // Later turns resend earlier messages: most are reused.
+        assert!(hits > 2 * misses, "reused {hits}, synthesized {misses}");
+        assert!(tiny.counts().1 > misses, "the small cache evicts: {:?}", tiny.counts());
+    }
+}
