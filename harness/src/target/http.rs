@@ -253,11 +253,6 @@ impl HttpTarget {
         spec.http_body_pieces(&self.model, self.vocab.as_ref(), &self.messages)
     }
 
-    /// (messages reused from earlier turns, messages synthesized) so far.
-    pub fn message_counts(&self) -> (u64, u64) {
-        self.messages.counts()
-    }
-
     /// Sends one request and streams its answer into `rec`; returns the failure, if any. A request
     /// past its timeout ends as a `timeout` error.
     pub async fn send(&self, spec: &RequestSpec, rec: Record, clock_now: impl Fn() -> u64) -> (Record, Option<Failure>) {
