@@ -873,14 +873,14 @@ impl Prompt {
     /// Messages as (role, token ids) — what `messages` decodes.
     pub fn message_ids(&self, vocab: &dyn TokenText) -> Vec<(Role, Vec<u32>)> {
         let ids = self.conversation.block_ids(self.turn as usize);
-        self.message_plans().iter().map(|m| (m.role, self.message_tokens(m, &ids, vocab))).collect()
+        self.message_plans(&ids).iter().map(|m| (m.role, self.message_tokens(m, &ids, vocab))).collect()
     }
 
     /// The messages before synthesis, each with a content identity (see [`MessagePlan`]).
-    pub fn message_plans(&self) -> Vec<MessagePlan> {
+    /// `ids`: the turn's block ids ([`ConversationPlan::block_ids`]), which synthesis needs too.
+    pub fn message_plans(&self, ids: &[u32]) -> Vec<MessagePlan> {
         let s = self.shape();
         let segs = self.conversation.segments(self.turn as usize);
-        let ids = self.conversation.block_ids(self.turn as usize);
         let bs = self.conversation.block_size;
         let mut out = Vec::with_capacity(segs.len());
         let mut marked = false;
@@ -899,10 +899,10 @@ impl Prompt {
                 key = combine(key, m.salt());
             }
             for pos in seg.start..seg.end {
-                key = combine(key, self.position_key(pos, &ids));
+                key = combine(key, self.position_key(pos, ids));
             }
             if tail {
-                key = combine(combine(key, self.tail_key(&ids)), u64::from(s.tail_tokens));
+                key = combine(combine(key, self.tail_key(ids)), u64::from(s.tail_tokens));
             }
             out.push(MessagePlan { role: seg.role, seg: *seg, marker, tail, key });
         }

@@ -253,27 +253,13 @@ impl HttpTarget {
         spec.http_body_pieces(&self.model, self.vocab.as_ref(), &self.messages)
     }
 
-    /// Sends one request and streams its answer into `rec`; returns the failure, if any. A request
-    /// past its timeout ends as a `timeout` error.
-    pub async fn send(&self, spec: &RequestSpec, rec: Record, clock_now: impl Fn() -> u64) -> (Record, Option<Failure>) {
-        let body = self.body(spec);
-        let len = body.len;
-        let mut late = rec.clone();
-        match tokio::time::timeout(self.request_timeout, self.send_body(spec, body.into_body(), Some(len), rec, &clock_now)).await {
-            Ok(done) => done,
-            Err(_) => {
-                late.error = Some(timed_out(self.request_timeout));
-                late.end_ns = clock_now();
-                (late, Some(Failure::Error))
-            }
-        }
-    }
-
-    /// [`send`](Self::send) with the body given: built already (the clock starts after it: in real
-    /// time a client's synthesis is not the server's latency), or still being built (a stream: the
-    /// request's head goes first, and a time-scaled reference engine holds its clock at the head's
-    /// arrival until the body is in, so synthesis costs no engine time). `len`: the body's length
-    /// when known (sent as `Content-Length`; else the body goes chunked).
+    /// Sends one request with its body and streams its answer into `rec`; returns the failure, if
+    /// any. The body is built already (the clock starts after it: in real time a client's
+    /// synthesis is not the server's latency), or still being built (a stream: the request's head
+    /// goes first, and a time-scaled reference engine holds its clock at the head's arrival until
+    /// the body is in, so synthesis costs no engine time). `len`: the body's length when known
+    /// (sent as `Content-Length`; else the body goes chunked). No timeout here: [`replay`] applies
+    /// `request_timeout`.
     pub async fn send_body(
         &self,
         spec: &RequestSpec,

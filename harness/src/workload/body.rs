@@ -163,17 +163,15 @@ impl BodyPieces {
         let mut small = BytesMut::with_capacity(256 + model.len());
         let head = format!(r#"{{"model":{},"messages":["#, serde_json::to_string(model).expect("a string serializes"));
         out.push_small(&mut small, head.as_bytes());
-        let plans = prompt.message_plans();
-        let mut ids: Option<Vec<u32>> = None;
-        for (i, m) in plans.iter().enumerate() {
+        let ids = prompt.conversation.block_ids(prompt.turn as usize);
+        for (i, m) in prompt.message_plans(&ids).iter().enumerate() {
             if i > 0 {
                 out.push_small(&mut small, b",");
             }
             let piece = match cache.get(m.key) {
                 Some(p) => p,
                 None => {
-                    let ids = ids.get_or_insert_with(|| prompt.conversation.block_ids(prompt.turn as usize));
-                    let content = vocab.decode(&prompt.message_tokens(m, ids, vocab));
+                    let content = vocab.decode(&prompt.message_tokens(m, &ids, vocab));
                     let msg = ChatMessage { role: m.role, content };
                     // Room for escapes (newlines, quotes) and the role.
                     let mut buf = Vec::with_capacity(msg.content.len() + msg.content.len() / 16 + 40);
