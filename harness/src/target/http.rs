@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::h1;
 use crate::metrics::PointContext;
 use crate::prompt::{TokenText, TokenizerVocab, WordVocab};
 use crate::records::{Record, RecordError, is_overflow_message};
@@ -45,6 +46,9 @@ pub struct HttpTarget {
     pub context_length: Option<u64>,
     /// Serialized messages of recent turns, reused by the next turns of their conversations.
     messages: Arc<MessageCache>,
+    /// The chat requests' own HTTP/1.1 connections for an `http://` target (see [`h1`]); `None`:
+    /// through reqwest (`https://`).
+    h1: Option<Arc<h1::Client>>,
     /// A chat request running longer (wall time) ends as a `timeout` error. [`replay`] enforces
     /// it from its 200-ms tick rather than with a client-wide timeout, which polls a timer on
     /// every streamed chunk.
@@ -82,6 +86,9 @@ impl Clock {
 /// agentic turns can run for many minutes.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(4 * 3600);
 
+/// How long a new connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Timeout of the small requests (`/v1/models`, `/server_info`).
 const INFO_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -91,10 +98,11 @@ impl HttpTarget {
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(4096)
             .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(60))
+            .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .map_err(|e| format!("HTTP client: {e}"))?;
         let base_url = base_url.trim_end_matches('/').to_string();
+        let h1 = h1::Client::for_url(&base_url, CONNECT_TIMEOUT).map(Arc::new);
         Ok(HttpTarget {
             client,
             metrics_urls: vec![base_url.clone()],
@@ -104,6 +112,7 @@ impl HttpTarget {
             time_scale: 1.0,
             context_length: None,
             messages: Arc::new(MessageCache::default()),
+            h1,
             request_timeout: REQUEST_TIMEOUT,
         })
     }
@@ -255,147 +264,271 @@ impl HttpTarget {
 
     /// Sends one request with its body and streams its answer into `rec`; returns the failure, if
     /// any. The body is built already (the clock starts after it: in real time a client's
-    /// synthesis is not the server's latency), or still being built (a stream: the request's head
-    /// goes first, and a time-scaled reference engine holds its clock at the head's arrival until
-    /// the body is in, so synthesis costs no engine time). `len`: the body's length when known
-    /// (sent as `Content-Length`; else the body goes chunked). No timeout here: [`replay`] applies
+    /// synthesis is not the server's latency), or still being built (the request's head goes
+    /// first, and a time-scaled reference engine holds its clock at the head's arrival until the
+    /// body is in, so synthesis costs no engine time). A ready body is sent with its
+    /// `Content-Length`, one being built chunked. No timeout here: [`replay`] applies
     /// `request_timeout`.
     pub async fn send_body(
         &self,
         spec: &RequestSpec,
-        body: reqwest::Body,
-        len: Option<usize>,
+        body: h1::Body,
+        rec: Record,
+        clock_now: impl Fn() -> u64,
+    ) -> (Record, Option<Failure>) {
+        let mut headers = vec![
+            ("x-correlation-id", spec.correlation_id.as_ref()),
+            ("content-type", "application/json"),
+            // `sweep engine serve` then stamps its events with engine time; other servers ignore it.
+            (engine::server::ENGINE_TIME_HEADER, "1"),
+        ];
+        match &self.h1 {
+            Some(c) => self.send_h1(c, &mut headers, body, rec, clock_now).await,
+            None => self.send_reqwest(&headers, body, rec, clock_now).await,
+        }
+    }
+
+    /// [`HttpTarget::send_body`] on this client's own HTTP/1.1 connections (`http://` targets).
+    async fn send_h1(
+        &self,
+        client: &h1::Client,
+        headers: &mut Vec<(&str, &str)>,
+        body: h1::Body,
+        mut rec: Record,
+        clock_now: impl Fn() -> u64,
+    ) -> (Record, Option<Failure>) {
+        headers.push(("accept", "text/event-stream"));
+        rec.start_ns = clock_now();
+        let mut resp = match client.post("/v1/chat/completions", headers, body).await {
+            Ok(r) => r,
+            Err(e) => {
+                let kind = if matches!(e, h1::Error::Connect(_)) { "connection_error" } else { "connection_dropped" };
+                let now = clock_now();
+                return fail(rec, kind, format!("{}/v1/chat/completions: {e}", self.base_url), None, now);
+            }
+        };
+        rec.ack_ns = Some(clock_now());
+        let arrival = resp.header(engine::server::ARRIVAL_HEADER).and_then(|v| v.parse::<u64>().ok());
+        let mut sse = Sse::new(&mut rec, arrival, self.time_scale);
+        if !(200..300).contains(&resp.status) {
+            let status = resp.status;
+            let text = resp.text().await.unwrap_or_default();
+            let now = clock_now();
+            return fail(rec, &format!("http_{status}"), error_message(text), Some(status), now);
+        }
+        loop {
+            let data = match resp.data().await {
+                Ok(Some(d)) => d,
+                Ok(None) => break,
+                Err(e) => {
+                    let now = clock_now();
+                    return fail(rec, "connection_dropped", format!("stream ended early: {e}"), None, now);
+                }
+            };
+            let t = clock_now();
+            if let Some((msg, code)) = sse.feed(&mut rec, data, t) {
+                return fail(rec, "stream_error", msg, code, t);
+            }
+        }
+        sse.finish(rec, clock_now())
+    }
+
+    /// [`HttpTarget::send_body`] through reqwest (`https://` targets).
+    async fn send_reqwest(
+        &self,
+        headers: &[(&str, &str)],
+        body: h1::Body,
         mut rec: Record,
         clock_now: impl Fn() -> u64,
     ) -> (Record, Option<Failure>) {
         let url = format!("{}/v1/chat/completions", self.base_url);
-        let mut req = self
-            .client
-            .post(&url)
-            .header("X-Correlation-ID", spec.correlation_id.as_ref())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            // `sweep engine serve` then stamps its events with engine time; other servers ignore it.
-            .header(engine::server::ENGINE_TIME_HEADER, "1");
-        if let Some(n) = len {
-            // The pieces stream without a size of their own; the server still gets a sized body.
-            req = req.header(reqwest::header::CONTENT_LENGTH, n);
+        let mut req = self.client.post(&url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
         }
-        let req = req.body(body);
-        rec.start_ns = clock_now();
-        let resp = req.send().await;
-        let fail = |mut rec: Record, kind: &str, message: String, status: Option<u16>, now: u64| {
-            let overflow = is_overflow_message(&message);
-            rec.error = Some(RecordError { kind: if overflow { "context_overflow".into() } else { kind.to_string() }, message, status });
-            rec.end_ns = now;
-            (rec, Some(if overflow { Failure::ContextOverflow } else { Failure::Error }))
+        let req = match body {
+            h1::Body::Ready(parts) => {
+                // The pieces stream without a size of their own; the server still gets a sized body.
+                let len: usize = parts.iter().map(bytes::Bytes::len).sum();
+                let body = match parts.len() {
+                    0 | 1 => reqwest::Body::from(parts.into_iter().next().unwrap_or_default()),
+                    _ => reqwest::Body::wrap_stream(futures_util::stream::iter(parts.into_iter().map(Ok::<_, std::io::Error>))),
+                };
+                req.header(reqwest::header::CONTENT_LENGTH, len).body(body)
+            }
+            h1::Body::Later(fut) => {
+                use futures_util::StreamExt;
+                let pieces = futures_util::stream::once(fut).flat_map(|built| {
+                    let parts: Vec<Result<bytes::Bytes, String>> = match built {
+                        Ok(parts) => parts.into_iter().map(Ok).collect(),
+                        Err(e) => vec![Err(e)],
+                    };
+                    futures_util::stream::iter(parts)
+                });
+                req.body(reqwest::Body::wrap_stream(pieces))
+            }
         };
-        let resp = match resp {
+        rec.start_ns = clock_now();
+        let resp = match req.send().await {
             Ok(r) => r,
             Err(e) => {
                 let kind = if e.is_timeout() { "timeout" } else { "connection_error" };
-                return fail(rec, kind, format!("{url}: {e}"), None, clock_now());
+                let now = clock_now();
+                return fail(rec, kind, format!("{url}: {e}"), None, now);
             }
         };
         rec.ack_ns = Some(clock_now());
-        let start = rec.start_ns;
-        // The engine's time of the request's arrival, when the server stamps its events.
         let arrival = resp.headers().get(engine::server::ARRIVAL_HEADER).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        // Under a time scale the engine's stamps place the request's events: wall-clock delays
-        // between the engine and this client (the server's front end, delivery, a busy core)
-        // would count K times over on the scaled clock, and the virtual clock has none of them.
-        // The observed times still give the added latency.
-        let stamped = self.time_scale != 1.0 && arrival.is_some();
-        if stamped {
-            rec.ack_ns = Some(start);
-        }
-        let place = |observed: u64, stamp: Option<u64>| match (stamped, stamp, arrival) {
-            (true, Some(t), Some(a)) => start + t.saturating_sub(a),
-            _ => observed,
-        };
+        let mut sse = Sse::new(&mut rec, arrival, self.time_scale);
         let status = resp.status();
         if !status.is_success() {
             let text = resp.text().await.unwrap_or_default();
-            let msg = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().or(v["message"].as_str()).map(str::to_string))
-                .unwrap_or(text);
-            return fail(rec, &format!("http_{}", status.as_u16()), msg, Some(status.as_u16()), clock_now());
+            let now = clock_now();
+            return fail(rec, &format!("http_{}", status.as_u16()), error_message(text), Some(status.as_u16()), now);
         }
         let mut resp = resp;
-        let mut buf: Vec<u8> = Vec::new();
-        let mut done = false;
-        // The engine time of the event being read (`: t=<ns>` precedes each event's data lines).
-        let mut stamp: Option<u64> = None;
-        let mut first: Option<(u64, Option<u64>)> = None;
         loop {
             let chunk = match resp.chunk().await {
                 Ok(Some(c)) => c,
                 Ok(None) => break,
                 Err(e) => {
                     let kind = if e.is_timeout() { "timeout" } else { "connection_dropped" };
-                    return fail(rec, kind, format!("stream ended early: {e}"), None, clock_now());
+                    let now = clock_now();
+                    return fail(rec, kind, format!("stream ended early: {e}"), None, now);
                 }
             };
             let t = clock_now();
-            // Complete lines only; a partial line waits for the next chunk. Lines are read in
-            // place from the chunk when nothing is left over (the usual case: one event per chunk).
-            let data: &[u8] = if buf.is_empty() {
-                &chunk
-            } else {
-                buf.extend_from_slice(&chunk);
-                &buf
-            };
-            let mut used = 0;
-            while let Some(nl) = data[used..].iter().position(|&b| b == b'\n') {
-                let line = data[used..used + nl].trim_ascii();
-                used += nl + 1;
-                if let Some(comment) = line.strip_prefix(b":") {
-                    let v = comment.trim_ascii().strip_prefix(b"t=").and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
-                    if v.is_some() {
-                        stamp = v;
-                    }
-                    continue;
-                }
-                let Some(payload) = line.strip_prefix(b"data:") else { continue };
-                let payload = payload.trim_ascii();
-                if payload == b"[DONE]" {
-                    done = true;
-                    continue;
-                }
-                let Some(c) = ChunkInfo::parse(payload) else { continue };
-                if let Some((msg, code)) = c.error {
-                    return fail(rec, "stream_error", msg, code, t);
-                }
-                if c.has_text {
-                    let at = place(t, stamp);
-                    if rec.first_token_ns.is_none() {
-                        rec.first_token_ns = Some(at);
-                        first = Some((t, stamp));
-                    }
-                    rec.last_chunk_ns = Some(at);
-                    rec.chunks += 1;
-                }
-                if let Some(u) = c.usage {
-                    rec.input_tokens = u.prompt_tokens;
-                    rec.output_tokens = u.completion_tokens;
-                    rec.cached_tokens = u.prompt_tokens_details.and_then(|d| d.cached_tokens);
-                }
-            }
-            if buf.is_empty() {
-                buf.extend_from_slice(&chunk[used..]);
-            } else {
-                buf.drain(..used);
+            if let Some((msg, code)) = sse.feed(&mut rec, &chunk, t) {
+                return fail(rec, "stream_error", msg, code, t);
             }
         }
-        // The last stamp is the finish's.
-        rec.end_ns = place(clock_now(), stamp).max(rec.last_chunk_ns.unwrap_or(start));
-        if let (Some(a), Some((observed, Some(s)))) = (arrival, first) {
+        sse.finish(rec, clock_now())
+    }
+}
+
+/// A failed request's record: the error (an overflow message becomes `context_overflow`, terminal
+/// for the session) and its end.
+fn fail(mut rec: Record, kind: &str, message: String, status: Option<u16>, now: u64) -> (Record, Option<Failure>) {
+    let overflow = is_overflow_message(&message);
+    rec.error = Some(RecordError { kind: if overflow { "context_overflow".into() } else { kind.to_string() }, message, status });
+    rec.end_ns = now;
+    (rec, Some(if overflow { Failure::ContextOverflow } else { Failure::Error }))
+}
+
+/// The message of an error reply (OpenAI's `error.message`, or a top-level `message`), else its text.
+fn error_message(text: String) -> String {
+    serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().or(v["message"].as_str()).map(str::to_string))
+        .unwrap_or(text)
+}
+
+/// The server-sent events of one streamed reply, read as the body arrives: timestamps of the
+/// first and last output, chunk count, usage and mid-stream errors, into the request's record.
+struct Sse {
+    start: u64,
+    /// The engine time of the request's arrival, when the server stamps its events.
+    arrival: Option<u64>,
+    /// Events placed by the engine's stamps (a time-scaled reference engine).
+    stamped: bool,
+    time_scale: f64,
+    /// A partial line waiting for the rest.
+    buf: Vec<u8>,
+    done: bool,
+    /// The engine time of the event being read (`: t=<ns>` precedes each event's data lines).
+    stamp: Option<u64>,
+    /// When the first output was observed, and its stamp.
+    first: Option<(u64, Option<u64>)>,
+}
+
+impl Sse {
+    /// Under a time scale the engine's stamps place the request's events: wall-clock delays
+    /// between the engine and this client (the server's front end, delivery, a busy core) would
+    /// count K times over on the scaled clock, and the virtual clock has none of them. The
+    /// observed times still give the added latency.
+    fn new(rec: &mut Record, arrival: Option<u64>, time_scale: f64) -> Sse {
+        let stamped = time_scale != 1.0 && arrival.is_some();
+        if stamped {
+            rec.ack_ns = Some(rec.start_ns);
+        }
+        Sse { start: rec.start_ns, arrival, stamped, time_scale, buf: Vec::new(), done: false, stamp: None, first: None }
+    }
+
+    fn place(&self, observed: u64, stamp: Option<u64>) -> u64 {
+        match (self.stamped, stamp, self.arrival) {
+            (true, Some(t), Some(a)) => self.start + t.saturating_sub(a),
+            _ => observed,
+        }
+    }
+
+    /// Reads the complete lines of `chunk` (received at `t`); a partial line waits for the next
+    /// chunk. Lines are read in place from the chunk when nothing is left over (the usual case:
+    /// one event per chunk). Returns a mid-stream error event's message and code.
+    fn feed(&mut self, rec: &mut Record, chunk: &[u8], t: u64) -> Option<(String, Option<u16>)> {
+        let mut pending = std::mem::take(&mut self.buf);
+        let data: &[u8] = if pending.is_empty() {
+            chunk
+        } else {
+            pending.extend_from_slice(chunk);
+            &pending
+        };
+        let mut used = 0;
+        while let Some(nl) = data[used..].iter().position(|&b| b == b'\n') {
+            let line = data[used..used + nl].trim_ascii();
+            used += nl + 1;
+            if let Some(comment) = line.strip_prefix(b":") {
+                let v = comment.trim_ascii().strip_prefix(b"t=").and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
+                if v.is_some() {
+                    self.stamp = v;
+                }
+                continue;
+            }
+            let Some(payload) = line.strip_prefix(b"data:") else { continue };
+            let payload = payload.trim_ascii();
+            if payload == b"[DONE]" {
+                self.done = true;
+                continue;
+            }
+            let Some(c) = ChunkInfo::parse(payload) else { continue };
+            if let Some(e) = c.error {
+                return Some(e);
+            }
+            if c.has_text {
+                let at = self.place(t, self.stamp);
+                if rec.first_token_ns.is_none() {
+                    rec.first_token_ns = Some(at);
+                    self.first = Some((t, self.stamp));
+                }
+                rec.last_chunk_ns = Some(at);
+                rec.chunks += 1;
+            }
+            if let Some(u) = c.usage {
+                rec.input_tokens = u.prompt_tokens;
+                rec.output_tokens = u.completion_tokens;
+                rec.cached_tokens = u.prompt_tokens_details.and_then(|d| d.cached_tokens);
+            }
+        }
+        if pending.is_empty() {
+            self.buf.extend_from_slice(&chunk[used..]);
+        } else {
+            pending.drain(..used);
+            self.buf = pending;
+        }
+        None
+    }
+
+    /// The record once the body has ended at `now`: its end (the last stamp is the finish's),
+    /// the server's TTFT and the client's added latency; a stream without `[DONE]` or usage is a
+    /// dropped connection.
+    fn finish(self, mut rec: Record, now: u64) -> (Record, Option<Failure>) {
+        rec.end_ns = self.place(now, self.stamp).max(rec.last_chunk_ns.unwrap_or(self.start));
+        if let (Some(a), Some((observed, Some(s)))) = (self.arrival, self.first) {
             let server = s.saturating_sub(a);
             rec.server_ttft_ns = Some(server);
-            rec.added_latency_ns = Some((observed.saturating_sub(start).saturating_sub(server) as f64 / self.time_scale) as u64);
+            rec.added_latency_ns = Some((observed.saturating_sub(self.start).saturating_sub(server) as f64 / self.time_scale) as u64);
         }
-        if !done && rec.output_tokens.is_none() {
-            return fail(rec, "connection_dropped", "the stream closed before [DONE] and usage".into(), None, clock_now());
+        if !self.done && rec.output_tokens.is_none() {
+            return fail(rec, "connection_dropped", "the stream closed before [DONE] and usage".into(), None, now);
         }
         (rec, None)
     }
@@ -415,11 +548,33 @@ struct ChunkInfo {
 #[derive(serde::Deserialize)]
 struct ChunkView<'a> {
     #[serde(default, borrow)]
-    choices: Option<Vec<ChoiceView<'a>>>,
+    choices: Option<FirstChoice<'a>>,
     #[serde(default)]
     usage: Option<UsageView>,
     #[serde(default)]
     error: Option<Value>,
+}
+
+/// The first of a chunk's `choices` (the client asks for one), the others skipped: no vector
+/// allocated per streamed token.
+struct FirstChoice<'a>(Option<ChoiceView<'a>>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for FirstChoice<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = FirstChoice<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of choices")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let first = seq.next_element::<ChoiceView<'a>>()?;
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(FirstChoice(first))
+            }
+        }
+        d.deserialize_seq(Visit(std::marker::PhantomData))
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -468,7 +623,7 @@ impl ChunkInfo {
             let has_text = v
                 .choices
                 .as_ref()
-                .and_then(|c| c.first())
+                .and_then(|c| c.0.as_ref())
                 .and_then(|c| c.delta.as_ref())
                 .is_some_and(|d| nonempty(&d.content) || nonempty(&d.reasoning_content) || nonempty(&d.reasoning));
             return Some(ChunkInfo { has_text, usage: v.usage, error: v.error.as_ref().filter(|e| !e.is_null()).map(error) });
@@ -612,24 +767,14 @@ pub async fn replay(
                             // Synthesis off the I/O threads, so no stream's chunks wait behind it.
                             let (t2, s2) = (t.clone(), spec.clone());
                             let build = tokio::task::spawn_blocking(move || t2.body(&s2));
-                            let (body, len) = if t.time_scale != 1.0 {
+                            let body = if t.time_scale != 1.0 {
                                 // The head now, the body when built: on the scaled clock the
                                 // synthesis would otherwise delay the session K-fold.
-                                use futures_util::StreamExt;
-                                let pieces = futures_util::stream::once(build).flat_map(|built| {
-                                    let parts: Vec<Result<bytes::Bytes, tokio::task::JoinError>> = match built {
-                                        Ok(b) => b.parts.into_iter().map(Ok).collect(),
-                                        Err(e) => vec![Err(e)],
-                                    };
-                                    futures_util::stream::iter(parts)
-                                });
-                                (reqwest::Body::wrap_stream(pieces), None)
+                                h1::Body::Later(Box::pin(async move { build.await.map(|b| b.parts).map_err(|e| e.to_string()) }))
                             } else {
-                                let b = build.await.unwrap_or_else(|_| t.body(&spec));
-                                let len = b.len;
-                                (b.into_body(), Some(len))
+                                h1::Body::Ready(build.await.unwrap_or_else(|_| t.body(&spec)).parts)
                             };
-                            let (rec, f) = t.send_body(&spec, body, len, rec, move || clock.now()).await;
+                            let (rec, f) = t.send_body(&spec, body, rec, move || clock.now()).await;
                             let _ = tx.send((id, rec, f));
                         });
                         inflight.insert(id, (idx, h, Instant::now()));
@@ -917,7 +1062,72 @@ fn start_healthy(
 
 #[cfg(test)]
 mod tests {
-    use super::ChunkInfo;
+    use super::*;
+
+    /// The reference engine's real HTTP server in process (time-scaled), ready.
+    async fn engine_server() -> engine::server::Server {
+        use engine::server::engine_core::EngineCore;
+        let flags: Vec<String> =
+            ["--model-path", "deepseek-ai/DeepSeek-V4.1-Flash", "--tp", "4", "--hardware", "gb300", "--port", "0", "--time-scale", "100"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        let (cfg, rest) = engine::server::ServeConfig::from_argv(&flags, |_| None).unwrap();
+        let core =
+            EngineCore::from_args(&rest, &cfg.router_args, &Default::default(), cfg.engine_model.as_deref(), &cfg.hardware, cfg.seed)
+                .unwrap();
+        let server = engine::server::Server::start(cfg, core).await.unwrap();
+        let health = format!("http://{}/health", server.addr);
+        for _ in 0..600 {
+            if reqwest::get(&health).await.is_ok_and(|r| r.status().is_success()) {
+                return server;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the engine server did not become ready");
+    }
+
+    /// The same requests through this client's own HTTP/1.1 connections and through reqwest
+    /// (what `https://` targets use), bodies ready and built while the head is out: the same
+    /// records, and the connections are kept alive.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn both_transports_record_the_same_streams_from_the_engine_server() {
+        use crate::workload::{TracePlan, Workload, WorkloadConfig, driver};
+        let server = engine_server().await;
+        let url = format!("http://{}", server.addr);
+        let mut own = HttpTarget::new(&url, "").unwrap();
+        let mut ctx = PointContext::default();
+        own.identify(&mut ctx, None, &url).await.unwrap();
+        assert!(own.h1.is_some(), "an http:// target has its own connections");
+        let mut via_reqwest = own.clone();
+        via_reqwest.h1 = None;
+        let traces = crate::trace::synth::generate(3, 9);
+        let plans: Vec<_> = traces.iter().map(|t| Arc::new(TracePlan::build(t, 1).unwrap())).collect();
+        let cfg = WorkloadConfig { concurrency: 2, duration_ns: 600 * 1_000_000_000, warmup: false, ..Default::default() };
+        let mut wl = Workload::new(cfg, plans).unwrap();
+        let log = driver::drive(&mut wl, 0, |_| driver::Service { duration_ns: 1_000_000_000, failure: None }, |_, _| {});
+        let clock = Clock::new(own.time_scale);
+        for (n, r) in log.records.iter().take(6).enumerate() {
+            let mut spec = r.spec.clone();
+            spec.max_tokens = spec.max_tokens.min(40);
+            let mut got = Vec::new();
+            for t in [&own, &via_reqwest] {
+                for later in [false, true] {
+                    let parts = t.body(&spec).parts;
+                    let body = if later { h1::Body::Later(Box::pin(async move { Ok(parts) })) } else { h1::Body::Ready(parts) };
+                    let (rec, f) = t.send_body(&spec, body, super::super::record_for(&spec, 0), || clock.now()).await;
+                    assert!(f.is_none() && rec.error.is_none(), "request {n}: {:?}", rec.error);
+                    assert!(rec.first_token_ns.is_some() && rec.server_ttft_ns.is_some(), "request {n}");
+                    got.push((rec.input_tokens, rec.output_tokens, rec.chunks));
+                }
+            }
+            assert_eq!(got[0].1, Some(spec.max_tokens), "request {n}: ignore_eos runs to max_completion_tokens");
+            assert!(got[0].0.unwrap() > 0 && got[0].2 > 0, "request {n}: {got:?}");
+            assert!(got.iter().all(|g| *g == got[0]), "request {n}: {got:?}");
+        }
+        assert_eq!(own.h1.as_ref().unwrap().idle_connections(), 1, "one keep-alive connection served every request in turn");
+        server.shutdown().await;
+    }
 
     #[test]
     fn chunks_are_read_for_text_usage_and_errors() {
@@ -947,5 +1157,11 @@ mod tests {
         assert!(!c.has_text);
         assert_eq!(c.usage.map(|u| (u.prompt_tokens, u.completion_tokens)), Some((None, Some(3))));
         assert!(ChunkInfo::parse("not json").is_none());
+        // The first choice is read, later ones skipped; no choice is no text.
+        assert!(
+            ChunkInfo::parse(r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":""}},{"x":[1,{"y":2}]}]}"#).unwrap().has_text
+        );
+        assert!(!ChunkInfo::parse(r#"{"choices":[{"delta":{"content":""}},{"delta":{"content":"b"}}]}"#).unwrap().has_text);
+        assert!(!ChunkInfo::parse(r#"{"choices":[],"usage":null}"#).unwrap().has_text);
     }
 }

@@ -125,15 +125,6 @@ impl BodyPieces {
         }
         out
     }
-
-    /// As a streamed request body (send it with `Content-Length: len`).
-    pub fn into_body(self) -> reqwest::Body {
-        match self.parts.len() {
-            0 => reqwest::Body::from(Bytes::new()),
-            1 => reqwest::Body::from(self.parts.into_iter().next().expect("one part")),
-            _ => reqwest::Body::wrap_stream(futures_util::stream::iter(self.parts.into_iter().map(Ok::<_, std::io::Error>))),
-        }
-    }
 }
 
 impl RequestSpec {
