@@ -77,6 +77,13 @@ pub trait TokenText: Send + Sync {
     fn decode(&self, ids: &[u32]) -> String;
     /// Token ids of a message's text (inverse of `decode` for text it produced).
     fn encode(&self, text: &str) -> Result<Vec<u32>, String>;
+    /// Appends the JSON-escaped text of the `len` content tokens drawn from `key` (the tokens
+    /// [`push_atom`] draws) to `out`, when this vocabulary's text is the concatenation of its
+    /// tokens' texts; `false` (nothing written) when it is not, and the caller decodes.
+    fn write_escaped_content(&self, key: u64, len: u32, out: &mut Vec<u8>) -> bool {
+        let _ = (key, len, out);
+        false
+    }
 }
 
 /// Synthesis with the target's own tokenizer (AgentX §2: the target model's tokenizer): content
@@ -89,6 +96,10 @@ pub struct TokenizerVocab {
     /// at construction): synthesis then joins pieces instead of running the decoder over every
     /// prompt token, which was most of the live client's CPU per request.
     pieces: Option<Pieces>,
+    /// The JSON-escaped text of each alphabet token, by alphabet index, when the decoder is
+    /// concatenative: a new message is then written straight into its JSON string, with no id
+    /// vector, decoded string or escaping pass.
+    escaped: Option<Escaped>,
     /// Marker ids by marker: every request of a play carries the same marker; encode it once.
     markers: std::sync::Mutex<std::collections::HashMap<String, Vec<u32>>>,
 }
@@ -96,16 +107,15 @@ pub struct TokenizerVocab {
 impl TokenizerVocab {
     pub fn new(tok: engine::tokenize::Tokenizer) -> Self {
         let pieces = Self::piece_table(&tok);
-        Self { tok, pieces, markers: Default::default() }
+        let escaped = pieces.as_ref().map(|p| Escaped::new(p, tok.alphabet()));
+        // The built-in vocabulary's decoder is a table lookup already.
+        let pieces = pieces.filter(|_| tok.source() != "builtin");
+        Self { tok, pieces, escaped, markers: Default::default() }
     }
 
     /// Per-id text, if joining it reproduces the decoder on a sample mixing alphabet ids with a
-    /// marker (decoders that strip, merge or add spaces are not concatenative) and the decoder is
-    /// not already as fast (the built-in vocabulary's is a table lookup too).
+    /// marker (decoders that strip, merge or add spaces are not concatenative).
     fn piece_table(tok: &engine::tokenize::Tokenizer) -> Option<Pieces> {
-        if tok.source() == "builtin" {
-            return None;
-        }
         let pieces = Pieces::new(tok)?;
         let alphabet = tok.alphabet();
         let mut r = 0x5EED_u64;
@@ -173,6 +183,26 @@ impl TokenText for TokenizerVocab {
     fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
         self.tok.encode(text).map_err(|e| e.to_string())
     }
+    fn write_escaped_content(&self, key: u64, len: u32, out: &mut Vec<u8>) -> bool {
+        let Some(e) = &self.escaped else { return false };
+        // As `push_atom` and `content_token` draw the token: alphabet index r mod n.
+        let draw = |i: u32| (mix64(key ^ (u64::from(i) << 40) ^ 0xB10C) % e.n) as usize;
+        out.reserve(len as usize * SLOT + SLOT);
+        for i in 0..len {
+            let k = draw(i);
+            let (bytes, l) = &e.slots[k];
+            if *l as usize <= SLOT {
+                // A whole slot (one 16-byte move), then back to the piece's end.
+                let at = out.len();
+                out.extend_from_slice(bytes);
+                out.truncate(at + *l as usize);
+            } else {
+                let (start, l) = e.pieces.span[k];
+                out.extend_from_slice(&e.pieces.text.as_bytes()[start as usize..(start + l) as usize]);
+            }
+        }
+        true
+    }
 }
 
 /// Per-id text of a vocabulary's alphabet, in one buffer (cache-friendly: synthesis looks up
@@ -219,6 +249,43 @@ impl Pieces {
             i = j;
         }
         out
+    }
+}
+
+/// Bytes of a fixed slot of [`Escaped`].
+const SLOT: usize = 16;
+
+/// The JSON-escaped text (no quotes) of each alphabet token, indexed by its place in the alphabet,
+/// also in a fixed 16-byte slot with its length when it fits one (copied with one move; longer
+/// pieces, a few percent of the DeepSeek-V4 alphabet, are copied from `pieces`).
+struct Escaped {
+    n: u64,
+    pieces: Pieces,
+    slots: Vec<([u8; SLOT], u8)>,
+}
+
+impl Escaped {
+    fn new(p: &Pieces, alphabet: &[u32]) -> Escaped {
+        let mut e = Pieces { text: String::new(), span: Vec::with_capacity(alphabet.len()) };
+        for &id in alphabet {
+            let q = serde_json::to_string(p.get(id).unwrap_or_default()).expect("a string serializes");
+            let t = &q[1..q.len() - 1];
+            e.span.push((e.text.len() as u32, t.len() as u32));
+            e.text.push_str(t);
+        }
+        let slots = e
+            .span
+            .iter()
+            .map(|&(start, len)| {
+                let t = &e.text.as_bytes()[start as usize..(start + len) as usize];
+                let mut slot = [0u8; SLOT];
+                if t.len() <= SLOT {
+                    slot[..t.len()].copy_from_slice(t);
+                }
+                (slot, t.len().min(u8::MAX as usize) as u8)
+            })
+            .collect();
+        Escaped { n: alphabet.len() as u64, pieces: e, slots }
     }
 }
 
@@ -925,6 +992,32 @@ impl Prompt {
             push_atom(&mut toks, &Atom { key: self.tail_key(ids), len: self.shape().tail_tokens, marker: false }, vocab, None);
         }
         toks
+    }
+
+    /// One planned message as the JSON object a chat request carries (`{"role":…,"content":…}`,
+    /// as serde writes a [`ChatMessage`]). A concatenative vocabulary writes the content tokens
+    /// straight into the string; any other decodes the message first.
+    pub fn message_json(&self, m: &MessagePlan, ids: &[u32], vocab: &dyn TokenText) -> Vec<u8> {
+        let ser = |content: String| serde_json::to_vec(&ChatMessage { role: m.role, content }).expect("a message of strings serializes");
+        // `{"role":"…","content":"` and `"}` around the content.
+        let empty = ser(String::new());
+        let (open, close) = empty.split_at(empty.len() - 2);
+        let bs = self.conversation.block_size;
+        let tail = if m.tail { self.shape().tail_tokens } else { 0 };
+        let mut out = Vec::with_capacity(open.len() + 2 + 6 * ((m.seg.end - m.seg.start) * bs + tail) as usize);
+        out.extend_from_slice(open);
+        if let Some(mk) = m.marker {
+            let text = serde_json::to_vec(&vocab.decode(&vocab.marker_ids(&mk.hex()))).expect("a string serializes");
+            out.extend_from_slice(&text[1..text.len() - 1]);
+        }
+        let atoms = (m.seg.start..m.seg.end).map(|pos| (self.position_key(pos, ids), bs)).chain(m.tail.then(|| (self.tail_key(ids), tail)));
+        for (key, len) in atoms {
+            if !vocab.write_escaped_content(key, len, &mut out) {
+                return ser(vocab.decode(&self.message_tokens(m, ids, vocab)));
+            }
+        }
+        out.extend_from_slice(close);
+        out
     }
 
     /// Content key of the block at `pos` (named, else this turn's filler).

@@ -132,6 +132,19 @@ fn deepseek_v4_synthesis_joins_pieces_exactly_as_its_decoder() {
             assert_eq!(harness::prompt::TokenText::encode(&vocab, &text).unwrap(), ids, "trace {} turn {turn}", t.id);
             messages += 1;
         }
+        // The live client writes content tokens straight into the body's JSON: the same bytes as
+        // serializing the decoded messages.
+        let body = harness::workload::body::BodyPieces::build("m", &p, 9, &vocab, &Default::default()).concat();
+        let whole = serde_json::json!({
+            "model": "m", "messages": p.messages(&vocab), "stream": true, "max_completion_tokens": 9,
+            "ignore_eos": true, "stream_options": {"include_usage": true},
+        });
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&body).unwrap(), whole, "trace {} turn {turn}", t.id);
+        let text = String::from_utf8(body).unwrap();
+        for m in p.messages(&vocab) {
+            let content = serde_json::to_string(&m.content).unwrap();
+            assert!(text.contains(&content), "trace {} turn {turn}: a message's escaped text is in the body as is", t.id);
+        }
     }
     assert!(messages >= 5, "{messages} messages checked");
 }

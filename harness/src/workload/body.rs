@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use bytes::{Bytes, BytesMut};
 
 use super::RequestSpec;
-use crate::prompt::{ChatMessage, MixHasher, Prompt, TokenText};
+use crate::prompt::{MixHasher, Prompt, TokenText};
 
 /// Serialized messages by content key, bounded in bytes: two generations, the older dropped
 /// whole when the newer fills half the budget (a message used since moves to the newer one), so
@@ -162,12 +162,7 @@ impl BodyPieces {
             let piece = match cache.get(m.key) {
                 Some(p) => p,
                 None => {
-                    let content = vocab.decode(&prompt.message_tokens(m, &ids, vocab));
-                    let msg = ChatMessage { role: m.role, content };
-                    // Room for escapes (newlines, quotes) and the role.
-                    let mut buf = Vec::with_capacity(msg.content.len() + msg.content.len() / 16 + 40);
-                    serde_json::to_writer(&mut buf, &msg).expect("a message of strings serializes");
-                    let piece = Bytes::from(buf);
+                    let piece = Bytes::from(prompt.message_json(m, &ids, vocab));
                     cache.put(m.key, piece.clone());
                     piece
                 }
@@ -194,6 +189,7 @@ impl BodyPieces {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prompt::ChatMessage;
 
     #[derive(serde::Serialize)]
     struct Whole<'a> {
@@ -205,19 +201,31 @@ mod tests {
         stream_options: serde_json::Value,
     }
 
-    /// The pieces, with or without reused messages, are byte for byte the body serialized whole.
+    /// The pieces, with or without reused messages, are byte for byte the body serialized whole:
+    /// with a vocabulary that decodes (word list) and one written straight into JSON (the
+    /// reference engine's).
     #[test]
     fn pieces_are_the_whole_body_and_reuse_earlier_turns() {
+        let words = crate::prompt::WordVocab::default();
+        assert!(!words.write_escaped_content(1, 1, &mut Vec::new()));
+        pieces_match_the_whole_body(&words);
+        let builtin = crate::prompt::TokenizerVocab::builtin();
+        let mut probe = Vec::new();
+        assert!(builtin.write_escaped_content(7, 64, &mut probe), "the built-in vocabulary is concatenative");
+        assert!(!probe.is_empty());
+        pieces_match_the_whole_body(&builtin);
+    }
+
+    fn pieces_match_the_whole_body(vocab: &dyn TokenText) {
         use super::super::{TracePlan, Workload, WorkloadConfig, driver};
         let traces = crate::trace::synth::generate(6, 3);
         let plans: Vec<_> = traces.iter().map(|t| std::sync::Arc::new(TracePlan::build(t, 1).unwrap())).collect();
         let cfg = WorkloadConfig { concurrency: 3, duration_ns: 1_200 * 1_000_000_000, warmup: false, ..Default::default() };
         let mut wl = Workload::new(cfg, plans).unwrap();
         let log = driver::drive(&mut wl, 0, |_| driver::Service { duration_ns: 2_000_000_000, failure: None }, |_, _| {});
-        let vocab = crate::prompt::WordVocab::default();
         let (cache, tiny) = (MessageCache::default(), MessageCache::new(1));
         for (n, r) in log.records.iter().take(80).enumerate() {
-            let messages = r.spec.prompt.messages(&vocab);
+            let messages = r.spec.prompt.messages(vocab);
             let whole = Whole {
                 model: "m\"odel",
                 messages: &messages,
@@ -227,11 +235,11 @@ mod tests {
                 stream_options: serde_json::json!({"include_usage": true}),
             };
             let expect = serde_json::to_vec(&whole).unwrap();
-            let pieces = r.spec.http_body_pieces("m\"odel", &vocab, &cache);
+            let pieces = r.spec.http_body_pieces("m\"odel", vocab, &cache);
             assert_eq!(pieces.len, expect.len(), "request {n}");
             assert_eq!(pieces.concat(), expect, "request {n}");
             // A cache that keeps almost nothing gives the same bytes.
-            assert_eq!(r.spec.http_body_pieces("m\"odel", &vocab, &tiny).concat(), expect, "request {n}");
+            assert_eq!(r.spec.http_body_pieces("m\"odel", vocab, &tiny).concat(), expect, "request {n}");
         }
         assert!(log.records.len() >= 40, "only {} requests", log.records.len());
         let (hits, misses) = cache.counts();
