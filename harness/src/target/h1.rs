@@ -3,8 +3,8 @@
 //!
 //! A streaming reply is one small chunk per token, hundreds per request. Through reqwest each
 //! chunk was read by hyper's connection task and handed to the request's task over a channel:
-//! two task polls, a wake-up and the dispatcher per chunk, about 40 % of the client's user-space
-//! CPU per streamed token (perf, docs/PERFORMANCE.md). Here the task that sent the request reads
+//! two task polls, a wake-up and the dispatcher per chunk, about 30 % of the user-space CPU of
+//! reading the replies (perf, docs/PERFORMANCE.md). Here the task that sent the request reads
 //! its socket, splits the chunked framing in its read buffer and hands the data on in place.
 //! `https://` targets and the small requests (`/v1/models`, `/server_info`, `/metrics`) stay on
 //! reqwest. Response heads are parsed with `httparse`; bodies may be chunked, sized or
