@@ -302,9 +302,9 @@ impl HttpTarget {
         let mut resp = match client.post("/v1/chat/completions", headers, body).await {
             Ok(r) => r,
             Err(e) => {
-                let kind = if matches!(e, h1::Error::Connect(_)) { "connection_error" } else { "connection_dropped" };
+                // No response (refused, or closed before its head), as reqwest reports it.
                 let now = clock_now();
-                return fail(rec, kind, format!("{}/v1/chat/completions: {e}", self.base_url), None, now);
+                return fail(rec, "connection_error", format!("{}/v1/chat/completions: {e}", self.base_url), None, now);
             }
         };
         rec.ack_ns = Some(clock_now());
