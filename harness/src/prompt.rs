@@ -187,6 +187,7 @@ impl TokenText for TokenizerVocab {
         let Some(e) = &self.escaped else { return false };
         // As `push_atom` and `content_token` draw the token: alphabet index r mod n.
         let draw = |i: u32| (mix64(key ^ (u64::from(i) << 40) ^ 0xB10C) % e.n) as usize;
+        // Room for whole slots: no regrowth (and copy) mid-message; the caller trims what is left.
         out.reserve(len as usize * SLOT + SLOT);
         for i in 0..len {
             let k = draw(i);
@@ -999,6 +1000,9 @@ impl Prompt {
     /// straight into the string; any other decodes the message first.
     pub fn message_json(&self, m: &MessagePlan, ids: &[u32], vocab: &dyn TokenText) -> Vec<u8> {
         let ser = |content: String| serde_json::to_vec(&ChatMessage { role: m.role, content }).expect("a message of strings serializes");
+        if !vocab.write_escaped_content(0, 0, &mut Vec::new()) {
+            return ser(vocab.decode(&self.message_tokens(m, ids, vocab)));
+        }
         // `{"role":"…","content":"` and `"}` around the content.
         let empty = ser(String::new());
         let (open, close) = empty.split_at(empty.len() - 2);
@@ -1012,11 +1016,14 @@ impl Prompt {
         }
         let atoms = (m.seg.start..m.seg.end).map(|pos| (self.position_key(pos, ids), bs)).chain(m.tail.then(|| (self.tail_key(ids), tail)));
         for (key, len) in atoms {
-            if !vocab.write_escaped_content(key, len, &mut out) {
-                return ser(vocab.decode(&self.message_tokens(m, ids, vocab)));
-            }
+            vocab.write_escaped_content(key, len, &mut out);
         }
         out.extend_from_slice(close);
+        // The message is kept (cached) for the conversation's later turns: with at most as much
+        // spare room again (trimming closer measured slower: a 793K-token body 2.8 -> 5.6 ms).
+        if out.capacity() > 2 * out.len() {
+            out.shrink_to_fit();
+        }
         out
     }
 
