@@ -89,6 +89,7 @@ impl Client {
     }
 
     /// Connections waiting for a request.
+    #[cfg(test)]
     pub fn idle_connections(&self) -> usize {
         self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
@@ -128,8 +129,7 @@ impl Client {
     /// `POST {prefix}{path}` with `headers` and `body` (JSON); returns once the response head is
     /// in. A pooled connection that turns out closed before any response byte is retried once on
     /// a new connection.
-    pub async fn post<'a>(&'a self, path: &str, headers: &[(&str, &str)], body: Body) -> Result<Response<'a>, Error> {
-        let mut body = body;
+    pub async fn post<'a>(&'a self, path: &str, headers: &[(&str, &str)], mut body: Body) -> Result<Response<'a>, Error> {
         let mut attempt = 0;
         loop {
             attempt += 1;
