@@ -102,7 +102,7 @@ pub fn run_twins(
         sim.duration_s = duration_s;
         sim.profiles = choice;
         let dir = crate::results::point_dir(out, &p.id).join("twin");
-        let job = Job { point: point.clone(), dir: dir.clone(), cancel: Arc::new(AtomicBool::new(false)), seed };
+        let job = Job { point: point.clone(), dir: dir.clone(), cancel: Arc::new(AtomicBool::new(false)), seed, turn: None };
         let o = sim.run(&job);
         let hw_name = o.ctx.profiles.get("hardware_profile").and_then(|v| v.as_str()).unwrap_or("?").to_string();
         let model_name = o.ctx.profiles.get("model_profile").and_then(|v| v.as_str()).unwrap_or("?").to_string();

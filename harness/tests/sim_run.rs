@@ -24,7 +24,7 @@ fn run_point(id: &str, seed: u64, duration_s: f64) -> harness::run::Outcome {
     let mut r = SimRunner::new(pool, "synthetic".into());
     r.duration_s = Some(duration_s);
     let dir = tempfile::tempdir().unwrap();
-    r.run(&Job { point, dir: dir.path().to_path_buf(), cancel: Arc::new(AtomicBool::new(false)), seed })
+    r.run(&Job { point, dir: dir.path().to_path_buf(), cancel: Arc::new(AtomicBool::new(false)), seed, turn: None })
 }
 
 fn jsonl(recs: &[harness::records::Record]) -> Vec<u8> {
@@ -83,7 +83,7 @@ fn a_set_cancel_flag_stops_the_point_and_keeps_its_records() {
     let point = plan.canary.clone().unwrap();
     let r = SimRunner::new(harness::workload::default_pool(42), "synthetic".into());
     let dir = tempfile::tempdir().unwrap();
-    let out = r.run(&Job { point, dir: dir.path().to_path_buf(), cancel: Arc::new(AtomicBool::new(true)), seed: 42 });
+    let out = r.run(&Job { point, dir: dir.path().to_path_buf(), cancel: Arc::new(AtomicBool::new(true)), seed: 42, turn: None });
     assert_eq!(out.status, harness::results::Status::Failed { reason: "cancelled".into() });
     assert!(out.ctx.cancelled);
 }

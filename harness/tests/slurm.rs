@@ -365,8 +365,17 @@ fn slurm_fail_fast_cancels_the_rest_of_the_matrix() {
     );
     let (so, se) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{so}\n{se}");
+    // Submitted in plan order, so the failing point is not queued behind the two that hold the
+    // node's two job slots until their time limit.
+    let submitted: Vec<(&str, u64)> = se
+        .lines()
+        .filter_map(|l| l.strip_prefix("slurm: ")?.split_once(" submitted as job "))
+        .map(|(id, job)| (id, job.trim().parse().unwrap()))
+        .collect();
+    assert_eq!(submitted.iter().map(|s| s.0).collect::<Vec<_>>(), [bad, slow[0], slow[1]], "{se}");
+    assert!(submitted.windows(2).all(|w| w[0].1 < w[1].1), "{se}");
     let s = summary_json(&dir);
-    assert_eq!(point(&s, bad)["status"]["state"], "failed");
+    assert_eq!(point(&s, bad)["status"]["state"], "failed", "{se}");
     for id in slow {
         let p = point(&s, id);
         assert_eq!(p["status"]["state"], "cancelled", "{p}");

@@ -12,10 +12,10 @@ use crate::pareto::{self, Samples};
 use crate::plan::{Plan, PlanPoint};
 use crate::records::{self, Record};
 use crate::results::{PointResult, RunSummary, Status, point_dir, write_json};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 /// One point to run.
@@ -25,6 +25,68 @@ pub struct Job {
     /// Set when the point must stop early (fail-fast of its matrix, Ctrl-C).
     pub cancel: Arc<AtomicBool>,
     pub seed: u64,
+    /// The point's place in plan order, for runners that hand points to a queue elsewhere.
+    pub turn: Option<Turn>,
+}
+
+/// Plan order across worker threads. A batch scheduler starts jobs in submission order, so a
+/// runner that submits waits for its [`Turn`]: every point taken from the queue before it has
+/// been submitted or has given up its turn. Otherwise the threads race to `sbatch` and a
+/// low-concurrency point (or the one whose failure fail-fast is waiting for) can queue behind
+/// points that hold the cluster for hours.
+#[derive(Default)]
+pub struct StartOrder {
+    issued: AtomicU64,
+    /// The next sequence number whose turn it is, and later ones already released out of order.
+    state: Mutex<(u64, BTreeSet<u64>)>,
+    cv: Condvar,
+}
+
+impl StartOrder {
+    /// The next turn; taken in the same critical section as the point it orders.
+    pub fn take(self: &Arc<Self>) -> Turn {
+        Turn { order: self.clone(), seq: self.issued.fetch_add(1, Ordering::Relaxed), released: AtomicBool::new(false) }
+    }
+}
+
+/// A point's place in a [`StartOrder`]; released when dropped if not before.
+pub struct Turn {
+    order: Arc<StartOrder>,
+    seq: u64,
+    released: AtomicBool,
+}
+
+impl Turn {
+    /// Blocks until every earlier turn has been released.
+    pub fn wait(&self) {
+        let mut g = self.order.state.lock().unwrap_or_else(|e| e.into_inner());
+        while g.0 < self.seq {
+            g = self.order.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Lets the next point go (once submitted, or when this one never will be).
+    pub fn release(&self) {
+        if self.released.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let mut g = self.order.state.lock().unwrap_or_else(|e| e.into_inner());
+        g.1.insert(self.seq);
+        loop {
+            let next = g.0;
+            if !g.1.remove(&next) {
+                break;
+            }
+            g.0 += 1;
+        }
+        self.order.cv.notify_all();
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 /// What a runner returns for a point.
@@ -229,11 +291,12 @@ pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interru
     let total = order.len();
     let done_count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
 
-    let run_one = |p: &PlanPoint, cancel: Arc<AtomicBool>| -> Result<bool, String> {
+    let start_order = Arc::new(StartOrder::default());
+    let run_one = |p: &PlanPoint, cancel: Arc<AtomicBool>, turn: Turn| -> Result<bool, String> {
         if state.results.lock().expect("lock")[&p.id].status == Status::Done {
             return Ok(true);
         }
-        let job = Job { point: p.clone(), dir: point_dir(&opts.out, &p.id), cancel, seed: opts.seed };
+        let job = Job { point: p.clone(), dir: point_dir(&opts.out, &p.id), cancel, seed: opts.seed, turn: Some(turn) };
         let (res, samples) = runner.run_point(&job)?;
         let ok = res.ok();
         if opts.verbose {
@@ -270,7 +333,7 @@ pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interru
 
     let mut canary_failed = None;
     if let Some(c) = canary
-        && !run_one(c, interrupt.clone())?
+        && !run_one(c, interrupt.clone(), start_order.take())?
     {
         let reason = match &state.results.lock().expect("lock")[&c.id].status {
             Status::Failed { reason } => reason.clone(),
@@ -294,7 +357,11 @@ pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interru
                             if interrupt.load(Ordering::Relaxed) || matrix_cancel.load(Ordering::Relaxed) {
                                 break;
                             }
-                            let Some(p) = queue.lock().expect("lock").pop_front() else { break };
+                            let (p, turn) = {
+                                let mut q = queue.lock().expect("lock");
+                                let Some(p) = q.pop_front() else { break };
+                                (p, start_order.take())
+                            };
                             // A point's cancel flag: the matrix's fail-fast or Ctrl-C.
                             let cancel = Arc::new(AtomicBool::new(false));
                             let watcher_stop = Arc::new(AtomicBool::new(false));
@@ -307,7 +374,7 @@ pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interru
                                     std::thread::sleep(std::time::Duration::from_millis(50));
                                 }
                             });
-                            let r = run_one(p, cancel);
+                            let r = run_one(p, cancel, turn);
                             watcher_stop.store(true, Ordering::Relaxed);
                             let _ = watcher.join();
                             match r {
@@ -424,4 +491,90 @@ pub fn write_parquet(run: &RunSummary, path: &Path) -> polars::prelude::PolarsRe
     ParquetWriter::new(f).finish(&mut df)?;
     std::fs::rename(&tmp, path)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turns_are_served_in_the_order_taken_whatever_order_threads_arrive_in() {
+        let order = Arc::new(StartOrder::default());
+        let turns: Vec<Turn> = (0..6).map(|_| order.take()).collect();
+        let served = Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for (i, t) in turns.into_iter().enumerate().rev() {
+                let served = &served;
+                s.spawn(move || {
+                    // Later turns arrive first; turn 2 is given up without being served.
+                    std::thread::sleep(std::time::Duration::from_millis(5 * (6 - i as u64)));
+                    if i == 2 {
+                        drop(t);
+                        return;
+                    }
+                    t.wait();
+                    served.lock().unwrap().push(i);
+                    t.release();
+                    t.release(); // twice is harmless
+                });
+            }
+        });
+        assert_eq!(served.into_inner().unwrap(), vec![0, 1, 3, 4, 5]);
+    }
+
+    /// Stands in for a batch scheduler's submission step: waits its turn, then notes the point.
+    struct Submitter {
+        submitted: Mutex<Vec<String>>,
+        positions: BTreeMap<String, usize>,
+    }
+
+    impl PointRunner for Submitter {
+        fn max_parallel(&self) -> usize {
+            16
+        }
+        fn run(&self, _: &Job) -> Outcome {
+            unreachable!("run_point is overridden")
+        }
+        fn run_point(&self, job: &Job) -> Result<(PointResult, Option<Samples>), String> {
+            // Points late in the plan reach the submission first unless they wait their turn.
+            let late = self.positions.len() - self.positions[&job.point.id];
+            std::thread::sleep(std::time::Duration::from_millis(4 * late as u64));
+            let turn = job.turn.as_ref().expect("execute gives every point a turn");
+            turn.wait();
+            self.submitted.lock().unwrap().push(job.point.id.clone());
+            turn.release();
+            let mut r = pending(&job.point);
+            r.status = Status::Done;
+            r.summary = Some(metrics::Summary { valid: true, ..Default::default() });
+            Ok((r, None))
+        }
+        fn matrices_at_once(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn parallel_points_reach_their_runner_in_plan_order() {
+        let repo = crate::repo::Repo::at(&Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+        let inputs = crate::plan::Inputs::load(&repo).expect("repository config loads");
+        let labels = crate::plan::Labels::parse(&["full-sweep-fail-fast"]).unwrap();
+        let plan = crate::plan::build(&repo, &inputs, &crate::plan::PlanRequest { labels, base: None }).expect("plan");
+        let ids: Vec<String> = plan.points().map(|p| p.id.clone()).collect();
+        assert!(ids.len() > 8, "{ids:?}");
+        let runner = Submitter { submitted: Mutex::new(Vec::new()), positions: ids.iter().cloned().zip(0..).collect() };
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = RunOptions {
+            run_id: "order".into(),
+            labels: vec!["full-sweep-fail-fast".into()],
+            target: "test".into(),
+            out: tmp.path().join("run"),
+            resume: false,
+            only: Vec::new(),
+            seed: 1,
+            replicates: 10,
+            verbose: false,
+        };
+        execute(&plan, &opts, &runner, &Arc::new(AtomicBool::new(false))).unwrap();
+        assert_eq!(runner.submitted.into_inner().unwrap(), ids);
+    }
 }

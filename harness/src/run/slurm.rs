@@ -569,6 +569,10 @@ impl SlurmRunner {
                     std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
                 }
                 std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                // Submitted in plan order: Slurm starts jobs of equal priority oldest first.
+                if let Some(t) = &job.turn {
+                    t.wait();
+                }
                 if job.cancel.load(Ordering::Relaxed) {
                     return self.failed(job, "cancelled".into(), 0.0);
                 }
@@ -581,6 +585,9 @@ impl SlurmRunner {
                 id
             }
         };
+        if let Some(t) = &job.turn {
+            t.release();
+        }
         self.active.lock().expect("lock").insert(id.clone());
         let log = dir.join(format!("slurm-{id}.out"));
         let (mut pos, mut tail) = (0u64, String::new());
