@@ -553,12 +553,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn parallel_points_reach_their_runner_in_plan_order() {
+    /// The repository's own `full-sweep-fail-fast` plan.
+    pub(in crate::run) fn repo_plan() -> Plan {
         let repo = crate::repo::Repo::at(&Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
         let inputs = crate::plan::Inputs::load(&repo).expect("repository config loads");
         let labels = crate::plan::Labels::parse(&["full-sweep-fail-fast"]).unwrap();
-        let plan = crate::plan::build(&repo, &inputs, &crate::plan::PlanRequest { labels, base: None }).expect("plan");
+        crate::plan::build(&repo, &inputs, &crate::plan::PlanRequest { labels, base: None }).expect("plan")
+    }
+
+    #[test]
+    fn parallel_points_reach_their_runner_in_plan_order() {
+        let plan = repo_plan();
         let ids: Vec<String> = plan.points().map(|p| p.id.clone()).collect();
         assert!(ids.len() > 8, "{ids:?}");
         let runner = Submitter { submitted: Mutex::new(Vec::new()), positions: ids.iter().cloned().zip(0..).collect() };

@@ -812,6 +812,7 @@ pub fn inner_args(a: &crate::cmd::run::Args) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::tests::repo_plan;
 
     fn cfg() -> SlurmArgs {
         SlurmArgs { inner_target: "sim".into(), poll_s: 2.0, max_jobs: 8, ..Default::default() }
@@ -919,13 +920,6 @@ mod tests {
         assert_eq!(parse_sacct("12|CANCELLED by 0|0:15|UNLIMITED|n1|None", "12").unwrap().state, "CANCELLED");
         // Without accounting storage sacct answers with a message, not a job.
         assert!(parse_sacct("Slurm accounting storage is disabled", "12").is_none());
-    }
-
-    fn repo_plan() -> Plan {
-        let repo = crate::repo::Repo::at(&Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
-        let inputs = crate::plan::Inputs::load(&repo).expect("repository config loads");
-        let labels = crate::plan::Labels::parse(&["full-sweep-fail-fast"]).unwrap();
-        crate::plan::build(&repo, &inputs, &crate::plan::PlanRequest { labels, base: None }).expect("plan")
     }
 
     #[test]
