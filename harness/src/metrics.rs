@@ -84,6 +84,41 @@ pub fn record_frame(records: &[Record]) -> PolarsResult<DataFrame> {
     )
 }
 
+/// How far the latency signals reach into the profile (agentx-harness
+/// `profile_metric_duration_coverage`): the last first-token time, and the last end of a response
+/// with an inter-token interval, as shares of the configured profile from its start.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MetricCoverage {
+    pub ttft_ratio: f64,
+    pub inter_token_latency_ratio: f64,
+    pub required_ratio: f64,
+    /// Checked only for profiles of at least 900 s that were not cancelled, as the reference does.
+    pub checked: bool,
+}
+
+impl MetricCoverage {
+    /// Either signal reaching the required share proves late profiling activity.
+    pub fn passed(&self) -> bool {
+        self.ttft_ratio >= self.required_ratio || self.inter_token_latency_ratio >= self.required_ratio
+    }
+}
+
+/// Coverage of a point's profiling records; `None` when the profile's start is unknown.
+pub fn metric_duration_coverage(ctx: &PointContext, prof: &[&Record]) -> Option<MetricCoverage> {
+    let start = ctx.profile_start_ns?;
+    let dur = ctx.profile_duration_s * 1e9;
+    if dur <= 0.0 {
+        return None;
+    }
+    let ratio = |t: Option<u64>| t.map_or(0.0, |t| (t.saturating_sub(start) as f64 / dur).clamp(0.0, 1.0));
+    Some(MetricCoverage {
+        ttft_ratio: ratio(prof.iter().filter_map(|r| r.first_token_ns).max()),
+        inter_token_latency_ratio: ratio(prof.iter().filter(|r| r.ok() && r.itl_ns().is_some()).map(|r| r.end_ns).max()),
+        required_ratio: 0.95,
+        checked: ctx.profile_duration_s >= 900.0 && !ctx.cancelled,
+    })
+}
+
 /// Identity and provenance of a point, copied into its aggregate.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PointContext {
@@ -97,8 +132,14 @@ pub struct PointContext {
     pub target: String,
     pub trace_set: String,
     pub seed: u64,
+    /// The id in every cache-bust marker of the point (random per live run).
+    #[serde(default)]
+    pub benchmark_id: String,
     pub concurrency: u32,
     pub profile_duration_s: f64,
+    /// When profiling started, on the records' clock.
+    #[serde(default)]
+    pub profile_start_ns: Option<u64>,
     /// Highest CPU use of the harness process over 1 s samples, as a share (0–1) of the cores it may use.
     pub client_cpu_max: Option<f64>,
     /// CPU seconds the harness process used during a live point, if measured.
@@ -216,9 +257,18 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     if completed > 0 && overflow as f64 / completed as f64 > 0.01 {
         sub_invalid.push(format!("context_overflow_rate_exceeded ({overflow}/{completed})"));
     }
-    let observed = ok.iter().filter(|r| r.ttft_ns().is_some() && (r.output_tokens.unwrap_or(0) < 2 || r.itl_ns().is_some())).count();
-    if !prof.is_empty() && (observed as f64) < 0.98 * completed.max(1) as f64 {
-        sub_invalid.push(format!("insufficient_profile_metric_coverage ({observed}/{completed})"));
+    let coverage = metric_duration_coverage(ctx, &prof);
+    if let Some(c) = &coverage
+        && c.checked
+        && !c.passed()
+    {
+        sub_invalid.push(format!(
+            "insufficient_profile_metric_coverage (TTFT reaches {:.1} %, ITL {:.1} % of the {:.0} s profile; {:.0} % required)",
+            c.ttft_ratio * 100.0,
+            c.inter_token_latency_ratio * 100.0,
+            ctx.profile_duration_s,
+            c.required_ratio * 100.0
+        ));
     }
     if let Some(cpu) = ctx.client_cpu_max
         && cpu > 0.85
@@ -257,6 +307,8 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     agg.insert("target".into(), json!(ctx.target));
     agg.insert("trace_set".into(), json!(ctx.trace_set));
     agg.insert("seed".into(), json!(ctx.seed));
+    agg.insert("benchmark_id".into(), json!(ctx.benchmark_id));
+    agg.insert("metric_duration_coverage".into(), json!(metric_duration_coverage(ctx, &prof)));
     agg.insert("num_gpus".into(), json!(ctx.num_gpus));
     agg.insert("num_requests_total".into(), json!(records_total));
     agg.insert("num_requests_successful".into(), json!(ok.len()));

@@ -718,13 +718,12 @@ pub struct Marker {
 }
 
 impl Marker {
-    pub fn new(run_id: &str, pass: u64, lane: u32, trace_id: &str) -> Self {
-        let mut h = Sha256::new();
-        for p in [run_id.as_bytes(), &pass.to_le_bytes(), &lane.to_le_bytes(), trace_id.as_bytes()] {
-            h.update((p.len() as u64).to_le_bytes());
-            h.update(p);
-        }
-        let d = h.finalize();
+    /// The reference replay's marker (agentx-harness `build_cache_bust_marker`): the first 12 hex
+    /// digits of `sha256("{benchmark id}:{pass}:{lane}:{trace id}")`, where `pass` counts the
+    /// markers minted for that trace in the run.
+    pub fn new(benchmark_id: &str, pass: u64, lane: u32, trace_id: &str) -> Self {
+        let base = trace_id.split("::").next().unwrap_or(trace_id);
+        let d = Sha256::digest(format!("{benchmark_id}:{pass}:{lane}:{base}").as_bytes());
         Self { digest: d[..6].try_into().expect("6 bytes") }
     }
     /// The 12 lowercase hex chars.

@@ -181,7 +181,8 @@ fn http_500s_are_counted_and_above_ten_percent_trip_the_live_abort() {
     assert!(!o.status.success(), "{so}\n{se}");
     assert!(so.contains("live abort"), "{so}");
     let agg = read_json(&tmp.path().join("point/agg.json"));
-    assert!(agg["request_accounting"]["error_categories"]["http_500"].as_u64().unwrap() >= 4, "{}", agg["request_accounting"]);
+    // The abort needs more than 10 % of at least 10 profiled records to have failed: 2 at least.
+    assert!(agg["request_accounting"]["error_categories"]["http_500"].as_u64().unwrap() >= 2, "{}", agg["request_accounting"]);
     assert!(!records(&tmp.path().join("point")).is_empty());
 }
 

@@ -35,6 +35,10 @@ pub struct Args {
     pub gpus: u32,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Id in every cache-bust marker. Default: random for `--url` (so a second run against the
+    /// same server misses the first run's cache), `replay-c<C>` for `--engine`.
+    #[arg(long)]
+    pub benchmark_id: Option<String>,
     /// Output folder (default reports/<UTC timestamp>-replay-c<C>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -49,7 +53,7 @@ pub struct Args {
     /// latencies are recorded in the server's time.
     #[arg(long)]
     pub time_scale: Option<f64>,
-    /// One-token warmup requests per lane before profiling (AgentX: 10; its fast mode: 1).
+    /// One-token warmup requests per lane after the primers (AgentX: 10; its fast mode: 1).
     #[arg(long, default_value_t = 10)]
     pub warmup_per_lane: u32,
     /// With --url: more servers whose /metrics are scraped (workers, DP ranks), besides --url.
@@ -160,13 +164,22 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let cfg = WorkloadConfig {
         concurrency: a.concurrency.max(1),
         seed: a.seed,
-        run_id: format!("replay-c{}", a.concurrency),
+        run_id: a.benchmark_id.clone().unwrap_or_else(|| {
+            if a.engine.is_some() { format!("replay-c{}", a.concurrency) } else { crate::workload::random_benchmark_id() }
+        }),
         duration_ns: (a.duration.max(0.0) * 1e9) as u64,
         warmup_requests_per_lane: a.warmup_per_lane,
         ..WorkloadConfig::default()
     };
     let cancel = Arc::new(AtomicBool::new(false));
-    let mut ctx = PointContext { num_gpus: a.gpus.max(1), trace_set, seed: a.seed, concurrency: a.concurrency, ..Default::default() };
+    let mut ctx = PointContext {
+        num_gpus: a.gpus.max(1),
+        trace_set,
+        seed: a.seed,
+        benchmark_id: cfg.run_id.clone(),
+        concurrency: a.concurrency,
+        ..Default::default()
+    };
     ctx.identity.insert("conc".into(), a.concurrency.into());
     let b = bar();
     let (records, status_note) = if let Some(flags) = &a.engine {

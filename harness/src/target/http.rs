@@ -681,6 +681,7 @@ impl LiveRun {
     /// Copies the client measurements and server metrics into a point's context.
     pub fn fill(&self, ctx: &mut PointContext) -> Option<Value> {
         ctx.profile_duration_s = self.profiling.map(|(a, d)| (d - a) as f64 / 1e9).unwrap_or(0.0);
+        ctx.profile_start_ns = self.profiling.map(|p| p.0);
         ctx.client_cpu_max = Some(self.client_cpu_max);
         ctx.client_cpu_seconds = Some(self.client_cpu_seconds);
         let (export, summary) = self.server_metrics()?;
@@ -925,7 +926,9 @@ impl HttpRunner {
             Ok(r) => r,
             Err(e) => return PointOutcome { status: Status::Failed { reason: format!("runtime: {e}") }, records: Vec::new(), ctx },
         };
-        let cfg = super::sim::workload_config(p, job.seed, self.duration_s);
+        let mut cfg = super::sim::workload_config(p, job.seed, self.duration_s);
+        cfg.run_id = crate::workload::random_benchmark_id();
+        ctx.benchmark_id = cfg.run_id.clone();
         let res = rt.block_on(async {
             let mut t = HttpTarget::new(base_url, "")?;
             t.identify(&mut ctx, self.tokenizer.as_deref(), worker_url).await?;

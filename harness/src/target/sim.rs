@@ -432,6 +432,7 @@ impl PointRunner for SimRunner {
             Err(e) => return fail(ctx, e.to_string()),
         };
         let cfg = workload_config(p, job.seed, self.duration_s);
+        ctx.benchmark_id = cfg.run_id.clone();
         let mut wl = match Workload::new(cfg, pool) {
             Ok(w) => w,
             Err(e) => return fail(ctx, SimError::Workload(e.to_string()).to_string()),
@@ -472,6 +473,7 @@ pub fn fit_pool(pool: &[Arc<TracePlan>], context: u64) -> Result<(Vec<Arc<TraceP
 /// Turns a finished simulation into a point outcome (status, records, context).
 pub fn sim_outcome(run: SimRun, engine: &Engine, mut ctx: PointContext) -> PointOutcome {
     ctx.profile_duration_s = run.profiling.map(|(a, d)| (d - a) as f64 / 1e9).unwrap_or(0.0);
+    ctx.profile_start_ns = run.profiling.map(|p| p.0);
     ctx.server_metrics = Some(server_metrics_json(engine, run.end_ns));
     let status =
         super::point_status(run.interrupted, run.outcome.as_ref(), &mut ctx, "the workload stopped before finishing (nothing left to run)");

@@ -13,11 +13,20 @@
 //!   subagents spawn at their recorded offset after the anchor turn completes; the joining turn waits
 //!   for every child; replay predecessors across root/child streams; background subagents hold the
 //!   lane until they finish;
-//! - warmup: each lane starts at a sampled instant t* ∈ [t_min + 0.25·D, t_min + 0.75·D] (seeded by
-//!   seed, trace id and lane), sends the primer turn(s) with full history, then its next 10 requests
-//!   with one output token and no delay; profiling starts for every lane at the common boundary when
-//!   all warmup requests finished (or the warmup grace expired);
-//! - global idle cap (10 s) and per-tree idle cap (300 s); no request starts after the profiling
+//! - start (agentx-harness 1.0.12's `TrajectorySource`): each lane takes the sampler's next trace
+//!   and a wall-clock snapshot of it at t* ∈ [start + 0.25·D, start + 0.75·D] of the span of the
+//!   root and all its subagents, drawn with numpy's PCG64 seeded from sha256("{seed}:{trace}:{lane}")
+//!   ([`snapshot`]); every conversation alive at t* (root and subagents) is primed with its last
+//!   turn before t*;
+//! - warmup (its `AgenticReplayStrategy`): every warmup request has `max_tokens` 1; primers are
+//!   spread so each lane's t* lands at one instant (a primer's lead before its t* capped at the
+//!   system idle cap); when all primers are back, the live trees play on with no delays, through a
+//!   tree's end into the sampler's next trace, until each lane has sent
+//!   `warmup_requests_per_lane` more requests; at the hand-off every live stream is placed at its
+//!   next recorded start minus its tree's t* (trees begun in warmup: its end-to-start delay), and
+//!   one phase-wide minimum is subtracted so the earliest starts at once (see [`warmup`]);
+//! - global idle cap (10 s) and, while profiling, a per-tree idle cap (300 s); no request starts
+//!   after the profiling
 //!   deadline; in-flight requests get a 30 s grace, then are cancelled;
 //! - a context overflow ends that conversation (its descendants still drain); other errors do not;
 //!   a root-conversation warmup failure cancels the run; the live abort fires when failed/total
@@ -25,22 +34,24 @@
 
 pub mod body;
 pub mod driver;
+pub mod pcg64;
 pub mod plan;
+pub mod snapshot;
+mod warmup;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-
 pub use plan::{SourceKind, StreamPlan, TracePlan, TurnRef, TurnTiming};
+pub use snapshot::{LiveStream, Snapshot, legacy_split, snapshot_at, t_star_ms};
 
 use crate::prompt::{Marker, Prompt, sha_key};
 
 const SEC: u64 = 1_000_000_000;
 
-/// Output length of primer requests (the pin's behaviour is unconfirmed; recorded by default).
+/// Output length of primer requests (the reference replay sends 1 token, like every warmup
+/// request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PrimerOutput {
@@ -57,7 +68,8 @@ pub struct WorkloadConfig {
     pub concurrency: u32,
     /// Seeds t* draws (with trace id and lane).
     pub seed: u64,
-    /// Run id mixed into every cache-bust marker.
+    /// Benchmark id mixed into every cache-bust marker: random per live run (as the reference
+    /// replay's), so a second run against the same server does not hit the first run's cache.
     pub run_id: String,
     pub duration_ns: u64,
     pub grace_ns: u64,
@@ -87,7 +99,7 @@ impl Default for WorkloadConfig {
             warmup: true,
             warmup_requests_per_lane: 10,
             warmup_grace_ns: 1800 * SEC,
-            primer_output: PrimerOutput::Recorded,
+            primer_output: PrimerOutput::One,
             system_idle_cap_ns: 10 * SEC,
             trace_idle_cap_ns: 300 * SEC,
             failed_request_threshold: 0.10,
@@ -110,14 +122,15 @@ pub struct WorkloadArgs {
     /// Upper bound of the t* window as a fraction of the trace span.
     #[arg(long, default_value_t = 0.75)]
     pub trajectory_start_max_ratio: f64,
-    /// Extra one-token warmup requests per lane after its primers (fast mode: 1).
+    /// One-token warmup requests per lane after its primers, played on through the live trees
+    /// with no delays (fast mode: 1).
     #[arg(long, default_value_t = 10)]
     pub warmup_requests_per_lane: u32,
     /// Maximum wait for outstanding warmup requests, seconds.
     #[arg(long, default_value_t = 1800.0)]
     pub warmup_grace_period: f64,
     /// Output length of primer requests.
-    #[arg(long, value_enum, default_value_t = PrimerOutput::Recorded)]
+    #[arg(long, value_enum, default_value_t = PrimerOutput::One)]
     pub primer_output: PrimerOutput,
     /// Start every lane at turn 0 with no primers or warmup requests.
     #[arg(long)]
@@ -131,6 +144,13 @@ pub struct WorkloadArgs {
     /// Live abort when failed/total profiling records exceeds this.
     #[arg(long, default_value_t = 0.10)]
     pub failed_request_threshold: f64,
+}
+
+/// A fresh benchmark id for a live run: 12 hex digits from the OS's randomness, as the reference
+/// replay's `uuid4().hex[:12]`. Live runs need one each, or a second run against the same server
+/// would reuse the first run's cache-bust markers and hit its prefix cache.
+pub fn random_benchmark_id() -> String {
+    format!("{:012x}", rand::random::<u64>() >> 16)
 }
 
 fn s2ns(s: f64) -> u64 {
@@ -172,9 +192,9 @@ pub enum Phase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestKind {
-    /// The turn just before t*, with full history (warmup).
+    /// A live conversation's last turn before t*, with full history (warmup).
     Primer,
-    /// One of a lane's one-token warmup requests.
+    /// One of a lane's one-token warmup requests played after the primers.
     LaneWarmup,
     /// A replayed turn (profiling).
     Turn,
@@ -346,9 +366,13 @@ impl Tree {
 #[derive(Debug)]
 struct Lane {
     tree: Tree,
+    /// Primers sent and not back yet.
     primers: u32,
-    warmup_queue: VecDeque<TurnRef>,
-    warmup_busy: bool,
+    /// Warmup requests after the primers (the per-lane quota).
+    warm_used: u32,
+    /// t* (ms) of the tree's snapshot: the hand-off places its streams on this clock. `None` for
+    /// a tree begun during warmup (or a root-only split): its streams keep their delays.
+    origin_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -385,80 +409,12 @@ pub struct WorkloadStats {
     pub tree_idle_shifts: u64,
     /// Prerequisites released by the stall breaker (0 unless the trace data is inconsistent).
     pub forced_releases: u64,
-    /// Lanes whose trees had fewer than `warmup_requests_per_lane` turns to spare.
+    /// Lanes that sent fewer than `warmup_requests_per_lane` warmup requests after their primers.
     pub short_warmup_lanes: u64,
-}
-
-/// Where a lane starts: per-stream cursors, primers and the warmup sequence.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Placement {
-    /// Sampled t* (seconds, trace time).
-    pub t_star: f64,
-    /// First profiled root turn.
-    pub first_profiled: u32,
-    pub primers: Vec<TurnRef>,
-    pub warmup: Vec<TurnRef>,
-    /// Per stream: turns before this index are consumed by warmup (primers included).
-    pub cursors: Vec<u32>,
-    pub spawned: Vec<bool>,
-}
-
-/// t* for (seed, trace, lane): uniform in `[t_min + lo·D, t_min + hi·D]`.
-pub fn sample_t_star(plan: &TracePlan, seed: u64, lane: u32, lo: f64, hi: f64) -> f64 {
-    let key = sha_key(&[b"t-star", &seed.to_le_bytes(), plan.id.as_bytes(), &lane.to_le_bytes()]);
-    let mut rng = ChaCha8Rng::seed_from_u64(key);
-    let d = plan.t_max - plan.t_min;
-    let (a, b) = (plan.t_min + lo * d, plan.t_min + hi * d);
-    if b > a { rng.random_range(a..=b) } else { a }
-}
-
-/// Compute a lane's warmup placement in a trace.
-pub fn place(plan: &TracePlan, cfg: &WorkloadConfig, lane: u32) -> Placement {
-    let t_star = sample_t_star(plan, cfg.seed, lane, cfg.start_min_ratio, cfg.start_max_ratio);
-    let root = &plan.streams[0].turns;
-    let n = root.len();
-    let p = if n <= 1 { 0 } else { root.iter().position(|t| t.t >= t_star).unwrap_or(n - 1).clamp(1, n - 1) };
-    let tp = root[p].t;
-    let mut cursors = vec![0u32; plan.streams.len()];
-    let mut spawned = vec![false; plan.streams.len()];
-    let mut primers = Vec::new();
-    cursors[0] = p as u32;
-    spawned[0] = true;
-    if p > 0 {
-        primers.push((0u16, p as u32 - 1));
-    }
-    for (c, s) in plan.streams.iter().enumerate().skip(1) {
-        if s.anchor.is_some_and(|a| (a as usize) < p) {
-            spawned[c] = true;
-            let k = s.turns.iter().position(|t| t.t >= tp).unwrap_or(s.turns.len());
-            cursors[c] = k as u32;
-            if k > 0 && k < s.turns.len() {
-                primers.push((c as u16, k as u32 - 1));
-            }
-        }
-    }
-    // The next requests in recorded order, one at a time, keeping the root's last turn profiled.
-    let mut warmup = Vec::new();
-    let w = cfg.warmup_requests_per_lane as usize;
-    if w > 0 {
-        for &(s, i) in &plan.order {
-            if warmup.len() == w {
-                break;
-            }
-            let su = s as usize;
-            if !spawned[su] || cursors[su] != i || (su == 0 && i as usize + 1 >= n) {
-                continue;
-            }
-            warmup.push((s, i));
-            cursors[su] += 1;
-            if su == 0 {
-                for &c in &plan.spawns[i as usize] {
-                    spawned[c as usize] = true;
-                }
-            }
-        }
-    }
-    Placement { t_star, first_profiled: p as u32, primers, warmup, cursors, spawned }
+    /// Trees played to their end during warmup (the lane took the sampler's next trace).
+    pub warmup_recycles: u64,
+    /// Lanes started with the root-only split (no stream alive at t*).
+    pub legacy_starts: u64,
 }
 
 /// Compile a trace set into a replay pool (in order). `seed` namespaces prompt contents. Traces
@@ -508,6 +464,12 @@ pub struct Workload {
     phase: RunPhase,
     last_wake: Option<u64>,
     stats: WorkloadStats,
+    /// Primers waiting for their spread instant: (time, lane, stream, turn), by time.
+    primer_queue: VecDeque<(u64, u32, u16, u32)>,
+    /// Warmup has moved from the primers to the delay-free play.
+    pressure: bool,
+    /// Cache-bust passes minted per trace (the reference replay counts them per trace, not lane).
+    marker_passes: HashMap<Arc<str>, u64>,
 }
 
 /// Errors building a workload.
@@ -550,6 +512,9 @@ impl Workload {
             phase: RunPhase::NotStarted,
             last_wake: None,
             stats: WorkloadStats::default(),
+            primer_queue: VecDeque::new(),
+            pressure: false,
+            marker_passes: HashMap::new(),
         })
     }
 
@@ -587,7 +552,11 @@ impl Workload {
 
     /// The next instant the machine needs a [`Event::Wake`], if any.
     pub fn next_wake(&mut self) -> Option<u64> {
-        let timer = if matches!(self.phase, RunPhase::Profiling { .. }) { self.peek_timer() } else { None };
+        let timer = match self.phase {
+            RunPhase::Profiling { .. } => self.peek_timer(),
+            RunPhase::Warmup { .. } => self.primer_queue.front().map(|p| p.0),
+            _ => None,
+        };
         let phase = match self.phase {
             RunPhase::Warmup { until } => Some(until),
             RunPhase::Profiling { deadline } => Some(deadline),
@@ -660,7 +629,9 @@ impl Workload {
     }
 
     fn new_tree(&mut self, lane: u32, pass: u64, plan: Arc<TracePlan>) -> Tree {
-        let marker = Marker::new(&self.cfg.run_id, pass, lane, &plan.id);
+        let marker_pass = self.marker_passes.entry(plan.id.clone()).or_insert(0);
+        let marker = Marker::new(&self.cfg.run_id, *marker_pass, lane, &plan.id);
+        *marker_pass += 1;
         let play = self.next_play;
         self.next_play += 1;
         self.stats.plays_started += 1;
@@ -685,112 +656,23 @@ impl Workload {
         Tree { plan, play, pass, marker, streams, in_flight: 0 }
     }
 
-    fn start(&mut self, now: u64, out: &mut Vec<Action>) {
-        let c = self.cfg.concurrency;
-        for lane in 0..c {
-            let plan = self.next_trace();
-            let tree = self.new_tree(lane, 0, plan);
-            self.lanes.push(Lane { tree, primers: 0, warmup_queue: VecDeque::new(), warmup_busy: false });
-        }
-        if !self.cfg.warmup {
-            self.begin_profiling(now, out);
-            return;
-        }
-        self.phase = RunPhase::Warmup { until: now.saturating_add(self.cfg.warmup_grace_ns) };
-        for lane in 0..c {
-            let plan = self.lanes[lane as usize].tree.plan.clone();
-            let pl = place(&plan, &self.cfg, lane);
-            if (pl.warmup.len() as u32) < self.cfg.warmup_requests_per_lane {
-                self.stats.short_warmup_lanes += 1;
-            }
-            let l = &mut self.lanes[lane as usize];
-            for (s, st) in l.tree.streams.iter_mut().enumerate() {
-                st.spawned = pl.spawned[s];
-            }
-            // Consumed turns count as done; the primers and warmup turns are sent below.
-            let mut cursor_before: Vec<u32> = pl.cursors.clone();
-            for &(s, _) in &pl.warmup {
-                cursor_before[s as usize] -= 1;
-            }
-            for (s, st) in l.tree.streams.iter_mut().enumerate() {
-                st.next = cursor_before[s];
-                st.done = cursor_before[s];
-            }
-            l.warmup_queue = pl.warmup.iter().copied().collect();
-            l.primers = pl.primers.len() as u32;
-            for &(s, i) in &pl.primers {
-                // A primer is the last consumed turn of its stream: it is sent, not marked done.
-                l.tree.streams[s as usize].done = i;
-                l.tree.streams[s as usize].next = i;
-            }
-            for &(s, i) in &pl.primers {
-                let max = match self.cfg.primer_output {
-                    PrimerOutput::Recorded => plan.streams[s as usize].prompts.turns[i as usize].output_tokens,
-                    PrimerOutput::One => 1,
-                };
-                self.send(now, lane, s, i, Phase::Warmup, RequestKind::Primer, max, out);
-                // The stream's cursor continues after the primer.
-                let st = &mut self.lanes[lane as usize].tree.streams[s as usize];
-                st.next = st.next.max(cursor_before[s as usize]);
-            }
-            if pl.primers.is_empty() {
-                self.next_lane_warmup(now, lane, out);
-            }
-        }
-        self.maybe_end_warmup(now, out);
-    }
-
-    fn next_lane_warmup(&mut self, now: u64, lane: u32, out: &mut Vec<Action>) {
-        let l = &mut self.lanes[lane as usize];
-        if l.warmup_busy || l.primers > 0 {
-            return;
-        }
-        if let Some((s, i)) = l.warmup_queue.pop_front() {
-            l.warmup_busy = true;
-            self.send(now, lane, s, i, Phase::Warmup, RequestKind::LaneWarmup, 1, out);
-        }
-    }
-
-    fn maybe_end_warmup(&mut self, now: u64, out: &mut Vec<Action>) {
-        if !matches!(self.phase, RunPhase::Warmup { .. }) {
-            return;
-        }
-        let done = self.lanes.iter().all(|l| l.primers == 0 && !l.warmup_busy && l.warmup_queue.is_empty());
-        if done {
-            self.begin_profiling(now, out);
-        }
-    }
-
-    fn begin_profiling(&mut self, now: u64, out: &mut Vec<Action>) {
-        let deadline = now.saturating_add(self.cfg.duration_ns);
-        self.phase = RunPhase::Profiling { deadline };
-        out.push(Action::ProfilingStarted { at: now, deadline });
-        // Every stream with a pending turn starts its normal end-to-start delay from now.
-        for lane in 0..self.lanes.len() {
-            let n = self.lanes[lane].tree.streams.len();
-            for s in 0..n {
-                let tree = &self.lanes[lane].tree;
-                let st = &tree.streams[s];
-                if st.spawned && !tree.stream_finished(s) && st.state == SState::Idle {
-                    self.schedule(now, lane as u32, s as u16);
-                }
-            }
-            self.cap_tree_idle(now, lane as u32);
-        }
-    }
-
     /// Put stream `s`'s next turn on its delay timer.
     fn schedule(&mut self, now: u64, lane: u32, s: u16) {
+        let tree = &self.lanes[lane as usize].tree;
+        let su = s as usize;
+        let next = tree.streams[su].next as usize;
+        if let Some(turn) = tree.plan.streams[su].turns.get(next) {
+            self.schedule_at(lane, s, now.saturating_add(turn.delay_ns));
+        }
+    }
+
+    /// Put stream `s`'s next turn on a timer firing at `at`.
+    fn schedule_at(&mut self, lane: u32, s: u16, at: u64) {
         let tree = &mut self.lanes[lane as usize].tree;
         let su = s as usize;
-        if tree.streams[su].terminated {
+        if tree.streams[su].terminated || tree.streams[su].next as usize >= tree.plan.streams[su].turns.len() {
             return;
         }
-        let next = tree.streams[su].next as usize;
-        let Some(turn) = tree.plan.streams[su].turns.get(next) else {
-            return;
-        };
-        let at = now.saturating_add(turn.delay_ns);
         let st = &mut tree.streams[su];
         st.state = SState::Timer;
         st.timer_at = at;
@@ -906,21 +788,7 @@ impl Workload {
                     self.finish(Outcome::Cancelled { reason: "run_cancelled".into() }, out);
                     return;
                 }
-                if f.stream == 0 {
-                    // Warmup root turns spawn their children (scheduled at the boundary).
-                    let tree = &mut self.lanes[lane as usize].tree;
-                    let spawns = tree.plan.spawns[f.turn as usize].clone();
-                    for c in spawns {
-                        tree.streams[c as usize].spawned = true;
-                    }
-                }
-                let l = &mut self.lanes[lane as usize];
-                match f.kind {
-                    RequestKind::Primer => l.primers -= 1,
-                    _ => l.warmup_busy = false,
-                }
-                self.next_lane_warmup(now, lane, out);
-                self.maybe_end_warmup(now, out);
+                self.on_warmup_done(now, lane, f, out);
                 return;
             }
             Phase::Profiling => {
@@ -975,11 +843,18 @@ impl Workload {
         }
     }
 
-    fn recycle(&mut self, now: u64, lane: u32, out: &mut Vec<Action>) {
+    /// The lane's tree is over: it takes the sampler's next trace from its first turn.
+    fn replace_tree(&mut self, lane: u32) {
         let pass = self.lanes[lane as usize].tree.pass + 1;
         let plan = self.next_trace();
         let tree = self.new_tree(lane, pass, plan);
-        self.lanes[lane as usize].tree = tree;
+        let l = &mut self.lanes[lane as usize];
+        l.tree = tree;
+        l.origin_ms = None;
+    }
+
+    fn recycle(&mut self, now: u64, lane: u32, out: &mut Vec<Action>) {
+        self.replace_tree(lane);
         self.schedule(now, lane, 0);
         self.release_timers(now, lane);
         self.try_send_lane(now, lane, out);
@@ -1038,15 +913,10 @@ impl Workload {
     fn advance(&mut self, now: u64, out: &mut Vec<Action>) {
         loop {
             match self.phase {
-                RunPhase::Warmup { until } if now >= until => {
-                    // Warmup grace expired: cancel what is left of warmup and start profiling.
-                    self.cancel_all(out);
-                    for l in &mut self.lanes {
-                        l.primers = 0;
-                        l.warmup_busy = false;
-                        l.warmup_queue.clear();
-                    }
-                    self.begin_profiling(now, out);
+                RunPhase::Warmup { until } if now >= until => self.expire_warmup(now, out),
+                RunPhase::Warmup { .. } => {
+                    self.send_due_primers(now, out);
+                    return;
                 }
                 RunPhase::Profiling { deadline } if now >= deadline => {
                     out.push(Action::ProfilingEnded { at: deadline });

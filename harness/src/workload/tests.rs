@@ -111,10 +111,12 @@ fn t_star_lies_in_the_window_and_every_lane_profiles_a_turn() {
     let p = pool(&traces);
     let c = cfg(12);
     for (lane, plan) in p.iter().cycle().take(12).enumerate() {
-        let pl = place(plan, &c, lane as u32);
-        let d = plan.t_max - plan.t_min;
-        assert!(pl.t_star >= plan.t_min + 0.25 * d - 1e-9 && pl.t_star <= plan.t_min + 0.75 * d + 1e-9);
-        assert!((pl.first_profiled as usize) < plan.root_turns());
+        let t = t_star_ms(plan, c.seed, lane as u32, 0.25, 0.75);
+        let d = (plan.t_max - plan.t_min) * 1000.0;
+        assert!(t >= plan.t_min * 1000.0 + 0.25 * d && t <= plan.t_min * 1000.0 + 0.75 * d);
+        let snap = snapshot_at(plan, t).expect("a linear trace is live at any t* inside its span");
+        assert!((snap.live[0].next as usize) < plan.root_turns());
+        assert!(plan.streams[0].turns[snap.live[0].next as usize].t * 1000.0 >= t);
     }
     let log = run(c, p, fixed(S));
     assert_eq!(log.outcome, Some(Outcome::Completed));
@@ -136,7 +138,7 @@ fn same_seed_same_sequence_and_different_seed_different_placement() {
     };
     assert_eq!(seq(42), seq(42));
     let p = pool(&traces);
-    let t = |seed: u64| (0..3).map(|l| sample_t_star(&p[l], seed, l as u32, 0.25, 0.75)).collect::<Vec<_>>();
+    let t = |seed: u64| (0..3).map(|l| t_star_ms(&p[l], seed, l as u32, 0.25, 0.75)).collect::<Vec<_>>();
     assert_eq!(t(42), t(42));
     assert_ne!(t(42), t(43));
 }
@@ -161,15 +163,20 @@ fn warmup_sends_ten_one_token_requests_per_lane_plus_primers() {
     let log = run(cfg(4), pool(&traces), fixed(S));
     let warm: Vec<&SentRecord> = log.records.iter().filter(|r| r.spec.kind == RequestKind::LaneWarmup).collect();
     assert_eq!(warm.len(), 40);
-    assert!(warm.iter().all(|r| r.spec.max_tokens == 1 && r.spec.phase == Phase::Warmup));
+    for lane in 0..4 {
+        assert_eq!(warm.iter().filter(|r| r.spec.lane == lane).count(), 10, "lane {lane}");
+    }
     let primers: Vec<&SentRecord> = log.records.iter().filter(|r| r.spec.kind == RequestKind::Primer).collect();
     assert_eq!(primers.len(), 4);
-    // Primers carry the recorded output and the full history (their turn's whole prompt).
+    // Every warmup request, primers included, asks for one token; a primer is the turn before t*.
+    assert!(log.records.iter().filter(|r| r.spec.phase == Phase::Warmup).all(|r| r.spec.max_tokens == 1));
     for p in &primers {
-        assert_eq!(p.spec.max_tokens, p.spec.recorded_output_tokens);
         assert!(p.spec.turn_index > 0);
     }
-    // Profiling starts after every warmup request finished; all lanes start from that instant.
+    // The play after the primers starts only when every primer is back.
+    let last_primer = primers.iter().map(|r| r.done_at.unwrap()).max().unwrap();
+    assert!(warm.iter().all(|r| r.sent_at >= last_primer));
+    // Profiling starts after every warmup request finished.
     let start = log.profiling_start.unwrap();
     assert!(log.records.iter().filter(|r| r.spec.phase == Phase::Warmup).all(|r| r.done_at.unwrap() <= start));
     assert!(log.records.iter().filter(|r| r.spec.phase == Phase::Profiling).all(|r| r.sent_at >= start));
@@ -177,6 +184,132 @@ fn warmup_sends_ten_one_token_requests_per_lane_plus_primers() {
     let mut seen = HashSet::new();
     for r in &log.records {
         assert!(seen.insert(key(r)), "turn sent twice: {:?}", key(r));
+    }
+}
+
+#[test]
+fn primers_are_spread_so_every_lane_reaches_t_star_together() {
+    // Lanes' last turns before t* lie at different distances from their t*; the primer recorded
+    // furthest before its t* goes first and each other one waits the difference (leads capped at
+    // the 10 s system idle cap).
+    let traces: Vec<Trace> = (0..6).map(|i| linear(&format!("t{i}"), 40, 3.0 + 2.5 * i as f64, 0.5)).collect();
+    let p = pool(&traces);
+    let c = cfg(6);
+    let log = run(c.clone(), p.clone(), fixed(S));
+    let mut leads = Vec::new();
+    for lane in 0..6u32 {
+        let plan = &p[lane as usize];
+        let t = t_star_ms(plan, c.seed, lane, 0.25, 0.75);
+        let snap = snapshot_at(plan, t).unwrap();
+        let (s, i) = snap.primers().next().unwrap();
+        let lead = (t - plan.streams[s as usize].turns[i as usize].t * 1000.0).min(10_000.0);
+        let rec = log.records.iter().find(|r| r.spec.lane == lane && r.spec.kind == RequestKind::Primer).unwrap();
+        assert_eq!((rec.spec.stream, rec.spec.turn_index), (s, i));
+        leads.push((lead, rec.sent_at));
+    }
+    let max_lead = leads.iter().map(|l| l.0).fold(f64::MIN, f64::max);
+    for (lead, sent) in leads {
+        assert_eq!(sent, ((max_lead - lead) * 1e6).round() as u64, "lead {lead} ms");
+    }
+    assert!(log.records.iter().filter(|r| r.spec.kind == RequestKind::Primer).any(|r| r.sent_at > 0));
+}
+
+#[test]
+fn warmup_plays_through_a_trace_end_into_the_next_trace() {
+    // Short traces: ten delay-free warmup requests run past each tree's end, so lanes take the
+    // sampler's next traces (from their first turn, with fresh markers) during warmup.
+    let traces: Vec<Trace> = (0..5).map(|i| linear(&format!("s{i}"), 4, 20.0, 1.0)).collect();
+    let mut wl = Workload::new(cfg(2), pool(&traces)).unwrap();
+    let log = drive(&mut wl, 0, fixed(S), |_, _| {});
+    let warm: Vec<&SentRecord> = log.records.iter().filter(|r| r.spec.kind == RequestKind::LaneWarmup).collect();
+    assert_eq!(warm.len(), 20);
+    assert!(wl.stats().warmup_recycles >= 4, "{:?}", wl.stats());
+    let traces_warmed: HashSet<String> = warm.iter().map(|r| r.spec.source_trace_id.to_string()).collect();
+    assert!(traces_warmed.len() >= 4, "{traces_warmed:?}");
+    // Delay-free: each warmup request of a lane goes out the instant the previous one is back.
+    for lane in 0..2 {
+        let w: Vec<&&SentRecord> = warm.iter().filter(|r| r.spec.lane == lane).collect();
+        for pair in w.windows(2) {
+            assert_eq!(pair[1].sent_at, pair[0].done_at.unwrap(), "warmup request {:?} waited", key(pair[1]));
+        }
+    }
+    // A recycled play starts at turn 0 and carries its own marker.
+    let recycled = warm.iter().find(|r| r.spec.pass > 0).unwrap();
+    let first = log.records.iter().filter(|r| r.spec.play == recycled.spec.play).map(|r| r.spec.turn_index).min();
+    assert_eq!(first, Some(0));
+}
+
+#[test]
+fn profiling_places_each_stream_at_its_recorded_start_minus_one_phase_wide_minimum() {
+    // No warmup requests after the primers: the first profiled turn of each lane is its first
+    // turn at or after t*, sent (its start − t*) − min over lanes after profiling starts.
+    let traces: Vec<Trace> = (0..4).map(|i| linear(&format!("p{i}"), 30, 7.0 + 3.0 * i as f64, 0.5)).collect();
+    let p = pool(&traces);
+    let c = WorkloadConfig { warmup_requests_per_lane: 0, ..cfg(4) };
+    let log = run(c.clone(), p.clone(), fixed(S));
+    let start = log.profiling_start.unwrap();
+    let mut offsets = Vec::new();
+    for lane in 0..4u32 {
+        let plan = &p[lane as usize];
+        let t = t_star_ms(plan, c.seed, lane, 0.25, 0.75);
+        let snap = snapshot_at(plan, t).unwrap();
+        offsets.push((lane, snap.live[0].next, snap.live[0].offset_ms));
+    }
+    let t0 = offsets.iter().map(|o| o.2).fold(f64::INFINITY, f64::min);
+    for (lane, next, off) in offsets {
+        let first =
+            log.records.iter().filter(|r| r.spec.lane == lane && r.spec.phase == Phase::Profiling).min_by_key(|r| r.sent_at).unwrap();
+        assert_eq!(first.spec.turn_index, next, "lane {lane}");
+        assert_eq!(first.sent_at, start + ((off - t0) * 1e6).round() as u64, "lane {lane}");
+    }
+}
+
+#[test]
+fn snapshot_takes_every_conversation_alive_at_t_star() {
+    // Root turns at 0, 10, 20, 60, 70; turn 1 spawns a subagent (21–41 s) joined by turn 3; turn 2
+    // spawns a background subagent that starts late (50 s).
+    let t = mk(
+        "x",
+        &[(0.0, 1.0), (10.0, 1.0), (20.0, 1.0), (60.0, 1.0), (70.0, 1.0)],
+        &[(1, vec![(21.0, 5.0), (31.0, 5.0), (41.0, 5.0)]), (2, vec![(50.0, 1.0)])],
+    );
+    let plan = TracePlan::build(&t, 42).unwrap();
+    // At 30 s: root's next is turn 3 (60 s), which joins the first subagent: the root waits. The
+    // first subagent is live from its turn 1 (31 s), primed with turn 0. The second group's
+    // spawning turn (2, at 20 s) was sent, so it is live from its first turn with no primer.
+    let snap = snapshot_at(&plan, 30_000.0).unwrap();
+    let root = snap.live.iter().find(|l| l.stream == 0).unwrap();
+    assert_eq!((root.next, root.waiting), (3, true));
+    assert_eq!(root.offset_ms, 30_000.0);
+    let first = snap.live.iter().find(|l| l.stream == 1).unwrap();
+    assert_eq!((first.next, first.offset_ms, first.waiting), (1, 1_000.0, false));
+    let second = snap.live.iter().find(|l| l.stream == 2).unwrap();
+    assert_eq!((second.next, second.offset_ms), (0, 20_000.0));
+    let primers: Vec<(u16, u32)> = snap.primers().collect();
+    assert_eq!(primers, vec![(0, 2), (1, 0)]);
+    // At 15 s the first subagent has not started and its spawning turn (1, at 10 s) was sent:
+    // live from turn 0; the second group's spawning turn (20 s) is still ahead: not live.
+    let snap = snapshot_at(&plan, 15_000.0).unwrap();
+    assert_eq!(snap.live.iter().map(|l| (l.stream, l.next)).collect::<Vec<_>>(), vec![(0, 2), (1, 0)]);
+    // At 45 s the first subagent is over and the second is live.
+    let snap = snapshot_at(&plan, 45_000.0).unwrap();
+    assert!(snap.finished.contains(&1));
+    // A t* past the last root turn with nothing else alive has no snapshot.
+    assert!(snapshot_at(&plan, 71_000.0).is_none());
+}
+
+#[test]
+fn markers_follow_the_reference_digest_and_count_passes_per_trace() {
+    // sha256("bench-1:0:3:trace_0001")[:12] and sha256("bench-1:2:0:trace_0001")[:12] (Python).
+    assert_eq!(crate::prompt::Marker::new("bench-1", 0, 3, "trace_0001").hex(), "a0547ad7e2f4");
+    assert_eq!(crate::prompt::Marker::new("bench-1", 2, 0, "trace_0001::sa:agent_1").hex(), "2bc787a5b397");
+    // Three lanes over one trace: passes 0, 1, 2 of that trace, one per lane.
+    let traces = vec![linear("only", 40, 5.0, 1.0)];
+    let c = WorkloadConfig { run_id: "bench-1".into(), ..cfg(3) };
+    let log = run(c, pool(&traces), fixed(S));
+    for lane in 0..3u32 {
+        let m = log.records.iter().find(|r| r.spec.lane == lane && r.spec.pass == 0).unwrap().spec.prompt.marker.unwrap();
+        assert_eq!(m, crate::prompt::Marker::new("bench-1", lane as u64, lane, "only"), "lane {lane}");
     }
 }
 
@@ -406,10 +539,21 @@ fn check_log(log: &DriveLog, pool: &[Arc<TracePlan>], caps_off: bool) {
             if let Some(done) = p.done_at {
                 assert!(r.sent_at >= done, "turn before its predecessor finished");
                 if caps_off && p.spec.phase == Phase::Profiling {
-                    assert!(r.sent_at >= done + turn.delay_ns, "turn before its end-to-start delay");
+                    assert!(
+                        r.sent_at >= done + turn.delay_ns,
+                        "turn before its end-to-start delay: {:?} {:?} sent {} pred {:?} {:?} done {} delay {}",
+                        key(r),
+                        r.spec.kind,
+                        r.sent_at,
+                        key(p),
+                        p.spec.kind,
+                        done,
+                        turn.delay_ns
+                    );
                 }
             } else {
-                panic!("predecessor cancelled yet turn sent");
+                // Warmup cut short by its grace hands cancelled turns over as played.
+                assert_eq!(p.spec.phase, Phase::Warmup, "predecessor cancelled yet turn sent");
             }
         } else if r.spec.turn_index == 0 && r.spec.stream > 0 {
             // A child's first turn is never sent before its anchor was sent and finished.
