@@ -3,7 +3,7 @@
 
 use crate::args::{EngineConfig, LoadBalanceMethod, RouterPolicy, SchedulePolicy};
 use crate::cost::{CostModel, DraftLoad, RankLoad, StepCost};
-use crate::kv::{NodeId, RadixTree, UnitKey};
+use crate::kv::{IdealCache, NodeId, RadixTree, UnitKey};
 use crate::limits::{ConfigError, Limits};
 use crate::profiles::{GpuSpec, ModelSpec};
 use crate::prompt::{Prompt, chain_hash};
@@ -12,6 +12,9 @@ use crate::time::Time;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
+
+mod kv_pressure;
+pub use kv_pressure::KvStats;
 
 /// Caller-chosen request identifier (unique among live requests).
 pub type RequestId = u64;
@@ -200,6 +203,8 @@ struct Rank {
     prefill_tokens_done: u64,
     batch: RankBatch,
     retracted_last: u32,
+    /// Everything this rank's cache ever held (what eviction is measured against).
+    ideal: IdealCache,
 }
 
 /// Per-rank figures in a stats snapshot.
@@ -264,6 +269,8 @@ pub struct EngineStats {
     pub eager_passes: u64,
     pub busy_time: Time,
     pub evicted_tokens_total: u64,
+    /// Pool size, peaks, eviction and re-prefill figures.
+    pub kv: KvStats,
     pub sampled: SampledGauges,
     pub last_step: Option<StepCost>,
 }
@@ -304,6 +311,7 @@ pub struct Engine {
     accept_total: u64,
     batch_hit: u64,
     batch_computed: u64,
+    kv_tally: kv_pressure::KvTally,
 }
 
 fn round_up(x: u64, page: u64) -> u64 {
@@ -330,6 +338,7 @@ impl Engine {
                 prefill_tokens_done: 0,
                 batch: RankBatch::default(),
                 retracted_last: 0,
+                ideal: IdealCache::new(),
             })
             .collect();
         Ok(Engine {
@@ -361,6 +370,7 @@ impl Engine {
             accept_total: 0,
             batch_hit: 0,
             batch_computed: 0,
+            kv_tally: Default::default(),
         })
     }
 
@@ -682,7 +692,11 @@ impl Engine {
         if !self.by_id.is_empty() || self.in_flight.is_some() {
             return false;
         }
-        self.ranks.iter_mut().all(|r| r.tree.flush())
+        // A flush is asked for, not forced by the pool: the ideal cache forgets too.
+        self.ranks.iter_mut().all(|r| {
+            r.ideal = IdealCache::new();
+            r.tree.flush()
+        })
     }
 
     /// Processes every event due at or before `to`, appending outputs in time order.
@@ -769,6 +783,7 @@ impl Engine {
         let units = ((kv / unit) as u32).min(key.units());
         let hint = crate::kv::Match { units: (prefix / unit) as u32, node: old_lock.unwrap_or(crate::kv::radix::ROOT) };
         let m = self.ranks[rank].tree.insert_hinted(&key, units, hint);
+        self.ranks[rank].ideal.insert(&key, units);
         let end_units = m.units.max(units);
         let tree = &mut self.ranks[rank].tree;
         if relock {
@@ -1065,6 +1080,14 @@ impl Engine {
                 };
                 let m = self.ranks[rank].tree.match_prefix_hinted(&key, (prefix / self.unit_tokens) as u32, hint, true);
                 self.ranks[rank].tree.lock(m.node);
+                // Locking takes the prefix out of the evictable budget: check again
+                // (SGLang PrefillAdder re-checks under `_lock_node`).
+                let remaining = (self.free_tokens(rank) + self.evictable_tokens(rank)).saturating_sub(reserved);
+                if (alone && need > remaining) || (!alone && need + page >= remaining) {
+                    self.ranks[rank].tree.unlock(m.node);
+                    stop_at = idx;
+                    break;
+                }
                 let r = &mut self.reqs[slot as usize];
                 r.lock = Some(m.node);
                 r.prefix_tokens = m.units as u64 * self.unit_tokens;
@@ -1073,17 +1096,19 @@ impl Engine {
                 r.lock = None;
                 r.prefix_tokens = 0;
             }
+            let first = self.reqs[slot as usize].cached.is_none();
             {
                 let r = &mut self.reqs[slot as usize];
                 r.kv = r.prefix_tokens;
                 r.phase = Phase::Prefill;
-                if r.cached.is_none() {
+                if first {
                     r.cached = Some(r.prefix_tokens);
                     r.queue_time = now - r.arrival;
                     self.batch_hit += r.prefix_tokens;
                     self.batch_computed += r.target - r.prefix_tokens;
                 }
             }
+            self.note_admission(slot);
             batch.push((slot, take));
             admitted = idx + 1;
             rem_chunk = rem_chunk.saturating_sub(round_up(take, page));
@@ -1134,6 +1159,7 @@ impl Engine {
             }
         }
         let ok = !kept.is_empty();
+        self.commit_admissions(&kept);
         self.ranks[rank].batch.prefill = kept;
         ok
     }
@@ -1292,6 +1318,7 @@ impl Engine {
                 any_decode = true;
             }
         }
+        self.note_kv_peak();
         if !any_prefill && !any_decode && hold_prefill {
             // The held decode rounds had nothing to run (e.g. the batch was
             // retracted away): prefill may go now.
@@ -1647,6 +1674,7 @@ impl Engine {
                 }
             })
             .collect();
+        s.kv = self.kv_stats();
         s.num_running = s.ranks.iter().map(|r| r.running).sum();
         s.num_queued = s.ranks.iter().map(|r| r.queued).sum();
         s.token_usage = s.ranks.iter().map(|r| r.token_usage).fold(0.0, f64::max);

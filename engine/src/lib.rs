@@ -83,7 +83,8 @@ pub mod tokenize;
 
 pub use args::{EngineConfig, FlagRecord, FlagStatus, RouterConfig};
 pub use core::{
-    Engine, EngineInfo, EngineStats, FinishReason, Output, RankStats, Request, RequestError, RequestId, SampledGauges, SubmitError, Usage,
+    Engine, EngineInfo, EngineStats, FinishReason, KvStats, Output, RankStats, Request, RequestError, RequestId, SampledGauges,
+    SubmitError, Usage,
 };
 pub use limits::{ConfigError, Limits, SpecLimits};
 pub use profiles::{GpuSpec, ModelSpec};

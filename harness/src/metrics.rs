@@ -167,6 +167,9 @@ pub struct Summary {
     /// 1 / p90(E2EL / OSL), tok/s/user: the North Star x-axis.
     pub e2e_norm_intvty_p90: f64,
     pub theoretical_cache_hit_rate: f64,
+    /// KV pool, pressure and prefix-cache figures, where the target reports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<crate::kv::KvSummary>,
     pub valid: bool,
     pub invalid_reasons: Vec<String>,
     pub submission_valid: bool,
@@ -294,6 +297,7 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
         intvty_p90: if itl.p90 > 0.0 { 1.0 / itl.p90 } else { 0.0 },
         e2e_norm_intvty_p90: if e2e_r.p90 > 0.0 { 1.0 / e2e_r.p90 } else { 0.0 },
         theoretical_cache_hit_rate: theo,
+        kv: ctx.server_metrics.as_ref().and_then(crate::kv::KvSummary::from_server_metrics),
         valid,
         invalid_reasons: invalid.clone(),
         submission_valid: sub_invalid.is_empty() && valid,
@@ -346,6 +350,9 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
         }),
     );
     agg.insert("server_metrics".into(), ctx.server_metrics.clone().unwrap_or(json!({"present": false})));
+    if let Some(kv) = &summary.kv {
+        agg.insert("kv".into(), serde_json::to_value(kv).unwrap_or(Value::Null));
+    }
     if let Some(cpu) = ctx.client_cpu_seconds {
         // The harness's own cost, so a saturated client is visible next to the server's numbers.
         let per_1k = if records_total > 0 { cpu * 1000.0 / records_total as f64 } else { 0.0 };

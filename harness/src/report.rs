@@ -201,6 +201,7 @@ pub fn markdown(run: &RunSummary) -> String {
             status_text(p)
         ));
     }
+    o.push_str(&kv_markdown(run));
     o.push_str("\nCoverage: ");
     let cov: Vec<String> = run
         .curves
@@ -218,6 +219,49 @@ pub fn markdown(run: &RunSummary) -> String {
         .collect();
     o.push_str(&cov.join("; "));
     o.push_str("\n\nInteractivity = 1 / P90 of per-request ITL; E2E-normalised = 1 / P90 of E2EL/OSL (the North Star x-axis). Throughput counts input (including cached) and output tokens. `p` = share of bootstrap replicates in which the point is on the frontier.\n");
+    o
+}
+
+/// Points that report KV figures, with them.
+fn kv_rows(run: &RunSummary) -> Vec<(&PointResult, &crate::kv::KvSummary)> {
+    run.points.iter().filter_map(|p| p.summary.as_ref().and_then(|s| s.kv.as_ref()).map(|k| (p, k))).collect()
+}
+
+const KV_NOTE: &str = "Peak used excludes idle cached KV; re-prefilled = prefill paid again for evicted prefixes and retracted requests; ideal = the hit rate of the same requests had nothing been evicted. `-`: the target does not report it.";
+
+/// The compact KV table (empty when no point reports KV figures).
+pub fn kv_markdown(run: &RunSummary) -> String {
+    let rows = kv_rows(run);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut o =
+        format!("\n### KV cache per point\n\n| point | source | {} |\n|---|---|{}\n", crate::kv::HEADERS.join(" | "), "---|".repeat(7));
+    for (p, k) in rows {
+        o.push_str(&format!("| {} | {} | {} |\n", p.id, k.source, k.cells().join(" | ")));
+    }
+    o.push_str(&format!("\n{KV_NOTE}\n"));
+    o
+}
+
+fn kv_html(run: &RunSummary) -> String {
+    let rows = kv_rows(run);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut o = String::from("<h2>KV cache per point</h2>\n<table id=\"kv\"><tr><th>point</th><th>source</th>");
+    for h in crate::kv::HEADERS {
+        o.push_str(&format!("<th>{}</th>", esc(h)));
+    }
+    o.push_str("</tr>\n");
+    for (p, k) in rows {
+        o.push_str(&format!("<tr><td>{}</td><td>{}</td>", esc(&p.id), esc(&k.source)));
+        for c in k.cells() {
+            o.push_str(&format!("<td>{}</td>", esc(&c)));
+        }
+        o.push_str("</tr>\n");
+    }
+    o.push_str(&format!("</table>\n<p>{}</p>\n", esc(KV_NOTE)));
     o
 }
 
@@ -280,7 +324,9 @@ pub fn html(run: &RunSummary, svgs: &BTreeMap<View, String>) -> String {
             esc(&st)
         ));
     }
-    o.push_str("</table>\n<h2>Pareto frontiers</h2>\n");
+    o.push_str("</table>\n");
+    o.push_str(&kv_html(run));
+    o.push_str("<h2>Pareto frontiers</h2>\n");
     for (v, svg) in svgs {
         o.push_str(&format!(
             "<h3>{}</h3>\n<div class=\"chart\" id=\"chart-{}\">{}</div>\n",
@@ -421,5 +467,32 @@ pub(crate) mod tests {
         let md = std::fs::read_to_string(d.path().join("report.md")).unwrap();
         assert_eq!(md.lines().filter(|l| l.starts_with("| cfg/")).count(), 5);
         assert!(md.contains("`cfg` PASS"));
+        assert!(!md.contains("KV cache per point"), "no KV figures, no KV table");
+    }
+
+    #[test]
+    fn kv_table_lists_the_points_that_report_kv() {
+        let mut run = fake_run(3);
+        let kv = crate::kv::KvSummary {
+            source: "engine".into(),
+            pool_tokens: Some(33_554_432),
+            peak_used_tokens: Some(30_000_000),
+            peak_token_usage: Some(0.95),
+            evicted_tokens: Some(1_200_000),
+            reprefilled_tokens: Some(800_000),
+            retractions: Some(7),
+            prefix_hit_rate: Some(0.90),
+            ideal_prefix_hit_rate: Some(0.95),
+        };
+        run.points[1].summary.as_mut().unwrap().kv = Some(kv);
+        let md = markdown(&run);
+        let rows: Vec<&str> = md.lines().filter(|l| l.contains("| engine |")).collect();
+        assert_eq!(rows.len(), 1, "{md}");
+        assert!(rows[0].starts_with(&format!("| {} |", run.points[1].id)));
+        assert!(
+            rows[0].contains("33.55M") && rows[0].contains("95.0 %") && rows[0].contains("| 7 |") && rows[0].contains("90.0 % / 95.0 %")
+        );
+        let html = html(&run, &BTreeMap::new());
+        assert!(html.contains("<table id=\"kv\">") && html.contains("1.20M"));
     }
 }

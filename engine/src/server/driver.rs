@@ -89,6 +89,11 @@ pub struct CoreStats {
     pub max_req_input_len: u64,
     /// Requests queued, running or finishing inside the core.
     pub live_requests: u64,
+    /// Running totals behind the KV-pressure counters.
+    pub evicted_tokens_total: u64,
+    pub num_retracted_requests_total: u64,
+    pub num_retracted_input_tokens_total: u64,
+    pub num_retracted_output_tokens_total: u64,
 }
 
 /// The engine core as the shell drives it (sans-IO: no clocks, no threads).

@@ -153,6 +153,10 @@ impl Core for EngineCore {
             context_length: l.context_length,
             max_req_input_len: l.max_req_input_len,
             live_requests: self.engine.live_requests() as u64,
+            evicted_tokens_total: s.evicted_tokens_total,
+            num_retracted_requests_total: s.num_retracted_requests_total,
+            num_retracted_input_tokens_total: s.num_retracted_input_tokens_total,
+            num_retracted_output_tokens_total: s.num_retracted_output_tokens_total,
         }
     }
 

@@ -71,6 +71,8 @@ pub struct Metrics {
     num_requests: C,
     num_aborted: C,
     num_so: C,
+    /// Scheduler totals exported as counters (0.5.23 names), with the core's running total.
+    totals: Vec<(&'static str, C)>,
     ttft: H,
     itl: H,
     e2e: H,
@@ -96,6 +98,13 @@ const GAUGES: &[(&str, &str)] = &[
     ("is_cuda_graph", "Whether the batch is using CUDA graph"),
     ("max_total_num_tokens", "Maximum total number of tokens in the KV pool"),
     ("context_len", "The context length"),
+];
+
+const TOTALS: &[(&str, &str)] = &[
+    ("evicted_tokens", "Number of tokens evicted from the radix cache"),
+    ("num_retracted_requests", "Number of retracted requests"),
+    ("num_retracted_input_tokens", "Number of input tokens of retracted requests"),
+    ("num_retracted_output_tokens", "Number of output tokens of retracted requests"),
 ];
 
 impl Metrics {
@@ -124,6 +133,7 @@ impl Metrics {
         let num_requests = counter("num_requests", "Number of requests processed.");
         let num_aborted = counter("num_aborted_requests", "Number of requests aborted.");
         let num_so = counter("num_so_requests", "Number of structured output requests processed.");
+        let totals = TOTALS.iter().map(|(name, help)| (*name, counter(name, help))).collect();
         let mut hist = |name: &str, help: &str, f: fn() -> Histogram| {
             let h = H::new_with_constructor(f);
             registry.register(format!("sglang:{name}"), help, h.clone());
@@ -146,6 +156,7 @@ impl Metrics {
             num_requests,
             num_aborted,
             num_so,
+            totals,
             ttft,
             itl,
             e2e,
@@ -214,6 +225,20 @@ impl Metrics {
                 _ => 0.0,
             };
             g.get_or_create(&self.sched).set(v);
+        }
+        for (name, c) in &self.totals {
+            let v = match *name {
+                "evicted_tokens" => s.evicted_tokens_total,
+                "num_retracted_requests" => s.num_retracted_requests_total,
+                "num_retracted_input_tokens" => s.num_retracted_input_tokens_total,
+                _ => s.num_retracted_output_tokens_total,
+            } as f64;
+            // The core keeps totals; a counter only moves forward by the difference.
+            let c = c.get_or_create(&self.sched);
+            let d = v - c.get();
+            if d > 0.0 {
+                c.inc_by(d);
+            }
         }
     }
 

@@ -344,6 +344,7 @@ pub fn summary(export: &Value) -> Value {
         m.insert(out.into(), json!({"avg": pick("avg"), "max": pick("max")}));
     }
     m.insert("spec_accept_length".into(), json!(gauge_stat(export, "sglang:spec_accept_length", "avg")));
+    m.insert("kv".into(), kv_summary(export, hit_rate));
     for (out, names) in [
         ("ttft_mean_s", ["sglang:time_to_first_token_seconds", "vllm:time_to_first_token_seconds"]),
         ("e2e_mean_s", ["sglang:e2e_request_latency_seconds", "vllm:e2e_request_latency_seconds"]),
@@ -353,6 +354,30 @@ pub fn summary(export: &Value) -> Value {
         m.insert(out.into(), json!(names.iter().find_map(|n| hist_mean(export, n))));
     }
     Value::Object(m)
+}
+
+/// KV figures a live server exports (SGLang 0.5.23 names). Re-prefill and the ideal hit
+/// rate have no metric and stay null; peak use is the sampled gauge's highest value.
+fn kv_summary(export: &Value, hit_rate: Option<f64>) -> Value {
+    let any = |_: &Value| true;
+    let series = |name: &str| export["metrics"][name]["series"].as_array().cloned().unwrap_or_default();
+    let maxes = |name: &str| series(name).iter().filter_map(|x| x["stats"]["max"].as_f64()).collect::<Vec<f64>>();
+    // One series per DP rank: the pool is their sum; peak tokens only when there is one rank
+    // (per-rank maxima need not coincide in time).
+    let pool = maxes("sglang:max_total_num_tokens");
+    let used = maxes("sglang:num_used_tokens");
+    let usage = maxes("sglang:token_usage");
+    json!({
+        "source": "/metrics",
+        "pool_tokens": (!pool.is_empty()).then(|| pool.iter().sum::<f64>() as u64),
+        "peak_used_tokens": (used.len() == 1).then(|| used[0] as u64),
+        "peak_token_usage": usage.iter().copied().reduce(f64::max),
+        "evicted_tokens": counter_sum(export, &["sglang:evicted_tokens"], any).map(|x| x as u64),
+        "reprefilled_tokens": Value::Null,
+        "retractions": counter_sum(export, &["sglang:num_retracted_requests"], any).map(|x| x as u64),
+        "prefix_hit_rate": hit_rate,
+        "ideal_prefix_hit_rate": Value::Null,
+    })
 }
 
 /// CPU time (user + system) of this process so far, seconds.

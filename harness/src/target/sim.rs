@@ -149,6 +149,22 @@ pub fn server_metrics_json(engine: &Engine, elapsed_ns: u64) -> Value {
         "sglang:cache_hit_rate": s.cache_hit_rate,
         "sglang:token_usage": s.token_usage,
         "sglang:spec_accept_length": s.avg_spec_accept_length,
+        "kv": {
+            "source": "engine",
+            "pool_tokens": s.kv.pool_tokens,
+            "pool_tokens_per_rank": s.kv.pool_tokens_per_rank,
+            "ranks": s.kv.ranks,
+            "peak_used_tokens": s.kv.peak_used_tokens,
+            "peak_occupied_tokens": s.kv.peak_occupied_tokens,
+            "peak_token_usage": s.kv.peak_token_usage,
+            "evicted_tokens": s.kv.evicted_tokens,
+            "reprefilled_tokens": s.kv.reprefilled_tokens(),
+            "reprefill_evicted_tokens": s.kv.reprefill_evicted_tokens,
+            "retraction_recompute_tokens": s.kv.retraction_recompute_tokens,
+            "retractions": s.kv.retractions,
+            "prefix_hit_rate": s.kv.prefix_hit_rate,
+            "ideal_prefix_hit_rate": s.kv.ideal_prefix_hit_rate,
+        },
     })
 }
 
