@@ -370,8 +370,9 @@ struct Lane {
     primers: u32,
     /// Warmup requests after the primers (the per-lane quota).
     warm_used: u32,
-    /// t* (ms) of the tree's snapshot: the hand-off places its streams on this clock. `None` for
-    /// a tree begun during warmup (or a root-only split): its streams keep their delays.
+    /// t* (ms) of the tree's snapshot (a tree begun during warmup: its first recorded start): the
+    /// hand-off places its streams on this clock. `None` for a root-only split: its streams keep
+    /// their delays.
     origin_ms: Option<f64>,
 }
 

@@ -219,7 +219,8 @@ fn warmup_plays_through_a_trace_end_into_the_next_trace() {
     // Short traces: ten delay-free warmup requests run past each tree's end, so lanes take the
     // sampler's next traces (from their first turn, with fresh markers) during warmup.
     let traces: Vec<Trace> = (0..5).map(|i| linear(&format!("s{i}"), 4, 20.0, 1.0)).collect();
-    let mut wl = Workload::new(cfg(2), pool(&traces)).unwrap();
+    // No system idle cap: profiling's first requests keep their places.
+    let mut wl = Workload::new(WorkloadConfig { system_idle_cap_ns: u64::MAX / 4, ..cfg(2) }, pool(&traces)).unwrap();
     let log = drive(&mut wl, 0, fixed(S), |_, _| {});
     let warm: Vec<&SentRecord> = log.records.iter().filter(|r| r.spec.kind == RequestKind::LaneWarmup).collect();
     assert_eq!(warm.len(), 20);
@@ -232,6 +233,25 @@ fn warmup_plays_through_a_trace_end_into_the_next_trace() {
         for pair in w.windows(2) {
             assert_eq!(pair[1].sent_at, pair[0].done_at.unwrap(), "warmup request {:?} waited", key(pair[1]));
         }
+    }
+    // At the hand-off a tree begun in warmup is placed on its own recorded clock: its next turn's
+    // start minus its first turn's start, less one minimum over the lanes.
+    let start = log.profiling_start.unwrap();
+    let plans = pool(&traces);
+    let firsts: Vec<&SentRecord> = (0..2)
+        .map(|lane| {
+            log.records.iter().filter(|r| r.spec.lane == lane && r.spec.phase == Phase::Profiling).min_by_key(|r| r.sent_at).unwrap()
+        })
+        .collect();
+    let place = |r: &SentRecord| {
+        assert!(r.spec.pass > 0, "lane {} still plays its first tree", r.spec.lane);
+        let plan = plans.iter().find(|p| *p.id == *r.spec.source_trace_id).unwrap();
+        let turns = &plan.streams[0].turns;
+        turns[r.spec.turn_index as usize].t * 1000.0 - turns[0].t * 1000.0
+    };
+    let t0 = firsts.iter().map(|r| place(r)).fold(f64::INFINITY, f64::min);
+    for r in &firsts {
+        assert_eq!(r.sent_at - start, ((place(r) - t0) * 1e6).round() as u64, "lane {}", r.spec.lane);
     }
     // A recycled play starts at turn 0 and carries its own marker.
     let recycled = warm.iter().find(|r| r.spec.pass > 0).unwrap();

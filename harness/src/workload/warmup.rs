@@ -12,7 +12,7 @@
 //!    end hands its lane the sampler's next trace. A lane stops after `warmup_requests_per_lane`
 //!    such requests; warmup ends when nothing is in flight.
 //! 3. **Hand-off.** Every live stream's next turn is placed at its recorded start minus its tree's
-//!    t* (a tree begun during warmup: the turn's end-to-start delay), one phase-wide minimum is
+//!    t* (a tree begun during warmup: minus its first recorded start), one phase-wide minimum is
 //!    subtracted so the earliest starts at once, and a root waiting on a join is released at the
 //!    later of its place and its subagents' completion.
 
@@ -168,6 +168,9 @@ impl Workload {
         if self.lanes[lane as usize].tree.drained() {
             self.stats.warmup_recycles += 1;
             self.replace_tree(lane);
+            // The reference places a tree begun in warmup on the clock of its first recorded turn.
+            let l = &mut self.lanes[lane as usize];
+            l.origin_ms = l.tree.plan.streams[0].turns.first().map(|t| t.t * 1000.0);
         }
         self.pump_warmup(now, lane, out);
         self.maybe_end_warmup(now, out);
