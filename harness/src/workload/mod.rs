@@ -347,6 +347,8 @@ struct Tree {
     marker: Marker,
     streams: Vec<Stream>,
     in_flight: u32,
+    /// The armed per-tree idle watchdog (its sequence number; 0: none).
+    watch_seq: u64,
 }
 
 impl Tree {
@@ -471,6 +473,9 @@ pub struct Workload {
     pressure: bool,
     /// Cache-bust passes minted per trace (the reference replay counts them per trace, not lane).
     marker_passes: HashMap<Arc<str>, u64>,
+    /// Per-tree idle watchdogs: (time, seq, lane, play), on the driver's clock — never moved by
+    /// the global idle cap, as the reference's run on wall time beside its shifted timers.
+    watchdogs: BinaryHeap<Reverse<(u64, u64, u32, u64)>>,
 }
 
 /// Errors building a workload.
@@ -516,6 +521,7 @@ impl Workload {
             primer_queue: VecDeque::new(),
             pressure: false,
             marker_passes: HashMap::new(),
+            watchdogs: BinaryHeap::new(),
         })
     }
 
@@ -554,7 +560,10 @@ impl Workload {
     /// The next instant the machine needs a [`Event::Wake`], if any.
     pub fn next_wake(&mut self) -> Option<u64> {
         let timer = match self.phase {
-            RunPhase::Profiling { .. } => self.peek_timer(),
+            RunPhase::Profiling { .. } => match (self.peek_timer(), self.peek_watchdog()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
             RunPhase::Warmup { .. } => self.primer_queue.front().map(|p| p.0),
             _ => None,
         };
@@ -654,7 +663,7 @@ impl Workload {
                 }
             })
             .collect();
-        Tree { plan, play, pass, marker, streams, in_flight: 0 }
+        Tree { plan, play, pass, marker, streams, in_flight: 0, watch_seq: 0 }
     }
 
     /// Put stream `s`'s next turn on its delay timer.
@@ -733,6 +742,7 @@ impl Workload {
         st.state = SState::InFlight;
         st.next = i + 1;
         tree.in_flight += 1;
+        tree.watch_seq = 0;
         let spec = RequestSpec {
             id,
             lane,
@@ -831,7 +841,7 @@ impl Workload {
         if self.lanes[lane as usize].tree.drained() {
             self.recycle(now, lane, out);
         } else if self.lanes[lane as usize].tree.in_flight == 0 {
-            self.cap_tree_idle(ended, lane);
+            self.arm_watchdog(ended, lane);
         }
     }
 
@@ -861,28 +871,51 @@ impl Workload {
         self.try_send_lane(now, lane, out);
     }
 
-    /// Per-tree idle cap: an idle tree's pending timers advance so the next fires at the cap.
-    fn cap_tree_idle(&mut self, now: u64, lane: u32) {
+    /// Per-tree idle cap (the reference's `ReplayBarrierCoordinator`): once a tree has had
+    /// nothing in flight for the cap, measured on the driver's clock from `idle_since`, its pending
+    /// timers advance together so the earliest fires then.
+    fn arm_watchdog(&mut self, idle_since: u64, lane: u32) {
         let cap = self.cfg.trace_idle_cap_ns;
         let tree = &mut self.lanes[lane as usize].tree;
-        if tree.in_flight > 0 {
+        if tree.in_flight > 0 || cap == 0 {
             return;
         }
-        let earliest = tree.streams.iter().filter(|s| s.state == SState::Timer).map(|s| s.timer_at).min();
-        let Some(e) = earliest else { return };
-        let limit = now.saturating_add(cap);
-        if e <= limit {
-            return;
+        self.seq += 1;
+        tree.watch_seq = self.seq;
+        self.watchdogs.push(Reverse((idle_since.saturating_add(cap), self.seq, lane, tree.play)));
+    }
+
+    fn peek_watchdog(&mut self) -> Option<u64> {
+        while let Some(&Reverse((at, seq, lane, play))) = self.watchdogs.peek() {
+            let tree = &self.lanes[lane as usize].tree;
+            if tree.play == play && tree.watch_seq == seq {
+                return Some(at);
+            }
+            self.watchdogs.pop();
         }
-        let delta = e - limit;
-        self.stats.tree_idle_shifts += 1;
-        let play = tree.play;
-        for (s, st) in tree.streams.iter_mut().enumerate() {
-            if st.state == SState::Timer {
-                st.timer_at -= delta;
-                self.seq += 1;
-                st.timer_seq = self.seq;
-                self.timers.push(Reverse((st.timer_at + self.shift, self.seq, lane, play, s as u16)));
+        None
+    }
+
+    /// Fires the due watchdogs: each idle tree's timers advance so its earliest fires `now`.
+    fn fire_watchdogs(&mut self, now: u64) {
+        while let Some(at) = self.peek_watchdog() {
+            if at > now {
+                break;
+            }
+            let Reverse((_, _, lane, play)) = self.watchdogs.pop().expect("peeked");
+            let tree = &mut self.lanes[lane as usize].tree;
+            tree.watch_seq = 0;
+            let earliest = tree.streams.iter().filter(|s| s.state == SState::Timer).map(|s| s.timer_at).min();
+            let Some(e) = earliest.filter(|&e| e > now) else { continue };
+            let delta = e - now;
+            self.stats.tree_idle_shifts += 1;
+            for (s, st) in tree.streams.iter_mut().enumerate() {
+                if st.state == SState::Timer {
+                    st.timer_at -= delta;
+                    self.seq += 1;
+                    st.timer_seq = self.seq;
+                    self.timers.push(Reverse((st.timer_at + self.shift, self.seq, lane, play, s as u16)));
+                }
             }
         }
     }
@@ -937,6 +970,7 @@ impl Workload {
                     return;
                 }
                 RunPhase::Profiling { .. } => {
+                    self.fire_watchdogs(now);
                     // Fire due timers.
                     let mut touched: Vec<u32> = Vec::new();
                     while let Some(t) = self.peek_timer() {

@@ -405,6 +405,24 @@ fn tree_idle_cap_fires_the_next_turn_at_300_s() {
 }
 
 #[test]
+fn tree_idle_watchdog_runs_on_the_driver_clock_while_the_global_cap_compresses_timers() {
+    // Lane 0 waits 5,000 s between its two turns. Lane 1 has a turn every 100 s, which the global
+    // idle cap brings to 10 s apart, pulling every pending timer (lane 0's too) forward each
+    // time. Lane 0's idle watchdog, as the reference's, counts 300 s on the driver's clock from
+    // its tree going idle and is not moved by those shifts: its next turn goes at 1 s + 300 s.
+    let a = mk("a", &[(0.0, 1.0), (5000.0, 1.0)], &[]);
+    let main: Vec<(f64, f64)> = (0..60).map(|k| (k as f64 * 100.0, 1.0)).collect();
+    let b = mk("b", &main, &[]);
+    let c = WorkloadConfig { warmup: false, ..cfg(2) };
+    let log = run(c, pool(&[a, b]), fixed(S));
+    let sent = log.records.iter().find(|r| &*r.spec.source_trace_id == "a" && r.spec.turn_index == 1 && r.spec.play == 0).unwrap();
+    assert_eq!(sent.sent_at, S + 300 * S);
+    // Meanwhile lane 1 ran on the compressed clock: far more than three of its turns went first.
+    let before = log.records.iter().filter(|r| &*r.spec.source_trace_id == "b" && r.sent_at < sent.sent_at).count();
+    assert!(before > 20, "{before}");
+}
+
+#[test]
 fn nothing_starts_after_the_deadline_and_stragglers_are_cancelled_after_the_grace() {
     let traces: Vec<Trace> = (0..3).map(|i| linear(&format!("t{i}"), 50, 3.0, 1.0)).collect();
     let c = WorkloadConfig { warmup: false, duration_ns: 100 * S, ..cfg(3) };

@@ -233,5 +233,9 @@ impl Workload {
             let at = now.saturating_add(ms_to_ns(place - t0));
             self.schedule_at(lane, s, at);
         }
+        // Every tree starts profiling idle: its idle watchdog runs from now.
+        for lane in 0..self.lanes.len() as u32 {
+            self.arm_watchdog(now, lane);
+        }
     }
 }
