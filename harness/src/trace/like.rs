@@ -206,6 +206,29 @@ struct Targets {
     max_peak: u64,
 }
 
+/// Fit what is listed; without percentiles a derived mean alone gives a log-normal, and only
+/// with neither do the defaults apply. A mean the percentiles cannot reach is dropped with a
+/// warning (the percentiles are the published rows).
+fn fit_listed(
+    name: &str,
+    listed: &[(f64, f64)],
+    default: &[(f64, f64)],
+    mean: Option<f64>,
+    lo: f64,
+    hi: f64,
+    warnings: &mut Vec<String>,
+) -> Result<QuantileFn, String> {
+    let knots = if listed.is_empty() && mean.is_none() { default } else { listed };
+    match fit(knots, mean, 1.0, lo, hi) {
+        Ok(f) => Ok(f),
+        Err(e) if mean.is_some() && !knots.is_empty() => {
+            warnings.push(format!("{name}: {e}; keeping the percentiles"));
+            fit(knots, None, 1.0, lo, hi).map_err(|e| format!("{name}: {e}"))
+        }
+        Err(e) => Err(format!("{name}: {e}")),
+    }
+}
+
 fn knots_or(p: Option<super::published::Pcts>, default: &[(f64, f64)]) -> (Vec<(f64, f64)>, Option<f64>) {
     match p {
         Some(p) if !p.knots().is_empty() || p.mean.is_some() => (p.knots(), p.mean),
@@ -239,9 +262,17 @@ impl Plan {
         let scaled = |v: u64| (v as f64 * tg.scale).round() as u64;
 
         // Structure: turns per session, which sessions have subagents, groups, inner requests.
-        let (k, _) = knots_or(d.main_turns_per_session, &[(0.5, 51.0), (0.9, 173.0)]);
+        let listed = d.main_turns_per_session.map(|p| p.knots()).unwrap_or_default();
         let turns_mean = tg.main_turns.map(|m| m as f64 / pub_n).or(d.main_turns_per_session.and_then(|p| p.mean));
-        let turns_fn = fit(&k, turns_mean, 1.0, tg.min_turns as f64, 1e6).map_err(|e| format!("main_turns_per_session: {e}"))?;
+        let turns_fn = fit_listed(
+            "main_turns_per_session",
+            &listed,
+            &[(0.5, 51.0), (0.9, 173.0)],
+            turns_mean,
+            tg.min_turns as f64,
+            1e6,
+            &mut warnings,
+        )?;
         let mut r = rng(seed, "turns");
         let raw: Vec<f64> = stratified(n, &mut r).into_iter().map(|u| turns_fn.quantile(u)).collect();
         let turns = match tg.main_turns {
@@ -258,8 +289,8 @@ impl Plan {
         sub_sessions.sort_unstable();
         let per = d.per_session_with_subagents.unwrap_or_default();
         let groups_mean = tg.groups.map(|g| g as f64 / (frac * pub_n).max(1.0));
-        let groups_fn = fit(&[(0.5, per.groups_p50.unwrap_or(3.0))], groups_mean, 1.0, 1.0, 1e5)
-            .map_err(|e| format!("subagent groups per session: {e}"))?;
+        let listed: Vec<(f64, f64)> = per.groups_p50.map(|v| (0.5, v)).into_iter().collect();
+        let groups_fn = fit_listed("per_session_with_subagents.groups_p50", &listed, &[(0.5, 3.0)], groups_mean, 1.0, 1e5, &mut warnings)?;
         let raw: Vec<f64> = stratified(n_sub, &mut r).into_iter().map(|u| groups_fn.quantile(u)).collect();
         let groups_per = match tg.groups {
             Some(g) if n_sub > 0 => integer_total(&raw, 1, scaled(g)),
@@ -267,8 +298,16 @@ impl Plan {
         };
         let n_groups: usize = groups_per.iter().sum::<u64>() as usize;
         let inner_mean = tg.inner.zip(tg.groups).map(|(i, g)| i as f64 / g.max(1) as f64);
-        let inner_fn = fit(&[(0.5, per.inner_requests_per_group_p50.unwrap_or(11.0))], inner_mean, 1.0, 1.0, 1e5)
-            .map_err(|e| format!("inner requests per group: {e}"))?;
+        let listed: Vec<(f64, f64)> = per.inner_requests_per_group_p50.map(|v| (0.5, v)).into_iter().collect();
+        let inner_fn = fit_listed(
+            "per_session_with_subagents.inner_requests_per_group_p50",
+            &listed,
+            &[(0.5, 11.0)],
+            inner_mean,
+            1.0,
+            1e5,
+            &mut warnings,
+        )?;
         let raw: Vec<f64> = stratified(n_groups, &mut r).into_iter().map(|u| inner_fn.quantile(u)).collect();
         let inner_per = match tg.inner {
             Some(i) if n_groups > 0 => integer_total(&raw, 1, scaled(i)),
@@ -278,8 +317,9 @@ impl Plan {
         // Token distributions.
         let (k, _) = knots_or(d.subagent_isl, &[(0.5, 30_000.0), (0.9, 80_000.0)]);
         let sub_isl = fit(&k, None, 1.0, 2048.0, tg.cap).map_err(|e| format!("subagent_isl: {e}"))?;
-        let (k, mean) = knots_or(d.main_osl, &[(0.5, 215.0), (0.9, 849.0)]);
-        let main_osl = fit(&k, mean, 1.0, 1.0, 128_000.0).map_err(|e| format!("main_osl: {e}"))?;
+        let listed = d.main_osl.map(|p| p.knots()).unwrap_or_default();
+        let main_osl =
+            fit_listed("main_osl", &listed, &[(0.5, 215.0), (0.9, 849.0)], d.main_osl.and_then(|p| p.mean), 1.0, 128_000.0, &mut warnings)?;
         let n_inner: u64 = inner_per.iter().sum();
         let n_main: u64 = turns.iter().sum();
         let sub_out_mean = tg
@@ -288,18 +328,17 @@ impl Plan {
             .filter(|m| *m > 1.0)
             .unwrap_or(400.0);
         let sub_osl = fit(&[], Some(sub_out_mean), 1.0, 1.0, 128_000.0).map_err(|e| format!("subagent output: {e}"))?;
-        let (k, _) = knots_or(d.main_isl, &[(0.5, 103_443.0), (0.9, 201_209.0), (0.99, 495_148.0)]);
+        let listed = d.main_isl.map(|p| p.knots()).unwrap_or_default();
         let main_in_mean = tg.input_tokens.map(|i| (scaled(i) as f64 - n_inner as f64 * sub_isl.mean()) / n_main.max(1) as f64);
-        let main_isl = match main_in_mean {
-            Some(m) => fit(&k, Some(m), 1.0, 8192.0, tg.cap).or_else(|e| {
-                warnings.push(format!(
-                    "total_input_tokens: the main input distribution cannot have mean {m:.0} ({e}); keeping the percentiles"
-                ));
-                fit(&k, None, 1.0, 8192.0, tg.cap)
-            }),
-            None => fit(&k, None, 1.0, 8192.0, tg.cap),
-        }
-        .map_err(|e| format!("main_isl: {e}"))?;
+        let main_isl = fit_listed(
+            "main_isl",
+            &listed,
+            &[(0.5, 103_443.0), (0.9, 201_209.0), (0.99, 495_148.0)],
+            main_in_mean,
+            8192.0,
+            tg.cap,
+            &mut warnings,
+        )?;
 
         let mut r = rng(seed, "populations");
         let main_pop = Population::new(turns.clone(), &mut r);

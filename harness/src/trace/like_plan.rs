@@ -197,20 +197,6 @@ impl Planner {
                 }
             }
         }
-        if std::env::var_os("SWEEP_LIKE_DEBUG").is_some() {
-            let t = self.tokens(s.growth_sigma, s.rewrite_probability, s.rewrite_median_blocks);
-            let x = self.new_prefill(&t);
-            eprintln!(
-                "planned new prefill p50 {} mean {} p99 {} n {}",
-                pct(&x, 50.0),
-                x.iter().sum::<f64>() / x.len() as f64,
-                pct(&x, 99.0),
-                x.len()
-            );
-            let t0 = self.tokens(s.growth_sigma, 0.0, 1.0);
-            let x = self.new_prefill(&t0);
-            eprintln!("no rewrites: p50 {} mean {} p99 {}", pct(&x, 50.0), x.iter().sum::<f64>() / x.len() as f64, pct(&x, 99.0));
-        }
         // Timing: the gap tail beyond the last knot for the waiting fraction, where long gaps
         // fall for the time-averaged context.
         let tokens = self.tokens(s.growth_sigma, s.rewrite_probability, s.rewrite_median_blocks);

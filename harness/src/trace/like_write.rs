@@ -470,3 +470,87 @@ mod tests {
         assert_eq!(back, data);
     }
 }
+
+#[cfg(test)]
+mod corpus_tests {
+    use super::*;
+    use crate::trace::against::{CorpusMeasure, compare};
+    use crate::trace::published::PublishedStats;
+    use crate::trace::read::{ReadOptions, read_traces};
+
+    fn stats(text: &str) -> PublishedStats {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.stats.yaml");
+        std::fs::write(&p, text).unwrap();
+        PublishedStats::load(&p).unwrap()
+    }
+
+    const SMALL: &str = "counts: {traces: 12, main_turns: 600, subagent_groups: 20, subagent_inner_requests: 200}
+filters: {min_requests_per_session: 20, max_request_input_tokens: 990016}
+distributions:
+  main_isl: {p50: 60000, p90: 150000}
+  subagent_isl: {p50: 20000, p90: 50000}
+  main_osl: {p50: 300, mean: 600, p90: 1500}
+  new_prefill_tokens_per_turn: {p50: 1024, mean: 2500, p99: 30000}
+  inter_turn_gap_s: {p50: 5, p90: 100, p99: 2000}
+  sessions_with_subagents: 0.5
+";
+
+    #[test]
+    fn a_small_like_corpus_parses_with_the_reader_and_matches_its_plan() {
+        let st = stats(SMALL);
+        let plan = Plan::new(&st, None, 42).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("like.jsonl");
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        write_jsonl(&plan, &mut f).unwrap();
+        drop(f);
+        let set = read_traces(&[&path], &ReadOptions::default()).unwrap();
+        assert_eq!(set.traces.len(), 12);
+        for (i, t) in set.traces.iter().enumerate() {
+            // The fast writer prints exactly the trace the plan describes.
+            assert_eq!(t, &to_trace(&plan, i), "trace {i}");
+            for r in t.all_requests() {
+                assert_eq!(r.input_tokens, r.hash_ids.len() as u64 * 64, "`in` is whole 64-token blocks");
+            }
+            // Hash ids are numbered in first-seen order over the trace's time order.
+            let mut all: Vec<_> = t.all_requests().collect();
+            all.sort_by(|a, b| a.t.total_cmp(&b.t));
+            let mut next = 0u64;
+            for r in all {
+                for &h in &r.hash_ids {
+                    assert!(h <= next, "id {h} appears before {next}");
+                    next = next.max(h + 1);
+                }
+            }
+        }
+        // Counts are exact and the constructed distributions are within tolerance even at this
+        // size (the solved rows need the full corpus: see tests/corpus_like.rs).
+        let mut m = CorpusMeasure::default();
+        set.traces.iter().for_each(|t| m.add(t));
+        for row in compare(&st, &m) {
+            if ["counts.", "main_isl", "subagent_isl", "main_osl", "inter_turn_gap_s", "sessions_with"].iter().any(|k| row.row.contains(k))
+            {
+                assert!(row.pass, "{row:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn same_seed_same_corpus_other_seed_other_corpus() {
+        let st = stats(SMALL);
+        let a = Plan::new(&st, Some(3), 42).unwrap();
+        let b = Plan::new(&st, Some(3), 42).unwrap();
+        let c = Plan::new(&st, Some(3), 43).unwrap();
+        assert_eq!(to_trace(&a, 1), to_trace(&b, 1));
+        assert_ne!(to_trace(&a, 1), to_trace(&c, 1));
+    }
+
+    #[test]
+    fn a_file_with_only_counts_still_generates() {
+        let st = stats("counts: {traces: 5, main_turns: 200}\n");
+        let plan = Plan::new(&st, None, 1).unwrap();
+        let total: usize = plan.sessions.iter().map(|s| s.main.len()).sum();
+        assert_eq!((plan.sessions.len(), total), (5, 200));
+    }
+}
