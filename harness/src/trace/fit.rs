@@ -43,7 +43,7 @@ impl QuantileFn {
         let mut z = Vec::with_capacity(pts.len());
         let mut lnx = Vec::with_capacity(pts.len());
         for (i, &(p, x)) in pts.iter().enumerate() {
-            if !(p > 0.0 && p < 1.0) || !(x > 0.0 && x.is_finite()) {
+            if !(p > 0.0 && p < 1.0 && x > 0.0 && x.is_finite()) {
                 return Err(format!("percentile knot ({p}, {x}) must have 0 < p < 1 and a positive finite value"));
             }
             if i > 0 && (p <= pts[i - 1].0 || x < pts[i - 1].1) {

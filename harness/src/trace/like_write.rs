@@ -343,12 +343,15 @@ pub fn write_jsonl(plan: &Plan, w: &mut dyn Write) -> io::Result<()> {
     w.flush()
 }
 
+/// A chunk to compress and where its gzip member goes back.
+type GzJob = (Vec<u8>, mpsc::SyncSender<io::Result<Vec<u8>>>);
+
 /// Gzip on worker threads: the stream is cut into chunks, each compressed as its own gzip
 /// member (readers decode concatenated members as one stream), written back in order.
 pub struct ParallelGz<W: Write> {
     inner: W,
     chunk: Vec<u8>,
-    jobs: Option<mpsc::SyncSender<(Vec<u8>, mpsc::SyncSender<io::Result<Vec<u8>>>)>>,
+    jobs: Option<mpsc::SyncSender<GzJob>>,
     pending: std::collections::VecDeque<mpsc::Receiver<io::Result<Vec<u8>>>>,
     workers: Vec<std::thread::JoinHandle<()>>,
     threads: usize,
@@ -359,7 +362,7 @@ const GZ_CHUNK: usize = 4 << 20;
 impl<W: Write> ParallelGz<W> {
     pub fn new(inner: W, threads: usize) -> Self {
         let threads = threads.max(1);
-        let (tx, rx) = mpsc::sync_channel::<(Vec<u8>, mpsc::SyncSender<io::Result<Vec<u8>>>)>(threads);
+        let (tx, rx) = mpsc::sync_channel::<GzJob>(threads);
         let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
         let workers = (0..threads)
             .map(|_| {
