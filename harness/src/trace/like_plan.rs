@@ -70,12 +70,10 @@ impl Planner {
         let mut protect_groups = Vec::with_capacity(self.inner_per.len());
         for (s, &gs) in self.groups_per.iter().enumerate() {
             let mut min_first = u32::MAX;
-            let start_j = j;
             for k in 0..gs as usize {
                 min_first = min_first.min(sub_blocks[j]);
                 j += self.inner_per[g + k] as usize;
             }
-            let _ = start_j;
             let eff = self.sub_sys[s].min(min_first.saturating_sub(super::like::MAIN_SHARED + 1));
             sub_sys_eff.push(eff);
             for _ in 0..gs {
