@@ -60,3 +60,36 @@ fn dry_run_replays_a_point() {
     assert!(s.contains("warmup: "), "{s}");
     assert!(s.contains("theoretical prefix-cache hit"), "{s}");
 }
+
+#[test]
+fn gen_like_then_stats_against_verdicts_and_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("c.stats.yaml");
+    std::fs::write(
+        &stats,
+        "counts: {traces: 8, main_turns: 400}\nfilters: {min_requests_per_session: 20}\ndistributions:\n  main_isl: {p50: 50000, p90: 120000}\n  main_osl: {p50: 300, p90: 1200}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("like.jsonl.gz");
+    let o = sweep(&["trace", "gen", "--like", stats.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = sweep(&["trace", "stats", out.to_str().unwrap(), "--against", stats.to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{table}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(table.contains("| counts.main_turns | 400 | 400 | +0.00 % | ± 2 % | ok |"), "{table}");
+    assert!(table.contains("| main_osl.p90 | 1200 |"), "{table}");
+    // A different trace count scales the counts: the counts rows now miss and the exit says so.
+    let o = sweep(&["trace", "gen", "--like", stats.to_str().unwrap(), "--traces", "4", "-o", out.to_str().unwrap()]);
+    assert!(o.status.success());
+    let o = sweep(&["trace", "stats", "--json", out.to_str().unwrap(), "--against", stats.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let traces = rows.as_array().unwrap().iter().find(|r| r["row"] == "counts.traces").unwrap();
+    assert_eq!((traces["measured"].as_f64(), traces["pass"].as_bool()), (Some(4.0), Some(false)));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("counts.traces"));
+    // A bad stats file names file, line and field.
+    std::fs::write(&stats, "counts:\n  traces: 8\n  main_turn: 400\n").unwrap();
+    let o = sweep(&["trace", "gen", "--like", stats.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("c.stats.yaml:3") && err.contains("main_turn"), "{err}");
+}

@@ -7,6 +7,7 @@ use clap::Subcommand;
 use std::process::ExitCode;
 
 use crate::trace::TraceSource;
+use crate::trace::published::PublishedStats;
 use crate::trace::read::{ReadOptions, TraceFormat};
 use crate::trace::stats::{Collector, TraceStats, markdown_table};
 use crate::trace::synth::{Generator, SynthParams};
@@ -57,9 +58,14 @@ pub struct GenArgs {
     /// RNG seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Number of traces.
-    #[arg(long, default_value_t = 200)]
-    pub traces: usize,
+    /// Number of traces (default 200; with `--like`, the stats file's count, and counts scale
+    /// with a different number).
+    #[arg(long)]
+    pub traces: Option<usize>,
+    /// Generate a corpus with the statistics of this stats file (e.g. the published
+    /// `cc-traces-weka-062126.stats.yaml`); only the rows it lists are targeted.
+    #[arg(long, value_name = "STATS.yaml")]
+    pub like: Option<PathBuf>,
     /// Output file (`.jsonl` or `.jsonl.gz`); stdout when absent.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
@@ -79,19 +85,27 @@ pub struct StatsArgs {
     /// Print JSON instead of a Markdown table.
     #[arg(long)]
     pub json: bool,
+    /// Compare one set with a stats file row by row (published, measured, deviation, tolerance,
+    /// verdict); exits non-zero when a row misses its tolerance.
+    #[arg(long, value_name = "STATS.yaml")]
+    pub against: Option<PathBuf>,
 }
 
 pub fn run(command: &TraceCommand) -> anyhow::Result<ExitCode> {
     match command {
         TraceCommand::Gen(g) => gen_cmd(g)?,
-        TraceCommand::Stats(s) => stats_cmd(s)?,
+        TraceCommand::Stats(s) => return stats_cmd(s),
         TraceCommand::DryRun(d) => return dry_run_cmd(d),
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn gen_cmd(g: &GenArgs) -> anyhow::Result<()> {
-    let generator = Generator::new(SynthParams { traces: g.traces, seed: g.seed, ..SynthParams::default() });
+    if let Some(like) = &g.like {
+        return like_cmd(g, like);
+    }
+    let traces = g.traces.unwrap_or(crate::trace::DEFAULT_SYNTHETIC_TRACES);
+    let generator = Generator::new(SynthParams { traces, seed: g.seed, ..SynthParams::default() });
     match &g.output {
         Some(path) => {
             write_atomic(path, |w| {
@@ -101,7 +115,7 @@ fn gen_cmd(g: &GenArgs) -> anyhow::Result<()> {
                 }
                 Ok(())
             })?;
-            eprintln!("wrote {} synthetic traces (seed {}) to {}", g.traces, g.seed, path.display());
+            eprintln!("wrote {} synthetic traces (seed {}) to {}", traces, g.seed, path.display());
         }
         None => {
             let stdout = std::io::stdout();
@@ -111,6 +125,68 @@ fn gen_cmd(g: &GenArgs) -> anyhow::Result<()> {
                 w.write_all(b"\n")?;
             }
             w.flush()?;
+        }
+    }
+    Ok(())
+}
+
+fn like_cmd(g: &GenArgs, like: &Path) -> anyhow::Result<()> {
+    use crate::trace::like::Plan;
+    use crate::trace::like_write::{ParallelGz, write_jsonl};
+    let stats = PublishedStats::load(like).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let started = std::time::Instant::now();
+    let plan = Plan::new(&stats, g.traces, g.seed).map_err(|e| anyhow::anyhow!("{}: {e}", like.display()))?;
+    for w in &plan.warnings {
+        eprintln!("warning: {}: {w}", like.display());
+    }
+    let planned = started.elapsed();
+    let s = &plan.solved;
+    eprintln!(
+        "plan: {} traces, growth σ {:.3}, rewrite p {:.4} median {:.1} blocks, gap tail σ {:.3}, gap position bias {:+.3}, peak median {:.1} ({:.2} s)",
+        plan.sessions.len(),
+        s.growth_sigma,
+        s.rewrite_probability,
+        s.rewrite_median_blocks,
+        s.gap_tail_sigma,
+        s.gap_position_bias,
+        s.peak_median,
+        planned.as_secs_f64()
+    );
+    match &g.output {
+        Some(path) => {
+            let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            std::fs::create_dir_all(dir)?;
+            let tmp = tempfile::NamedTempFile::new_in(dir)?;
+            let file = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
+            if path.extension().is_some_and(|e| e == "gz") {
+                let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+                let mut gz = ParallelGz::new(file, threads);
+                write_jsonl(&plan, &mut gz)?;
+                gz.finish()?;
+            } else {
+                let mut file = file;
+                write_jsonl(&plan, &mut file)?;
+                file.flush()?;
+            }
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
+            }
+            tmp.persist(path).map_err(|e| e.error)?;
+            eprintln!(
+                "wrote {} traces like {} (seed {}) to {} in {:.2} s",
+                plan.sessions.len(),
+                like.display(),
+                g.seed,
+                path.display(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut w = std::io::BufWriter::new(stdout.lock());
+            write_jsonl(&plan, &mut w)?;
         }
     }
     Ok(())
@@ -160,8 +236,11 @@ pub fn set_stats(spec: &str, opts: &ReadOptions) -> anyhow::Result<(TraceStats, 
     Ok((c.finish(&name), warnings))
 }
 
-fn stats_cmd(s: &StatsArgs) -> anyhow::Result<()> {
+fn stats_cmd(s: &StatsArgs) -> anyhow::Result<ExitCode> {
     let opts = ReadOptions { format: s.format, skip_invalid: s.skip_invalid, ..ReadOptions::default() };
+    if let Some(against) = &s.against {
+        return against_cmd(s, against, &opts);
+    }
     let mut sets = Vec::new();
     for spec in &s.sets {
         let (st, warnings) = set_stats(spec, &opts)?;
@@ -175,7 +254,39 @@ fn stats_cmd(s: &StatsArgs) -> anyhow::Result<()> {
     } else {
         print!("{}", markdown_table(&sets));
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
+}
+
+fn against_cmd(s: &StatsArgs, against: &Path, opts: &ReadOptions) -> anyhow::Result<ExitCode> {
+    use crate::trace::against::{CorpusMeasure, compare, markdown};
+    let [set] = s.sets.as_slice() else {
+        anyhow::bail!("--against compares one trace set with the stats file; {} sets were given", s.sets.len());
+    };
+    let stats = PublishedStats::load(against).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let source: TraceSource = set.parse().map_err(anyhow::Error::msg)?;
+    let mut m = CorpusMeasure::default();
+    let mut warnings = Vec::new();
+    source.for_each(opts, &mut warnings, |t| {
+        m.add(&t);
+        Ok(())
+    })?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    let rows = compare(&stats, &m);
+    if s.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        println!("{} against {}\n", set, against.display());
+        print!("{}", markdown(&rows));
+    }
+    let missed: Vec<&str> = rows.iter().filter(|r| !r.pass).map(|r| r.row.as_str()).collect();
+    if missed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("{} row(s) outside tolerance: {}", missed.len(), missed.join(", "));
+        Ok(ExitCode::FAILURE)
+    }
 }
 
 fn dry_run_cmd(d: &DryRunArgs) -> anyhow::Result<ExitCode> {

@@ -5,7 +5,13 @@
 //! subagent's inner request times are absolute root-trace seconds (both conventions are accepted,
 //! see [`Trace::normalize`]).
 
+pub mod against;
+pub mod fit;
+pub mod like;
+mod like_plan;
+pub mod like_write;
 pub mod mooncake;
+pub mod published;
 pub mod read;
 pub mod stats;
 pub mod synth;
