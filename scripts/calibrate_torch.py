@@ -165,6 +165,29 @@ def measure_attention(kv_heads, q_per_kv, d, batches, ctxs):
     return {"kv_heads": kv_heads, "q_per_kv": q_per_kv, "head_dim": d, "points": sorted(pts, key=lambda p: (p["kv_bytes"], p["batch"]))}
 
 
+def causal_attention(q, k, v):
+    """Causal flash attention of q's rows as the last rows of k's sequence (a chunk after a
+    cached prefix: the mask is aligned to the bottom right, as serving engines align it)."""
+    lq, lk = q.shape[-2], k.shape[-2]
+    if lq == lk:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    # SDPA sends a bottom-right causal mask to its memory-efficient kernel, not to flash; the
+    # flash kernel itself aligns a causal mask bottom-right when lq < lk, so call it directly.
+    o = torch.ops.aten._flash_attention_forward(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                None, None, lq, lk, 0.0, True, False)[0]
+    return o.transpose(1, 2)
+
+
+def check_prefix_attention():
+    """The flash call above against SDPA's bottom-right mask, on a small case."""
+    from torch.nn.attention.bias import causal_lower_right
+    q, k, v = rand((1, 4, 64, 128)), rand((1, 4, 192, 128)), rand((1, 4, 192, 128))
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(64, 192)).float()
+    err = ((causal_attention(q, k, v).float() - ref).norm() / ref.norm()).item()
+    assert err < 1e-2, f"prefix flash attention disagrees with SDPA's bottom-right mask: {err}"
+    return err
+
+
 class Llama:
     """Llama-3.1-8B-shaped random bf16 weights and its step chain."""
 
@@ -215,9 +238,11 @@ class Llama:
         h = F.rms_norm(x, (self.H,), self.norm[2 * self.L], 1e-6)
         return h @ self.lm.t()
 
-    def prefill(self, x, layers=None, head=True):
+    def prefill(self, x, layers=None, head=True, kcs=None, vcs=None, ctx=0):
+        """A chunk of x.shape[0] tokens after `ctx` cached ones (kcs/vcs: per-layer caches of
+        [kv heads, ctx + chunk, d] holding the prefix; the chunk's K and V are written after it)."""
         e = x.shape[0]
-        pos = torch.arange(e, device="cuda")
+        pos = torch.arange(ctx, ctx + e, device="cuda")
         for l in range(self.L if layers is None else layers):
             h = F.rms_norm(x, (self.H,), self.norm[2 * l], 1e-6)
             qkv = h @ self.wqkv[l].t()
@@ -225,9 +250,13 @@ class Llama:
             k = qkv[:, self.hq * self.d:(self.hq + self.hkv) * self.d].view(e, self.hkv, self.d).transpose(0, 1)
             v = qkv[:, (self.hq + self.hkv) * self.d:].view(e, self.hkv, self.d).transpose(0, 1)
             q, k = self.rope(q, pos), self.rope(k, pos)
+            if ctx:
+                kcs[l][:, ctx:ctx + e].copy_(k)
+                vcs[l][:, ctx:ctx + e].copy_(v)
+                k, v = kcs[l], vcs[l]
             g = self.hq // self.hkv
             k, v = k.repeat_interleave(g, dim=0), v.repeat_interleave(g, dim=0)
-            o = F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True)
+            o = causal_attention(q[None], k[None], v[None])
             x = x + o[0].transpose(0, 1).reshape(e, self.hq * self.d) @ self.wo[l].t()
             x = self.layer_ffn(x, l)
         if not head:
@@ -257,33 +286,100 @@ def run_steps(decode_steps, prefill_chunks):
     per = 1 * m.hkv * 1024 * m.d
     kc1, vc1 = pool[:per].view(1, m.hkv, 1024, m.d), pool[per:2 * per].view(1, m.hkv, 1024, m.d)
     x1 = rand((1, m.H))
-    layer = {"decode_us": graph_replay_us(lambda i: m.decode(x1, [kc1], [vc1], 1024, layers=1, head=False), 1, replays=9)}
+    # Decode: the cost of one more layer inside a chain (8 layers less 4), so that the graph's
+    # own launch and drain are not charged to every layer.
+    d8 = graph_replay_us(lambda i: m.decode(x1, [kc1] * 8, [vc1] * 8, 1024, layers=8, head=False), 1, replays=9)
+    d4 = graph_replay_us(lambda i: m.decode(x1, [kc1] * 4, [vc1] * 4, 1024, layers=4, head=False), 1, replays=9)
+    layer = {"decode_us": (d8 - d4) / 4}
     x4 = rand((4096, m.H))
     layer["prefill_tokens"] = 4096
     layer["prefill_us"] = graph_replay_us(lambda i: m.prefill(x4, layers=1, head=False), 1, replays=9)
     log(f"torch one layer: decode b1 c1024 {layer['decode_us']:.1f} µs, prefill 4096 {layer['prefill_us']:.1f} µs")
+    sustained = measure_sustained(m, x4, pool)
     del pool
     torch.cuda.empty_cache()
     attn_only, eager = [], []
-    for e in prefill_chunks:
+    for e, c in prefill_chunks:
         x = rand((e, m.H))
+        kcs = vcs = None
+        if c:
+            kcs = [rand((m.hkv, c + e, m.d)) for _ in range(m.L)]
+            vcs = [rand((m.hkv, c + e, m.d)) for _ in range(m.L)]
+        run = lambda: m.prefill(x, kcs=kcs, vcs=vcs, ctx=c)
         for _ in range(2):
-            m.prefill(x)
+            run()
         torch.cuda.synchronize()
-        ts = [time_once(lambda: m.prefill(x)) * 1e3 for _ in range(5)]
+        ts = [time_once(run) * 1e3 for _ in range(5)]
         eager_us = statistics.median(ts)
-        eager.append({"tokens": e, "us": eager_us})
+        eager.append({"tokens": e, "ctx": c, "us": eager_us})
         # The GPU work alone: the same chain captured as a graph (no Python launch gaps).
-        us = graph_replay_us(lambda i: m.prefill(x), 1, replays=5)
-        q, k, v = rand((1, m.hq, e, m.d)), rand((1, m.hq, e, m.d)), rand((1, m.hq, e, m.d))
-        a_us = time_graph(lambda i: F.scaled_dot_product_attention(q, k, v, is_causal=True))
-        attn_flops = 4 * m.hq * m.d * e * (e / 2)
-        attn_only.append({"tokens": e, "us": a_us, "tflops": attn_flops / a_us / 1e6})
-        log(f"torch prefill chunk {e:>6}: {us:9.1f} µs in a graph, {eager_us:9.1f} µs eager "
+        us = graph_replay_us(lambda i: run(), 1, replays=5)
+        q = rand((1, m.hq, e, m.d))
+        k, v = rand((1, m.hq, c + e, m.d)), rand((1, m.hq, c + e, m.d))
+        a_us = time_graph(lambda i: causal_attention(q, k, v))
+        # Useful score FLOPs: each of the e rows attends its prefix and the chunk up to itself.
+        attn_flops = 4 * m.hq * m.d * e * (c + e / 2)
+        attn_only.append({"tokens": e, "ctx": c, "us": a_us, "tflops": attn_flops / a_us / 1e6})
+        log(f"torch prefill chunk {e:>6} ctx {c:>6}: {us:9.1f} µs in a graph, {eager_us:9.1f} µs eager "
             f"(attention alone {a_us:.1f} µs per layer)")
-        out.append({"mode": "prefill", "batch": 1, "ctx": 0, "tokens": e, "measured_us": us,
+        out.append({"mode": "prefill", "batch": 1, "ctx": c, "tokens": e, "measured_us": us,
                     "runner": "PyTorch (CUDA graph, SDPA flash)"})
-    return out, attn_only, eager, layer
+        del kcs, vcs
+        torch.cuda.empty_cache()
+    return out, attn_only, eager, layer, sustained
+
+
+def back_to_back_us(fn, n):
+    """fn replayed n times with no host wait between: µs of each replay, from events."""
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+    ev[0].record()
+    for i in range(n):
+        fn()
+        ev[i + 1].record()
+    ev[-1].synchronize()
+    return [ev[i].elapsed_time(ev[i + 1]) * 1e3 for i in range(n)]
+
+
+def captured(fn):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    g.replay()
+    torch.cuda.synchronize()
+    return g
+
+
+def measure_sustained(m, x4, pool):
+    """The curves are short bursts (~3 ms graphs) at the boost clock. Under steady load the
+    board power limit lowers the SM clock: time a tensor-core-bound piece (one prefill layer of
+    4096 tokens) and a bandwidth-bound one (decode attention reading 8.6 GB) at the first
+    replays after idle and after ~0.5 s back to back."""
+    out = {}
+    g = captured(lambda: m.prefill(x4, layers=1, head=False))
+    time.sleep(1.0)
+    ts = back_to_back_us(g.replay, 160)
+    out["prefill_layer"] = {"tokens": x4.shape[0], "burst_us": statistics.median(ts[:3]),
+                            "steady_us": statistics.median(ts[-40:])}
+    del g
+    b, c = 32, 65536
+    per = b * m.hkv * c * m.d
+    kc, vc = pool[:per].view(b, m.hkv, c, m.d), pool[per:2 * per].view(b, m.hkv, c, m.d)
+    q = rand((b, m.hkv, m.hq // m.hkv, m.d))
+    g = captured(lambda: F.scaled_dot_product_attention(q, kc, vc))
+    time.sleep(1.0)
+    ts = back_to_back_us(g.replay, 300)
+    out["decode_attention"] = {"batch": b, "ctx": c, "kv_bytes": 4 * per, "burst_us": statistics.median(ts[:3]),
+                               "steady_us": statistics.median(ts[-100:])}
+    for k, v in out.items():
+        log(f"torch sustained {k}: first replays {v['burst_us']:.1f} µs, after ~0.5 s back to back {v['steady_us']:.1f} µs")
+    return out
 
 
 def main():
@@ -344,11 +440,16 @@ def main():
         for c in [1024, 4096, 16384, 65536]:
             if b * c <= 2 << 20:
                 decode_steps.append((b, c))
-    chunks = [1024, 2048, 4096, 8192, 16384]
+    # Chunks from an empty cache, then chunks after a cached prefix (chunked prefill of a long
+    # prompt, or a new turn after a cached conversation).
+    chunks = [(e, 0) for e in [1024, 2048, 4096, 8192, 16384]]
+    chunks += [(1024, 15360), (2048, 6144), (2048, 30720), (4096, 12288), (8192, 8192)]
     if a.quick:
-        decode_steps, chunks = [(1, 1024), (32, 4096)], [1024, 8192]
-    steps, attn_prefill, eager, layer = run_steps(decode_steps, chunks)
+        decode_steps, chunks = [(1, 1024), (32, 4096)], [(1024, 0), (8192, 0), (2048, 6144)]
+    res["prefix_attention_check"] = check_prefix_attention()
+    steps, attn_prefill, eager, layer, sustained = run_steps(decode_steps, chunks)
     res["layer"] = layer
+    res["sustained"] = sustained
     res["attention_prefill"] = attn_prefill
     res["prefill_eager"] = eager
     res["seconds"] = time.time() - t0

@@ -40,6 +40,7 @@ fn main() {
             logits: bs as u64 * 6,
             kv_read_bytes: b as f64 * cm.kv_read_bytes(c),
             attn_flops: b as f64 * cm.attn_flops(6, c, false),
+            prefix: 0,
             graph,
             draft: Some(DraftLoad { passes: 1, tokens: bs as u64 * 5 }),
         };
@@ -49,6 +50,7 @@ fn main() {
             logits: 1,
             kv_read_bytes: cm.kv_read_bytes(c),
             attn_flops: cm.attn_flops(16384 / ranks as u64, c, true),
+            prefix: c.saturating_sub(16384 / ranks as u64),
             graph: false,
             draft: None,
         };

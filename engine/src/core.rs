@@ -1369,6 +1369,7 @@ impl Engine {
                     }
                     l.kv_read_bytes += self.cost.kv_read_bytes(end);
                     l.attn_flops += self.cost.attn_flops(take, end, true);
+                    l.prefix += end - take;
                 }
                 if rk.batch.decode {
                     // Mixed chunk: one decode row per running request, unpadded.
@@ -1406,6 +1407,7 @@ impl Engine {
                     logits: bs as u64 * width,
                     kv_read_bytes: kv_read,
                     attn_flops: attn,
+                    prefix: 0,
                     graph,
                     draft,
                 };

@@ -44,6 +44,9 @@ pub struct RankLoad {
     pub kv_read_bytes: f64,
     /// Attention score FLOPs of the whole rank.
     pub attn_flops: f64,
+    /// Cached prefix tokens behind the rank's prefill chunks (summed): chunks after a prefix
+    /// run prefill attention at a rate of their own.
+    pub prefix: u64,
     /// Runs under a CUDA graph (no eager overhead).
     pub graph: bool,
     /// Speculative draft work on this rank.
@@ -90,6 +93,59 @@ pub struct CostModel {
     lm_split: f64,
     extra_device_bytes: f64,
     measured: Option<MeasuredPath>,
+    sustained: SustainedTerm,
+}
+
+/// Steady-load slowdown (measured curves only): the curves are short bursts at the boost
+/// clock, but back-to-back steps run at the clock the board power limit allows. Seconds added
+/// per unit of work, precomputed so the step does no curve lookups for it.
+#[derive(Clone, Copy, Debug, Default)]
+struct SustainedTerm {
+    /// Per token through the dense GEMMs (tensor-core time at the best measured rate).
+    per_token: f64,
+    per_logit: f64,
+    /// Per routed token (whole step) through this GPU's share of the experts.
+    per_expert_token: f64,
+    per_attn_flop: f64,
+    /// Per KV byte read.
+    per_kv_byte: f64,
+}
+
+impl SustainedTerm {
+    fn new(c: &MeasuredCurves, p: &MeasuredPath, model: &ModelSpec, par: &Parallelism) -> SustainedTerm {
+        let f = &c.fitted;
+        if f.sustained_compute <= 0.0 && f.sustained_bandwidth <= 0.0 {
+            return SustainedTerm::default();
+        }
+        // Tensor-core seconds per FLOP of a GEMM's dtype at its best measured rate.
+        let peak = |d: Option<CurveDtype>| {
+            d.and_then(|d| c.peak_tflops(d)).or_else(|| c.peak_tflops(CurveDtype::Bf16)).map_or(0.0, |tf| 1.0 / (tf * 1e12))
+        };
+        let gemm = |g: &StepGemm| 2.0 * (g.n * g.k) as f64 * peak(g.dtype);
+        let per_expert_token = match (&p.experts, &model.experts) {
+            (Some((gu, dn)), Some(e)) => {
+                let share = e.top_k as f64 / (par.ep as f64 * (par.tp / par.ep).max(1) as f64);
+                gu.count * (gemm(gu) + gemm(dn)) * share
+            }
+            _ => 0.0,
+        };
+        let s = f.sustained_compute;
+        SustainedTerm {
+            per_token: s * p.gemms.iter().map(|g| g.count * gemm(g)).sum::<f64>(),
+            per_logit: s * gemm(&p.head),
+            per_expert_token: s * per_expert_token,
+            per_attn_flop: s * peak(Some(CurveDtype::Bf16)),
+            per_kv_byte: if c.copy.gbps > 0.0 { f.sustained_bandwidth / (c.copy.gbps * 1e9) } else { 0.0 },
+        }
+    }
+
+    fn seconds(&self, r: &RankLoad, t_all: f64, attn_tp: f64) -> f64 {
+        self.per_token * r.tokens as f64
+            + self.per_logit * r.logits as f64
+            + self.per_expert_token * t_all
+            + self.per_attn_flop * r.attn_flops / attn_tp
+            + self.per_kv_byte * r.kv_read_bytes
+    }
 }
 
 /// One per-GPU GEMM of a step, timed from the measured curve of its shape and dtype.
@@ -218,6 +274,12 @@ impl CostModel {
             })
             .map(|x| x.bytes)
             .sum::<f64>();
+        let measured = gpu.measured.as_ref().and_then(|_| MeasuredPath::new(model, &par, lm_split));
+        let sustained = gpu
+            .measured
+            .as_ref()
+            .zip(measured.as_ref())
+            .map_or_else(SustainedTerm::default, |(c, p)| SustainedTerm::new(c, p, model, &par));
         CostModel {
             model: model.clone(),
             gpu: gpu.clone(),
@@ -234,7 +296,8 @@ impl CostModel {
             lm_head_flops_per_token: 2.0 * p.lm_head,
             lm_split,
             extra_device_bytes,
-            measured: gpu.measured.as_ref().and_then(|_| MeasuredPath::new(model, &par, lm_split)),
+            measured,
+            sustained,
         }
     }
 
@@ -287,11 +350,16 @@ impl CostModel {
         } else {
             0.0
         };
-        let rate = c.prefill_attention_tflops(t).or_else(|| c.peak_tflops(CurveDtype::Bf16)).map_or(self.flops, |tf| tf * 1e12);
+        let rate = c
+            .prefill_attention_tflops_at(t, r.prefix as f64)
+            .or_else(|| c.peak_tflops(CurveDtype::Bf16))
+            .map_or(self.flops, |tf| tf * 1e12);
         let attn_compute = r.attn_flops / attn_tp / rate;
         ops += attn_compute.max(kv_s);
         let elementwise =
             layers * (c.fitted.tau_elementwise_us * 1e-6 + c.fitted.elementwise_traffic * t * p.elementwise_bytes_per_token / self.bw);
+        // Steady load: tensor-core and KV-streaming work runs below the curves' boost clock.
+        ops += self.sustained.seconds(r, t_all, attn_tp);
         (elementwise, ops)
     }
 
@@ -554,6 +622,7 @@ mod tests {
             logits: b,
             kv_read_bytes: b as f64 * cm.kv_read_bytes(c),
             attn_flops: b as f64 * cm.attn_flops(1, c, false),
+            prefix: 0,
             graph: true,
             draft: None,
         }
@@ -587,6 +656,7 @@ mod tests {
             logits: 1,
             kv_read_bytes: cm.kv_read_bytes(8192),
             attn_flops: cm.attn_flops(8192, 8192, true),
+            prefix: 0,
             graph: false,
             draft: None,
         };

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use engine::GpuSpec;
 use engine::ModelSpec;
 use engine::calibrate::curves::{
-    AttentionCurve, CopyPoint, Fitted, GemmCurve, MeasuredCurves, MoeCurve, PeerLayer, PeerRun, PrefillAttentionPoint,
+    AttentionCurve, CopyPoint, Fitted, GemmCurve, MeasuredCurves, MoeCurve, PeerLayer, PeerRun, PrefillAttentionPoint, SustainedLoad,
 };
 use engine::calibrate::shapes::ModelShape;
 use engine::calibrate::steps::{self, StepComparison, StepMeasurement};
@@ -258,6 +258,8 @@ struct PeerJson {
     #[serde(default)]
     attention_prefill: Vec<PrefillAttentionPoint>,
     layer: Option<PeerLayer>,
+    #[serde(default)]
+    sustained: Option<SustainedLoad>,
 }
 
 #[derive(Deserialize)]
@@ -287,11 +289,40 @@ fn peer_fitted(m: &MeasuredCurves, layer: &PeerLayer, shape: &ModelShape) -> Opt
     let kv = (1024 * 2 * shape.kv_heads * shape.head_dim * 2) as f64;
     let tau = (layer.decode_us - gemm_us(1.0)? - pc.attention.as_ref()?.time_us(1.0, kv)?).max(0.0);
     let t = layer.prefill_tokens as f64;
-    let attn_flops = 4.0 * (shape.q_heads * shape.head_dim) as f64 * t * t / 2.0;
+    let attn_flops = attn_flops_of(shape, t);
     let attn_us = attn_flops / (pc.prefill_attention_tflops(t)? * 1e6);
     let rest = layer.prefill_us - gemm_us(t)? - attn_us - tau;
     let fused_us = t * shape.elementwise_bytes_per_token(1, 1) / (pc.copy.gbps * 1e3);
-    Some(Fitted { tau_elementwise_us: tau, elementwise_traffic: (rest / fused_us).max(0.0), ..m.fitted })
+    let (sustained_compute, sustained_bandwidth) = m
+        .peer
+        .as_ref()
+        .and_then(|p| p.sustained)
+        .map_or((0.0, 0.0), |s| sustained_terms(&pc, &s, &gemms, attn_flops_of(shape, s.prefill_layer.tokens as f64)));
+    Some(Fitted {
+        tau_elementwise_us: tau,
+        elementwise_traffic: (rest / fused_us).max(0.0),
+        sustained_compute,
+        sustained_bandwidth,
+        ..m.fitted
+    })
+}
+
+/// Causal attention score FLOPs of one layer for a chunk of `t` tokens from an empty cache.
+fn attn_flops_of(shape: &ModelShape, t: f64) -> f64 {
+    4.0 * (shape.q_heads * shape.head_dim) as f64 * t * t / 2.0
+}
+
+/// The steady-load terms: the prefill layer's extra time per unit of its tensor-core time at
+/// the best measured GEMM rate, and decode attention's extra time per unit of its streaming
+/// time at copy bandwidth.
+fn sustained_terms(pc: &MeasuredCurves, s: &SustainedLoad, gemms: &[(u64, u64)], attn_flops: f64) -> (f64, f64) {
+    use engine::calibrate::Dtype;
+    let (p, a) = (&s.prefill_layer, &s.decode_attention);
+    let flops = 2.0 * p.tokens as f64 * gemms.iter().map(|&(n, k)| (n * k) as f64).sum::<f64>() + attn_flops;
+    let compute = pc.peak_tflops(Dtype::Bf16).map_or(0.0, |tf| (p.steady_us - p.burst_us) / (flops / (tf * 1e6)));
+    let stream_us = a.kv_bytes as f64 / (pc.copy.gbps * 1e3);
+    let bandwidth = if stream_us > 0.0 { (a.steady_us - a.burst_us) / stream_us } else { 0.0 };
+    (compute.max(0.0), bandwidth.max(0.0))
 }
 
 fn import_peer(a: ImportPeerArgs) -> Result<()> {
@@ -328,6 +359,7 @@ fn import_peer(a: ImportPeerArgs) -> Result<()> {
         moe: p.moe,
         attention: p.attention,
         layer: p.layer,
+        sustained: p.sustained,
         fitted: None,
     });
     m.prefill_attention = p.attention_prefill;
@@ -335,6 +367,10 @@ fn import_peer(a: ImportPeerArgs) -> Result<()> {
         let f = peer_fitted(m, &layer, &ModelShape::llama_3_1_8b());
         if let (Some(f), Some(peer)) = (f, m.peer.as_mut()) {
             peer.fitted = Some(f);
+            // The steady-load terms are the GPU's (its power limit), relative to the measured
+            // peak rate and copy bandwidth, so the profile's own curves take them too.
+            m.fitted.sustained_compute = f.sustained_compute;
+            m.fitted.sustained_bandwidth = f.sustained_bandwidth;
         }
     }
     write_atomic(&a.profile, &profile_yaml(&g)?)?;

@@ -58,8 +58,8 @@ pub struct MeasuredCurves {
     /// Parameters derived from the curves (see [`Fitted`]).
     #[serde(default)]
     pub fitted: Fitted,
-    /// Causal prefill attention (flash kernel, prefix 0) per layer, by chunk size; measured by
-    /// the peer run (the cudarc run has no tensor-core attention kernel).
+    /// Causal prefill attention (flash kernel) per layer, by chunk size and cached prefix;
+    /// measured by the peer run (the cudarc run has no tensor-core attention kernel).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prefill_attention: Vec<PrefillAttentionPoint>,
     /// The same measurements through PyTorch on the same GPU in the same session.
@@ -70,6 +70,9 @@ pub struct MeasuredCurves {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct PrefillAttentionPoint {
     pub tokens: u64,
+    /// Cached prefix the chunk attends besides itself (0: a chunk from an empty cache).
+    #[serde(default)]
+    pub ctx: u64,
     pub us: f64,
     pub tflops: f64,
 }
@@ -87,9 +90,37 @@ pub struct PeerRun {
     /// One layer of the peer's own chain, timed alone (see [`PeerLayer`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layer: Option<PeerLayer>,
+    /// The same kernels under steady load (see [`SustainedLoad`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sustained: Option<SustainedLoad>,
     /// The peer chain's per-layer terms, derived from `layer` and the peer's curves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fitted: Option<Fitted>,
+}
+
+/// Kernels timed at the first replays after idle and after ~0.5 s back to back. The curves
+/// are short bursts at the boost clock; under steady load the board power limit lowers the
+/// SM clock, which slows tensor-core-bound work most and bandwidth-bound work less.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct SustainedLoad {
+    /// One prefill layer (tensor-core bound), `tokens` from an empty cache.
+    pub prefill_layer: SustainedPoint,
+    /// Decode attention reading `kv_bytes` of K and V (bandwidth bound).
+    pub decode_attention: SustainedPoint,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct SustainedPoint {
+    #[serde(default)]
+    pub tokens: u64,
+    #[serde(default)]
+    pub batch: u64,
+    #[serde(default)]
+    pub ctx: u64,
+    #[serde(default)]
+    pub kv_bytes: u64,
+    pub burst_us: f64,
+    pub steady_us: f64,
 }
 
 /// One layer of the peer framework's model chain as a CUDA graph.
@@ -286,10 +317,39 @@ impl MeasuredCurves {
         Some(nearest.time_us(m)? * size / (nearest.n * nearest.k) as f64)
     }
 
-    /// FLOP rate (TFLOP/s) of causal prefill attention for a chunk of `tokens`, interpolated
-    /// between measured chunks and flat beyond them. `None` without points.
+    /// FLOP rate (TFLOP/s) of causal prefill attention for a chunk of `tokens` from an empty
+    /// cache, interpolated between measured chunks and flat beyond them. `None` without points.
+    pub fn prefill_attention_tflops_at(&self, tokens: f64, ctx: f64) -> Option<f64> {
+        // A chunk after a cached prefix runs another kernel configuration (a bottom-right mask
+        // over a longer key range) at its own rate: interpolate the prefix points by work
+        // (score FLOPs ∝ tokens · (ctx + tokens / 2)), flat beyond them.
+        let mut pts: Vec<(f64, f64)> = self
+            .prefill_attention
+            .iter()
+            .filter(|p| p.ctx > 0)
+            .map(|p| (p.tokens as f64 * (p.ctx as f64 + p.tokens as f64 / 2.0), p.tflops))
+            .collect();
+        if ctx <= 0.0 || pts.is_empty() {
+            return self.prefill_attention_tflops(tokens);
+        }
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let w = tokens * (ctx + tokens / 2.0);
+        let (first, last) = (pts[0], pts[pts.len() - 1]);
+        if w <= first.0 {
+            return Some(first.1);
+        }
+        if w >= last.0 {
+            return Some(last.1);
+        }
+        let i = pts.partition_point(|p| p.0 <= w);
+        let (a, b) = (pts[i - 1], pts[i]);
+        Some(a.1 + (w - a.0) / (b.0 - a.0) * (b.1 - a.1))
+    }
+
+    /// FLOP rate of causal prefill attention from an empty cache (see
+    /// [`Self::prefill_attention_tflops_at`] for chunks after a prefix).
     pub fn prefill_attention_tflops(&self, tokens: f64) -> Option<f64> {
-        let pts: Vec<(f64, f64)> = self.prefill_attention.iter().map(|p| (p.tokens as f64, p.tflops)).collect();
+        let pts: Vec<(f64, f64)> = self.prefill_attention.iter().filter(|p| p.ctx == 0).map(|p| (p.tokens as f64, p.tflops)).collect();
         let (first, last) = (pts.first()?, pts.last()?);
         if tokens <= first.0 {
             return Some(first.1);
@@ -353,6 +413,14 @@ pub struct Fitted {
     /// one pass): 1 for the calibrated chain; an unfused framework chain moves more.
     #[serde(default = "one")]
     pub elementwise_traffic: f64,
+    /// Extra time under steady load per unit of tensor-core time at the best measured GEMM
+    /// rate (FLOPs / peak): the power limit holds the SM clock below the boost clock the
+    /// curves were measured at. 0: not measured.
+    #[serde(default)]
+    pub sustained_compute: f64,
+    /// Extra time under steady load per unit of KV-streaming time at copy bandwidth.
+    #[serde(default)]
+    pub sustained_bandwidth: f64,
 }
 
 fn one() -> f64 {
@@ -370,6 +438,8 @@ impl Default for Fitted {
             tau_kernel_us: 0.0,
             tau_elementwise_us: 0.0,
             elementwise_traffic: 1.0,
+            sustained_compute: 0.0,
+            sustained_bandwidth: 0.0,
         }
     }
 }
@@ -405,6 +475,8 @@ impl MeasuredCurves {
             tau_kernel_us: self.launch.graph_node_us,
             tau_elementwise_us: parts.map_or(0.0, |p| (self.launch.layer_chain_us - p).max(0.0)),
             elementwise_traffic: 1.0,
+            sustained_compute: 0.0,
+            sustained_bandwidth: 0.0,
         }
     }
 }
@@ -464,6 +536,23 @@ mod tests {
         assert!((bw - 2500.0).abs() < 1e-6, "{bw}");
         // Beyond the largest batch: its bandwidth.
         assert_eq!(a.time_us(64.0, 64e6), Some(16000.0));
+    }
+
+    #[test]
+    fn prefill_attention_rate_by_chunk_and_prefix() {
+        let pt = |tokens: u64, ctx: u64, tflops: f64| PrefillAttentionPoint { tokens, ctx, us: 0.0, tflops };
+        let mc = MeasuredCurves {
+            prefill_attention: vec![pt(1024, 0, 200.0), pt(4096, 0, 500.0), pt(1024, 3584, 300.0), pt(2048, 7168, 400.0)],
+            ..Default::default()
+        };
+        // From an empty cache: by chunk, ignoring the prefix points.
+        assert_eq!(mc.prefill_attention_tflops_at(2560.0, 0.0), Some(350.0));
+        // After a prefix: by work tokens · (ctx + tokens / 2), 4M and 16M at the two points.
+        assert_eq!(mc.prefill_attention_tflops_at(1024.0, 3584.0), Some(300.0));
+        let w = 10.0 * (1 << 20) as f64;
+        let r = mc.prefill_attention_tflops_at(1024.0, w / 1024.0 - 512.0).unwrap();
+        assert!((r - 350.0).abs() < 1e-9, "{r}");
+        assert_eq!(mc.prefill_attention_tflops_at(8192.0, 65536.0), Some(400.0));
     }
 
     #[test]
