@@ -177,9 +177,22 @@ pub fn frontier_cell(run: &RunSummary, p: &PointResult) -> String {
     }
 }
 
+/// What each config's results rest on (profiles and traces), once per distinct combination.
+pub fn provenance(run: &RunSummary) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> =
+        run.points.iter().filter(|p| !p.result_kind.is_empty()).map(|p| (p.config_key.clone(), p.provenance())).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
 /// The pull-request table.
 pub fn markdown(run: &RunSummary) -> String {
     let mut o = format!("## sweep run `{}` — {} ({})\n\n", run.run_id, run.labels.join(" + "), kind_label(run));
+    for (config, what) in provenance(run) {
+        o.push_str(&format!("- `{config}`: {what}\n"));
+    }
+    o.push('\n');
     o.push_str("| point | kind | tok/s/GPU (95 % CI) | P90 interactivity | P90 E2E-norm. intvty | TTFT p50 / p90 / p99 (s) | E2EL p75 / p90 (s) | frontier | status |\n");
     o.push_str("|---|---|---|---|---|---|---|---|---|\n");
     for p in &run.points {
@@ -284,17 +297,13 @@ pub fn html(run: &RunSummary, svgs: &BTreeMap<View, String>) -> String {
         esc(&kind)
     ));
     if run.points.iter().any(|p| p.result_kind == "predicted") {
-        let profs: Vec<String> = {
-            let mut v: Vec<String> = run.points.iter().filter(|p| p.result_kind == "predicted").map(|p| p.profiles.to_string()).collect();
-            v.sort();
-            v.dedup();
-            v
-        };
-        o.push_str(&format!(
-            "<p><b>Predicted</b> by the reference engine (not measured on hardware). Profiles: <code>{}</code></p>\n",
-            esc(&profs.join(" ; "))
-        ));
+        o.push_str("<p><b>Predicted</b> by the reference engine (not measured on hardware).</p>\n");
     }
+    o.push_str("<ul id=\"provenance\">\n");
+    for (config, what) in provenance(run) {
+        o.push_str(&format!("<li><code>{}</code>: {}</li>\n", esc(&config), esc(&what)));
+    }
+    o.push_str("</ul>\n");
     o.push_str("<h2>Summary</h2>\n<table id=\"summary\"><tr><th>point</th><th>kind</th><th>tok/s/GPU</th><th>95 % CI</th><th>P90 intvty</th><th>P90 E2E-norm</th><th>TTFT p50</th><th>TTFT p90</th><th>TTFT p99</th><th>E2EL p75</th><th>E2EL p90</th><th>frontier</th><th>status</th></tr>\n");
     for p in &run.points {
         let cells = match (&p.summary, &p.pareto) {
@@ -416,6 +425,7 @@ pub(crate) mod tests {
                 status: Status::Done,
                 result_kind: "predicted".into(),
                 profiles: serde_json::json!({"engine": "deepseek-v4.1-flash", "hardware": "gb300"}),
+                trace_set: "synthetic".into(),
                 summary: Some(Summary {
                     requests_ok: 100,
                     tput_per_gpu: p.y,

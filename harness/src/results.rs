@@ -36,6 +36,9 @@ pub struct PointResult {
     pub result_kind: String,
     /// Profiles (predicted) or server identity (measured).
     pub profiles: serde_json::Value,
+    /// The trace set the point replayed.
+    #[serde(default)]
+    pub trace_set: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<Summary>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -47,6 +50,20 @@ pub struct PointResult {
 }
 
 impl PointResult {
+    /// What a result rests on, in words: `predicted with model M on hardware H (kind), traces T`
+    /// or `measured on <server>, traces T`.
+    pub fn provenance(&self) -> String {
+        let p = &self.profiles;
+        let s = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string();
+        let traces = if self.trace_set.is_empty() { String::new() } else { format!("; traces {}", self.trace_set) };
+        if self.result_kind == "predicted" {
+            let kind = p.get("hardware_profile_kind").and_then(|v| v.as_str()).map(|k| format!(" ({k})")).unwrap_or_default();
+            format!("predicted with model profile {} on hardware profile {}{kind}{traces}", s("model_profile"), s("hardware_profile"))
+        } else {
+            format!("{}{traces}", self.result_kind)
+        }
+    }
+
     pub fn ok(&self) -> bool {
         self.status == Status::Done && self.summary.as_ref().is_some_and(|s| s.valid)
     }

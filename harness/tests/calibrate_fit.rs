@@ -281,7 +281,7 @@ fn twin_writes_residuals_for_a_live_engine_run() {
     let st: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join(format!("{KEY}/tp4-c4/status.json"))).unwrap()).unwrap();
     assert_eq!(p["twin_hardware_profile"], st["profiles"]["hardware_profile"], "{}", st["profiles"]);
-    assert_eq!(p["twin_hardware_profile"], "gb300");
+    assert_eq!(p["twin_hardware_profile"], "gb300-fitted-dsv41flash");
     assert_eq!(p["live_result_kind"], "predicted", "a live reference engine is labelled predicted");
     for m in ["tput_per_gpu", "e2el_p90", "e2el_p75", "interactivity_p90", "ttft_p50"] {
         let x = &p["metrics"][m];

@@ -46,7 +46,9 @@ fn same_seed_gives_byte_identical_records_and_another_seed_differs() {
     // Predicted, labelled with both profiles and the engine's flag split.
     assert_eq!(a.ctx.result_kind, "predicted");
     assert_eq!(a.ctx.profiles["model_profile"], "deepseek-v4.1-flash");
-    assert_eq!(a.ctx.profiles["hardware_profile"], "gb300");
+    // The best profile there is for the model on GB300: the one fitted to its published points.
+    assert_eq!(a.ctx.profiles["hardware_profile"], "gb300-fitted-dsv41flash");
+    assert_eq!(a.ctx.profiles["hardware_profile_kind"], "fitted");
     assert!(a.ctx.profiles["modelled_flags"].as_array().is_some_and(|f| !f.is_empty()));
     let sm = a.ctx.server_metrics.as_ref().unwrap();
     assert!(sm["cache_hit_rate"].as_f64().unwrap() > 0.0, "{sm}");
@@ -71,9 +73,11 @@ fn records_carry_usage_timing_and_cache_hits_from_the_engine() {
 }
 
 #[test]
-fn h200_recipe_maps_to_the_h200_profile() {
+fn h200_recipe_maps_to_the_measured_h200_profile() {
+    // No fit for DeepSeek-V3 on H200: the profile measured on an H200 beats the datasheet.
     let out = run_point("dsv3-fp8-h200-sglang-agentic/tp8-c1", 42, 60.0);
-    assert_eq!(out.ctx.profiles["hardware_profile"], "h200");
+    assert_eq!(out.ctx.profiles["hardware_profile"], "h200-measured");
+    assert_eq!(out.ctx.profiles["hardware_profile_kind"], "measured");
     assert_eq!(out.ctx.profiles["model_profile"], "deepseek-v3");
 }
 
@@ -161,14 +165,28 @@ fn resume_runs_only_the_missing_points() {
     let first = "dsv41flash-fp4-gb300-sglang-agentic-dspark/tp4-c4";
     // An interrupted run: only two points finished.
     let o = sweep(
-        &["run", "full-sweep-fail-fast", "--configs", "dsv41flash-*", "--duration", "300", "--out", d, "--only", canary, first],
+        &[
+            "run",
+            "full-sweep-fail-fast",
+            "--configs",
+            "dsv41flash-*",
+            "--duration",
+            "300",
+            "--traces",
+            "synthetic",
+            "--out",
+            d,
+            "--only",
+            canary,
+            first,
+        ],
         &workspace_root(),
     );
     assert!(text(&o).0.contains(first), "{}", text(&o).1);
     let before = (status_mtime(&dir, canary), status_mtime(&dir, first));
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let o = sweep(
-        &["run", "full-sweep-fail-fast", "--configs", "dsv41flash-*", "--duration", "300", "--out", d, "--resume"],
+        &["run", "full-sweep-fail-fast", "--configs", "dsv41flash-*", "--duration", "300", "--traces", "synthetic", "--out", d, "--resume"],
         &workspace_root(),
     );
     let (so, se) = text(&o);
@@ -187,7 +205,8 @@ fn append_changelog_records_a_passing_run_and_only_a_passing_one() {
     let before = std::fs::read(&changelog).unwrap();
     let run = |out: &str, extra: &[&str], link: &str| {
         let dir = repo.path().join(out);
-        let mut a = vec!["run", "full-sweep-fail-fast", "--configs", "dsv41flash-*", "--duration", "300", "--root", root];
+        let mut a =
+            vec!["run", "full-sweep-fail-fast", "--configs", "dsv41flash-*", "--duration", "300", "--traces", "synthetic", "--root", root];
         a.extend_from_slice(&[
             "--out",
             dir.to_str().unwrap(),

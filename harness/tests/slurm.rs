@@ -105,7 +105,20 @@ fn slurm_three_point_plan_merges_to_the_same_aggregates_as_a_local_run() {
     let tmp = tempfile::tempdir().unwrap();
     let slurm = unique_out(tmp.path(), "slurm3");
     let local = tmp.path().join("local");
-    let common = args(&["run", "full-sweep-fail-fast", "--configs", "dsv41flash-*", "--duration", "120", "--only", CANARY, P2, P3]);
+    let common = args(&[
+        "run",
+        "full-sweep-fail-fast",
+        "--configs",
+        "dsv41flash-*",
+        "--duration",
+        "120",
+        "--traces",
+        "synthetic",
+        "--only",
+        CANARY,
+        P2,
+        P3,
+    ]);
     let mut a = common.clone();
     a.extend(args(&["--target", "slurm", "--slurm-poll", "0.5", "--out", slurm.to_str().unwrap()]));
     let o = run_sweep(&a, &workspace_root());

@@ -32,8 +32,11 @@ pub struct Args {
     /// Profiling duration per point, seconds (default: the plan's, 3600 or 1200 with agentx-fast).
     #[arg(long)]
     pub duration: Option<f64>,
-    /// Trace set: `synthetic[:N[:SEED]]` (the bundled generator) or Weka/mooncake files or directories.
-    #[arg(long, default_value = "synthetic")]
+    /// Trace set: `auto` (each point's model family's corpus: DeepSeek-V4 points replay
+    /// `like:cc-traces-weka-062126`, the published AgentX corpus synthesized from its statistics;
+    /// others the bundled synthetic set), `synthetic[:N[:SEED]]`, `like:NAME|STATS.yaml[:N[:SEED]]`,
+    /// or Weka/mooncake files or directories.
+    #[arg(long, default_value = "auto")]
     pub traces: String,
     /// Output directory (default: reports/<UTC timestamp>-<label> under the repository root).
     #[arg(long)]
@@ -277,10 +280,14 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.twin && args.target == "sim" {
         anyhow::bail!("--twin compares a live run with its virtual-clock twin; use it with --target local, local:engine or url:URL");
     }
+    // A bad --traces must fail before any point runs.
+    if args.traces != crate::target::pools::AUTO {
+        args.traces.parse::<TraceSource>().map_err(|e| anyhow::anyhow!("--traces {}: {e}", args.traces))?;
+    }
+    let pools = Arc::new(crate::target::pools::PointPools::new(&args.traces, args.seed));
     let runner: Box<dyn PointRunner> = match args.target.as_str() {
         "sim" => {
-            let (pool, trace_set) = load_pool(&args.traces, args.seed)?;
-            let mut r = SimRunner::new(pool, trace_set);
+            let mut r = SimRunner::with_pools(pools.clone());
             r.duration_s = args.duration;
             r.profiles = ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() };
             if let Some(j) = args.jobs {
@@ -288,19 +295,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             }
             Box::new(r)
         }
-        t if t == "local" || t == "local:engine" || t.starts_with("url:") => {
-            let (pool, trace_set) = load_pool(&args.traces, args.seed)?;
-            Box::new(crate::target::http::HttpRunner {
-                url: t.strip_prefix("url:").map(str::to_string),
-                engine_twin: t == "local:engine",
-                pool,
-                trace_set,
-                duration_s: args.duration,
-                health_timeout: std::time::Duration::from_secs_f64(args.server_timeout.max(1.0)),
-                profiles: ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() },
-                tokenizer: args.tokenizer.clone(),
-            })
-        }
+        t if t == "local" || t == "local:engine" || t.starts_with("url:") => Box::new(crate::target::http::HttpRunner {
+            url: t.strip_prefix("url:").map(str::to_string),
+            engine_twin: t == "local:engine",
+            pools: pools.clone(),
+            duration_s: args.duration,
+            health_timeout: std::time::Duration::from_secs_f64(args.server_timeout.max(1.0)),
+            profiles: ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() },
+            tokenizer: args.tokenizer.clone(),
+        }),
         "slurm" => {
             let inner = crate::run::slurm::inner_args(args);
             let r = crate::run::slurm::SlurmRunner::new(args.slurm.clone(), inner, &plan, &out, &run_id, &repo.root, args.resume)
@@ -327,7 +330,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         n,
         args.target,
         runner.max_parallel(),
-        args.traces,
+        if args.traces == crate::target::pools::AUTO { "auto (each config's model family's corpus)" } else { args.traces.as_str() },
         args.seed,
         out.display()
     );
@@ -376,6 +379,9 @@ fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool, one_
     print!("{}", summary_table(summary));
     let done = summary.points.iter().filter(|p| p.status == Status::Done).count();
     println!();
+    for (config, what) in crate::report::provenance(summary) {
+        println!("{config}: {what}");
+    }
     if one_point && !interrupted {
         // A single point cannot cover a frontier: charts, reports and the gate belong to the
         // collected run (`sweep collect` renders them).

@@ -220,12 +220,13 @@ pub fn write_atomic(path: &Path, body: impl FnOnce(&mut dyn Write) -> anyhow::Re
     Ok(())
 }
 
-/// Statistics of one named set (`synthetic[:N[:SEED]]` or a path).
+/// Statistics of one named set (`synthetic[:N[:SEED]]`, `like:NAME[:N[:SEED]]` or a path).
 pub fn set_stats(spec: &str, opts: &ReadOptions) -> anyhow::Result<(TraceStats, Vec<String>)> {
     let source: TraceSource = spec.parse().map_err(anyhow::Error::msg)?;
     let name = match &source {
         TraceSource::Synthetic { seed, .. } => format!("synthetic (seed {seed})"),
         TraceSource::Files(_) => Path::new(spec).file_name().and_then(|n| n.to_str()).unwrap_or(spec).to_string(),
+        TraceSource::Like { seed, .. } => format!("{} (seed {seed})", spec.split(':').take(2).collect::<Vec<_>>().join(":")),
     };
     let mut c = Collector::default();
     let mut warnings = Vec::new();

@@ -149,6 +149,7 @@ fn pending(p: &PlanPoint) -> PointResult {
         status: Status::Pending,
         result_kind: String::new(),
         profiles: serde_json::Value::Null,
+        trace_set: String::new(),
         summary: None,
         pareto: None,
         launch: p.launch.clone(),
@@ -216,6 +217,7 @@ fn finish_point(job: &Job, out: Outcome, wall_s: f64) -> Result<(PointResult, Op
     res.wall_s = wall_s;
     res.result_kind = out.ctx.result_kind.clone();
     res.profiles = out.ctx.profiles.clone();
+    res.trace_set = out.ctx.trace_set.clone();
     res.status = out.status;
     let mut samples = None;
     if !out.records.is_empty() {

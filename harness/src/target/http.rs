@@ -893,8 +893,8 @@ pub struct HttpRunner {
     pub url: Option<String>,
     /// Replace the recipe's program with `sweep engine serve` (the reference engine's live twin).
     pub engine_twin: bool,
-    pub pool: Vec<Arc<TracePlan>>,
-    pub trace_set: String,
+    /// The trace set each point replays.
+    pub pools: Arc<super::pools::PointPools>,
     pub duration_s: Option<f64>,
     pub health_timeout: Duration,
     /// Profiles of the reference engine when `engine_twin` (default: from the point's runner and model).
@@ -914,7 +914,6 @@ impl HttpRunner {
             result_kind: "measured".into(),
             profiles: Value::Null,
             target: base_url.to_string(),
-            trace_set: self.trace_set.clone(),
             seed: job.seed,
             concurrency: p.conc,
             profile_duration_s: 0.0,
@@ -932,7 +931,9 @@ impl HttpRunner {
         let res = rt.block_on(async {
             let mut t = HttpTarget::new(base_url, "")?;
             t.identify(&mut ctx, self.tokenizer.as_deref(), worker_url).await?;
-            let mut wl = t.workload(cfg, &self.pool, &mut ctx)?;
+            let set = self.pools.pool_for(p)?;
+            ctx.trace_set = set.trace_set.clone();
+            let mut wl = t.workload(cfg, &set.plans, &mut ctx)?;
             // Behind a router the engine's metrics are the worker's.
             let w = worker_url.trim_end_matches('/').to_string();
             if !t.metrics_urls.contains(&w) {
@@ -1030,7 +1031,14 @@ impl HttpRunner {
             argv.splice(..flags_at, [exe, "engine".into(), "serve".into()]);
             let hardware = match (&self.profiles.hardware, job.point.row.get("runner").and_then(Value::as_str)) {
                 (Some(h), _) => h.clone(),
-                (None, Some(r)) => super::sim::hardware_for_runner(r).map_err(|e| e.to_string())?.name,
+                (None, Some(r)) => {
+                    // The same best profile the virtual clock would use for this model.
+                    let base = super::sim::hardware_for_runner(r).map_err(|e| e.to_string())?;
+                    match super::pools::point_model(&job.point) {
+                        Some(m) => super::sim::best_hardware(base, &m).name,
+                        None => base.name,
+                    }
+                }
                 (None, None) => return Err("no hardware: the point has no `runner`; pass --hardware NAME".into()),
             };
             argv.push(format!("--hardware={hardware}"));

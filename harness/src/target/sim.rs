@@ -68,6 +68,28 @@ pub fn hardware_for_runner(runner: &str) -> Result<GpuSpec, SimError> {
     )))
 }
 
+/// The best built-in hardware profile for a model on `base`'s hardware: one fitted to measured
+/// serving results of this model on it, else one measured on the GPU (`<base>-measured`), else
+/// the datasheet profile itself.
+pub fn best_hardware(base: GpuSpec, model: &ModelSpec) -> GpuSpec {
+    let all = GpuSpec::builtin();
+    let fitted = all.iter().find(|g| g.fit.as_ref().is_some_and(|f| f.base_profile == base.name && f.model_profile == model.name));
+    let measured = || all.iter().find(|g| g.measured.is_some() && g.name.starts_with(&format!("{}-", base.name)));
+    fitted.or_else(measured).cloned().unwrap_or(base)
+}
+
+/// What a hardware profile rests on: `fitted` (to measured serving results), `measured` (GPU
+/// operator curves) or `datasheet`.
+pub fn hardware_kind(gpu: &GpuSpec) -> &'static str {
+    if gpu.fit.is_some() {
+        "fitted"
+    } else if gpu.measured.is_some() {
+        "measured"
+    } else {
+        "datasheet"
+    }
+}
+
 /// Profile choices for building an engine; `None` = derive from the point.
 #[derive(Clone, Debug, Default)]
 pub struct ProfileChoice {
@@ -99,7 +121,7 @@ pub fn build_engine(
     let model = ModelSpec::lookup(&model_name).map_err(|e| SimError::Profile(e.to_string()))?;
     let gpu = match (&choice.hardware, runner) {
         (Some(h), _) => GpuSpec::lookup(h).map_err(|e| SimError::Profile(e.to_string()))?,
-        (None, Some(r)) => hardware_for_runner(r)?,
+        (None, Some(r)) => best_hardware(hardware_for_runner(r)?, &model),
         (None, None) => return Err(SimError::Profile("no hardware: the point has no `runner`; pass --hardware NAME".into())),
     };
     Engine::new(cfg, model, gpu, seed).map_err(|e| SimError::Config(e.to_string()))
@@ -112,6 +134,7 @@ pub fn profiles_json(engine: &Engine) -> Value {
         "engine": "sweep reference engine",
         "model_profile": i.model_profile,
         "hardware_profile": i.hardware_profile,
+        "hardware_profile_kind": GpuSpec::lookup(&i.hardware_profile).map(|g| hardware_kind(&g)).unwrap_or("file"),
         "cost_calibrated": i.cost_calibrated,
         "unconfirmed_model_facts": i.unconfirmed_model_facts,
         "tp_size": i.tp_size,
@@ -386,9 +409,8 @@ pub fn workload_config(point: &crate::plan::PlanPoint, seed: u64, duration_s: Op
 
 /// Runs plan points on the reference engine on the virtual clock.
 pub struct SimRunner {
-    pub pool: Vec<Arc<TracePlan>>,
-    /// Trace set description recorded in each aggregate.
-    pub trace_set: String,
+    /// The trace set each point replays.
+    pub pools: Arc<super::pools::PointPools>,
     /// Overrides every point's profiling duration (seconds).
     pub duration_s: Option<f64>,
     pub profiles: ProfileChoice,
@@ -397,9 +419,14 @@ pub struct SimRunner {
 }
 
 impl SimRunner {
+    /// Every point replays `pool`, recorded as `trace_set`.
     pub fn new(pool: Vec<Arc<TracePlan>>, trace_set: String) -> Self {
+        Self::with_pools(Arc::new(super::pools::PointPools::fixed(pool, trace_set)))
+    }
+
+    pub fn with_pools(pools: Arc<super::pools::PointPools>) -> Self {
         let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        SimRunner { pool, trace_set, duration_s: None, profiles: ProfileChoice::default(), jobs }
+        SimRunner { pools, duration_s: None, profiles: ProfileChoice::default(), jobs }
     }
 
     fn context(&self, job: &Job) -> PointContext {
@@ -410,7 +437,6 @@ impl SimRunner {
             result_kind: "predicted".into(),
             profiles: Value::Null,
             target: "sim".into(),
-            trace_set: self.trace_set.clone(),
             seed: job.seed,
             concurrency: p.conc,
             ..Default::default()
@@ -438,10 +464,15 @@ impl PointRunner for SimRunner {
         };
         ctx.profiles = profiles_json(&engine);
         let context = engine.limits().context_length;
-        let pool = match fit_pool(&self.pool, context) {
+        let set = match self.pools.pool_for(p) {
+            Ok(s) => s,
+            Err(e) => return fail(ctx, e),
+        };
+        ctx.trace_set = set.trace_set.clone();
+        let pool = match fit_pool(&set.plans, context) {
             Ok((pool, note)) => {
                 if let Some(n) = note {
-                    ctx.trace_set = format!("{} ({n})", self.trace_set);
+                    ctx.trace_set = format!("{} ({n})", set.trace_set);
                 }
                 pool
             }

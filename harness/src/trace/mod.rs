@@ -35,6 +35,9 @@ pub enum TraceError {
     Invalid { path: String, line: usize, trace_id: String, field: String, message: String },
     #[error("{path}: no traces found (expected .json, .jsonl or .jsonl.gz files with Weka or mooncake records)")]
     Empty { path: String },
+    /// A `like:` corpus whose statistics cannot be read or met.
+    #[error("{0}")]
+    Synthesis(String),
 }
 
 /// One recorded agent session in the Weka / kv-cache-tester format (strict schema).
@@ -276,6 +279,9 @@ pub enum TraceSource {
     Synthetic { traces: usize, seed: u64 },
     /// Weka / mooncake files or directories.
     Files(Vec<std::path::PathBuf>),
+    /// `like:NAME|STATS.yaml[:N[:SEED]]`: a corpus synthesized from published statistics, as
+    /// `sweep trace gen --like` writes it (NAME: a corpus whose statistics ship with sweep).
+    Like { stats: std::path::PathBuf, traces: Option<usize>, seed: u64 },
 }
 
 /// The embedded default data set: 200 synthetic traces.
@@ -284,6 +290,24 @@ pub const DEFAULT_SYNTHETIC_TRACES: usize = 200;
 impl std::str::FromStr for TraceSource {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(rest) = s.strip_prefix("like:") {
+            let mut parts = rest.split(':');
+            let stats = parts.next().filter(|p| !p.is_empty()).ok_or_else(|| {
+                format!("{s:?}: name the statistics: like:NAME|STATS.yaml[:N[:SEED]] (shipped: {})", published::embedded_names())
+            })?;
+            let traces = match parts.next().filter(|p| !p.is_empty()) {
+                Some(n) => Some(n.parse().map_err(|_| format!("{s:?}: trace count {n:?} is not a number (like:NAME[:N[:SEED]])"))?),
+                None => None,
+            };
+            let seed = match parts.next() {
+                Some(n) => n.parse().map_err(|_| format!("{s:?}: seed {n:?} is not a number (like:NAME[:N[:SEED]])"))?,
+                None => 42,
+            };
+            if !stats.ends_with(".yaml") && !stats.ends_with(".yml") && published::PublishedStats::embedded(stats).is_none() {
+                return Err(format!("{s:?}: {stats:?} is neither a stats .yaml nor a shipped corpus ({})", published::embedded_names()));
+            }
+            return Ok(TraceSource::Like { stats: stats.into(), traces, seed });
+        }
         if let Some(rest) = s.strip_prefix("synthetic") {
             let mut parts = rest.trim_start_matches(':').split(':').filter(|p| !p.is_empty());
             let traces = match parts.next() {
@@ -306,6 +330,10 @@ impl TraceSource {
         match self {
             TraceSource::Synthetic { traces, seed } => format!("synthetic:{traces}:{seed}"),
             TraceSource::Files(p) => p.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(","),
+            TraceSource::Like { stats, traces, seed } => match traces {
+                Some(n) => format!("like:{}:{n}:{seed}", stats.display()),
+                None => format!("like:{}::{seed}", stats.display()),
+            },
         }
     }
 
@@ -325,6 +353,20 @@ impl TraceSource {
                 Ok(())
             }
             TraceSource::Files(paths) => read::for_each_trace(paths, opts, warnings, f).map(|_| ()),
+            TraceSource::Like { stats, traces, seed } => {
+                let name = stats.display().to_string();
+                let published = match published::PublishedStats::embedded(&name) {
+                    Some(p) => p,
+                    None => published::PublishedStats::load(stats).map_err(|e| TraceError::Synthesis(e.to_string()))?,
+                };
+                let plan = like::Plan::new(&published, *traces, *seed).map_err(|e| TraceError::Synthesis(format!("{name}: {e}")))?;
+                warnings.extend(plan.warnings.iter().map(|w| format!("{name}: {w}")));
+                // One trace at a time: the whole corpus as hash ids would take gigabytes.
+                for i in 0..plan.sessions.len() {
+                    f(like_write::to_trace(&plan, i))?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -109,6 +109,15 @@ pub struct Row {
     pub tolerance: Tolerance,
 }
 
+/// Published corpus statistics shipped with sweep: (corpus name, stats file). The DeepSeek-V4
+/// family's agentic points replay `cc-traces-weka-062126` (its dataset card, Apache-2.0).
+pub const EMBEDDED: [(&str, &str); 1] = [("cc-traces-weka-062126", include_str!("../../corpora/cc-traces-weka-062126.stats.yaml"))];
+
+/// The shipped corpus names, for error messages.
+pub fn embedded_names() -> String {
+    EMBEDDED.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}
+
 /// Counts within 2 %, distributions within 10 %, the ideal prefix hit rate within 0.5 points.
 pub const COUNT_TOLERANCE: f64 = 0.02;
 pub const DISTRIBUTION_TOLERANCE: f64 = 0.10;
@@ -117,7 +126,21 @@ pub const HIT_RATE_POINTS: f64 = 0.005;
 impl PublishedStats {
     /// Read and validate a stats file; errors name the file, line, field and the fix.
     pub fn load(path: &Path) -> Result<Self, Problems> {
-        let doc = yaml::load(path)?;
+        Self::from_doc(path, yaml::load(path)?)
+    }
+
+    /// Parse and validate stats text (`path` names it in errors).
+    pub fn parse(path: &Path, text: &str) -> Result<Self, Problems> {
+        Self::from_doc(path, yaml::parse(path, text)?)
+    }
+
+    /// The published statistics shipped with sweep, by corpus name (see `harness/corpora/`).
+    pub fn embedded(name: &str) -> Option<Self> {
+        let (file, text) = EMBEDDED.iter().find(|(n, _)| *n == name).map(|(n, t)| (format!("harness/corpora/{n}.stats.yaml"), *t))?;
+        Some(Self::parse(Path::new(&file), text).expect("embedded stats file is valid"))
+    }
+
+    fn from_doc(path: &Path, doc: yaml::Doc) -> Result<Self, Problems> {
         let stats: PublishedStats = serde_path_to_error::deserialize(doc.value.clone()).map_err(|e| {
             let mut p = YPath::root();
             for seg in e.path().iter() {

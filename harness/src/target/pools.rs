@@ -1,0 +1,107 @@
+//! Which traces each point replays. Given `--traces`, every point replays that set; by default
+//! (`auto`) each point replays the corpus its model family's published points replayed — for the
+//! DeepSeek-V4 family the AgentX corpus `cc-traces-weka-062126`, synthesized from its published
+//! statistics — and other families the bundled synthetic set. Sets are compiled once and shared.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::plan::PlanPoint;
+use crate::trace::{ReadOptions, TraceSource};
+use crate::workload::{TracePlan, compile_pool};
+
+/// `--traces` value that picks each point's family corpus.
+pub const AUTO: &str = "auto";
+
+/// The corpus a model family's published agentic points replayed, as a trace spec.
+pub fn family_corpus(family: &engine::profiles::ModelFamily) -> &'static str {
+    match family {
+        engine::profiles::ModelFamily::DeepseekV4 => "like:cc-traces-weka-062126",
+        _ => "synthetic",
+    }
+}
+
+/// The model profile a point's recipe serves (`--model-path`, else the master row's `model`).
+pub fn point_model(point: &PlanPoint) -> Option<engine::ModelSpec> {
+    let from_argv = point.launch.as_ref().and_then(|l| {
+        let argv = &l.worker_argv;
+        argv.iter().position(|a| a == "--model-path" || a == "--model").and_then(|i| argv.get(i + 1)).cloned().or_else(|| {
+            argv.iter().find_map(|a| a.strip_prefix("--model-path=").or_else(|| a.strip_prefix("--model=")).map(str::to_string))
+        })
+    });
+    let name = from_argv.or_else(|| point.row.get("model").and_then(|v| v.as_str()).map(str::to_string))?;
+    engine::ModelSpec::lookup(&name).ok()
+}
+
+/// A compiled trace set and the name results record for it.
+#[derive(Clone)]
+pub struct Pool {
+    pub plans: Arc<Vec<Arc<TracePlan>>>,
+    pub trace_set: String,
+}
+
+/// The trace sets of a run, compiled on first use.
+pub struct PointPools {
+    spec: String,
+    seed: u64,
+    compiled: Mutex<HashMap<String, Pool>>,
+}
+
+impl PointPools {
+    /// `spec`: a trace spec every point replays, or [`AUTO`].
+    pub fn new(spec: &str, seed: u64) -> Self {
+        Self { spec: spec.to_string(), seed, compiled: Mutex::new(HashMap::new()) }
+    }
+
+    /// One fixed, already compiled set for every point.
+    pub fn fixed(plans: Vec<Arc<TracePlan>>, trace_set: String) -> Self {
+        let p = Self::new(&trace_set, 0);
+        p.compiled.lock().expect("not poisoned").insert(trace_set.clone(), Pool { plans: Arc::new(plans), trace_set });
+        p
+    }
+
+    /// The trace spec a point replays.
+    pub fn spec_for(&self, point: &PlanPoint) -> String {
+        if self.spec != AUTO {
+            return self.spec.clone();
+        }
+        point_model(point).map_or("synthetic", |m| family_corpus(&m.family)).to_string()
+    }
+
+    /// The compiled set a point replays; `auto` sets are named with why they were chosen.
+    pub fn pool_for(&self, point: &PlanPoint) -> Result<Pool, String> {
+        let spec = self.spec_for(point);
+        let mut compiled = self.compiled.lock().expect("not poisoned");
+        if let Some(p) = compiled.get(&spec) {
+            return Ok(p.clone());
+        }
+        let trace_set = if self.spec == AUTO { describe_auto(&spec) } else { spec.clone() };
+        let plans = load(&spec, self.seed)?;
+        let pool = Pool { plans: Arc::new(plans), trace_set };
+        compiled.insert(spec, pool.clone());
+        Ok(pool)
+    }
+}
+
+fn describe_auto(spec: &str) -> String {
+    match spec.strip_prefix("like:") {
+        Some(name) => {
+            format!("{spec} (synthesized from the published statistics of {name}, the corpus this model family's points replayed)")
+        }
+        None => format!("{spec} (the bundled synthetic set, calibrated on the kv-cache-tester traces)"),
+    }
+}
+
+/// Compiles a trace spec into replay plans; errors name the spec.
+pub fn load(spec: &str, seed: u64) -> Result<Vec<Arc<TracePlan>>, String> {
+    let source: TraceSource = spec.parse().map_err(|e: String| format!("--traces {spec}: {e}"))?;
+    let mut warnings = Vec::new();
+    let pool = compile_pool(&source, &ReadOptions::default(), seed, &mut warnings).map_err(|e| format!("--traces {spec}: {e}"))?;
+    for w in warnings.iter().take(5) {
+        eprintln!("warning: {w}");
+    }
+    if pool.is_empty() {
+        return Err(format!("--traces {spec}: no replayable trace (each needs at least one main-agent request)"));
+    }
+    Ok(pool)
+}
