@@ -1,5 +1,6 @@
-//! `sweep predict --config <key>`: every point of a config on the virtual clock with a fitted
-//! hardware profile (and the workload scales fitted with it), reported as `predicted`.
+//! `sweep predict --config <key>`: every point of a config on the virtual clock with the best
+//! hardware profile there is for its model (fitted, else measured, else datasheet; and the
+//! workload scales fitted with it), reported as `predicted`.
 
 use super::RepoArgs;
 use crate::plan::{self, Inputs, Labels, PlanRequest};
@@ -18,12 +19,13 @@ pub struct PredictArgs {
     /// Config key whose points are predicted.
     #[arg(long)]
     pub config: String,
-    /// Hardware profile: `fitted` (the built-in profile fitted for this config), a profile name,
-    /// or a profile YAML.
-    #[arg(long, default_value = "fitted")]
+    /// Hardware profile: `best` (the built-in profile fitted to this model's measured points on
+    /// the config's GPU, else one measured on that GPU, else its datasheet), `fitted` (the one
+    /// fitted for this config), a profile name, or a profile YAML.
+    #[arg(long, default_value = "best")]
     pub profile: String,
     /// Trace set (default: the one the profile was fitted on when it is on this machine, else the
-    /// bundled synthetic generator).
+    /// config's model family's corpus, as `sweep run --traces auto`).
     #[arg(long)]
     pub traces: Option<String>,
     /// Leave the fitted workload scales (output length, delays) out and replay the traces as recorded.
@@ -45,6 +47,26 @@ pub struct PredictArgs {
     pub model: Option<String>,
     #[command(flatten)]
     pub repo: RepoArgs,
+}
+
+/// The best built-in hardware profile for a config's first point (see `sweep run`).
+fn best_profile(point: &crate::plan::PlanPoint, model: Option<&str>) -> anyhow::Result<(GpuSpec, String)> {
+    let runner = point
+        .row
+        .get("runner")
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| anyhow::anyhow!("--profile best: point {} has no `runner`; pass --profile NAME", point.id))?;
+    let base = crate::target::sim::hardware_for_runner(runner).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let model = match model {
+        Some(m) => Some(engine::ModelSpec::lookup(m).with_context(|| format!("--model {m}"))?),
+        None => crate::target::pools::point_model(point),
+    };
+    let g = match model {
+        Some(m) => crate::target::sim::best_hardware(base, &m),
+        None => base,
+    };
+    let name = g.name.clone();
+    Ok((g, name))
 }
 
 /// Finds the profile: `fitted` means the built-in profile whose fit record names this config.
@@ -73,29 +95,14 @@ pub fn fit_trace_spec(recorded: &str) -> &str {
 
 /// Whether a trace spec can be read here (synthetic always can).
 fn available(spec: &str) -> bool {
-    spec.starts_with("synthetic") || spec.split(',').all(|p| Path::new(p).exists())
+    spec.starts_with("synthetic")
+        || spec
+            .strip_prefix("like:")
+            .is_some_and(|n| crate::trace::published::PublishedStats::embedded(n.split(':').next().unwrap_or("")).is_some())
+        || spec.split(',').all(|p| Path::new(p).exists())
 }
 
 pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
-    let (gpu, choice) = resolve_profile(&a.profile, &a.config)?;
-    let scales = if a.no_workload_scales { WorkloadScales::default() } else { gpu.fit.as_ref().map(|f| f.workload).unwrap_or_default() };
-    let (spec, note) = match (&a.traces, gpu.fit.as_ref()) {
-        (Some(t), _) => (t.clone(), String::new()),
-        (None, Some(f)) => {
-            let s = fit_trace_spec(&f.traces).to_string();
-            if available(&s) {
-                (s, " (the trace set the profile was fitted on)".to_string())
-            } else {
-                (
-                    "synthetic".to_string(),
-                    format!(
-                        " (the fit's trace set {s} is not on this machine; the bundled synthetic generator reproduces its distributions, see docs/calibration.md)"
-                    ),
-                )
-            }
-        }
-        (None, None) => ("synthetic".to_string(), String::new()),
-    };
     let repo = a.repo.repo().map_err(|p| anyhow::anyhow!("{p}"))?;
     let inputs = Inputs::load(&repo).map_err(|p| anyhow::anyhow!("{p}"))?;
     let mut plan = plan::build(
@@ -111,14 +118,41 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
         m.points.retain(|p| p.config_key == a.config);
     }
     plan.matrices.retain(|m| !m.points.is_empty());
-    if plan.points().next().is_none() {
+    let Some(first) = plan.points().next().cloned() else {
         bail!("--config {}: not in the plan of the changelog's latest entry; append a changelog entry that names it", a.config);
-    }
-    let traces = crate::fit::load_traces(&spec)?;
-    let pool = crate::fit::compile(&traces, scales, a.seed);
-    let trace_set =
-        if scales.is_identity() { format!("{spec}{note}") } else { format!("{spec}{note}, fitted workload scales: {}", scales.describe()) };
-    let mut r = SimRunner::new(pool, trace_set.clone());
+    };
+    let (gpu, choice) =
+        if a.profile == "best" { best_profile(&first, a.model.as_deref())? } else { resolve_profile(&a.profile, &a.config)? };
+    let scales = if a.no_workload_scales { WorkloadScales::default() } else { gpu.fit.as_ref().map(|f| f.workload).unwrap_or_default() };
+    let (spec, note) = match (&a.traces, gpu.fit.as_ref()) {
+        (Some(t), _) => (t.clone(), String::new()),
+        (None, Some(f)) => {
+            let s = fit_trace_spec(&f.traces).to_string();
+            if available(&s) {
+                (s, " (the trace set the profile was fitted on)".to_string())
+            } else {
+                (
+                    crate::target::pools::AUTO.to_string(),
+                    format!(
+                        " (the fit's trace set {s} is not on this machine; this config's family corpus instead, see docs/calibration.md)"
+                    ),
+                )
+            }
+        }
+        (None, None) => (crate::target::pools::AUTO.to_string(), String::new()),
+    };
+    let (pools, trace_set) = if scales.is_identity() {
+        // Compiled one trace at a time: a synthesized published corpus is gigabytes as hash ids.
+        let pools = crate::target::pools::PointPools::new(&spec, a.seed);
+        let set = pools.pool_for(&first).map_err(anyhow::Error::msg)?.trace_set;
+        (pools, format!("{set}{note}"))
+    } else {
+        let traces = crate::fit::load_traces(&spec)?;
+        let pool = crate::fit::compile(&traces, scales, a.seed);
+        let trace_set = format!("{spec}{note}, fitted workload scales: {}", scales.describe());
+        (crate::target::pools::PointPools::fixed(pool, trace_set.clone()), trace_set)
+    };
+    let mut r = SimRunner::with_pools(Arc::new(pools));
     r.duration_s = a.duration;
     r.profiles = ProfileChoice { model: a.model.clone(), hardware: Some(choice.clone()) };
     if let Some(j) = a.jobs {

@@ -105,3 +105,56 @@ pub fn load(spec: &str, seed: u64) -> Result<Vec<Arc<TracePlan>>, String> {
     }
     Ok(pool)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::sim::{best_hardware, hardware_kind};
+    use engine::{GpuSpec, ModelSpec};
+
+    #[test]
+    fn the_best_profile_is_fitted_then_measured_then_datasheet() {
+        let v41 = ModelSpec::lookup("deepseek-ai/DeepSeek-V4.1-Flash").unwrap();
+        let v3 = ModelSpec::lookup("deepseek-ai/DeepSeek-V3").unwrap();
+        let best = |hw: &str, m: &ModelSpec| best_hardware(GpuSpec::lookup(hw).unwrap(), m);
+        let g = best("gb300", &v41);
+        assert_eq!((g.name.as_str(), hardware_kind(&g)), ("gb300-fitted-dsv41flash", "fitted"));
+        // The GB300 fit is of V4.1-Flash: another model on GB300 keeps the datasheet.
+        let g = best("gb300", &v3);
+        assert_eq!((g.name.as_str(), hardware_kind(&g)), ("gb300", "datasheet"));
+        let g = best("h200", &v3);
+        assert_eq!((g.name.as_str(), hardware_kind(&g)), ("h200-measured", "measured"));
+        let g = best("b200", &v3);
+        assert_eq!((g.name.as_str(), hardware_kind(&g)), ("b200", "datasheet"));
+    }
+
+    #[test]
+    fn auto_gives_each_family_its_corpus_and_bad_like_specs_are_named() {
+        assert_eq!(family_corpus(&ModelSpec::lookup("dsv41flash").unwrap().family), "like:cc-traces-weka-062126");
+        assert_eq!(family_corpus(&ModelSpec::lookup("dsv3").unwrap().family), "synthetic");
+        let e = "like:nope".parse::<TraceSource>().unwrap_err();
+        assert!(e.contains("nope") && e.contains("cc-traces-weka-062126"), "{e}");
+        let e = "like:cc-traces-weka-062126:x".parse::<TraceSource>().unwrap_err();
+        assert!(e.contains("trace count"), "{e}");
+        let ok = "like:cc-traces-weka-062126:12:7".parse::<TraceSource>().unwrap();
+        assert_eq!(ok.name(), "like:cc-traces-weka-062126:12:7");
+    }
+
+    #[test]
+    fn a_small_like_corpus_compiles_and_is_shared_between_points() {
+        let pools = PointPools::new("like:cc-traces-weka-062126:12", 42);
+        let repo = crate::repo::Repo::at(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+        let inputs = crate::plan::Inputs::load(&repo).expect("repository config loads");
+        let labels = crate::plan::Labels::parse(&["full-sweep-fail-fast"]).unwrap();
+        let plan = crate::plan::build(&repo, &inputs, &crate::plan::PlanRequest { labels, base: None }).expect("plan");
+        let a = plan.points().next().unwrap();
+        let b = plan.points().nth(1).unwrap();
+        let pa = pools.pool_for(a).unwrap();
+        let pb = pools.pool_for(b).unwrap();
+        assert_eq!(pa.plans.len(), 12);
+        assert!(Arc::ptr_eq(&pa.plans, &pb.plans), "compiled once");
+        // Inputs are whole 64-token blocks and long: the published corpus's contexts.
+        let max_in = pa.plans.iter().map(|p| crate::target::sim::trace_max_tokens(p)).max().unwrap();
+        assert!(max_in > 100_000, "{max_in}");
+    }
+}
