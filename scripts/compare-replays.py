@@ -8,7 +8,7 @@ and, within a tree, into conversations; each conversation's ordered key sequence
 phase. Trees the harness split into flattened agents (`::fa:` / `::aux:` conversations) are
 reported apart. Aggregates are computed from the records the same way for both.
 
-Usage: compare-replays.py HARNESS.jsonl SWEEP.jsonl [--sweep-agg agg.json] [--check]
+Usage: compare-replays.py HARNESS.jsonl SWEEP.jsonl [--sweep-agg agg.json] [--check] [--min-match F]
 """
 import argparse
 import json
@@ -96,6 +96,8 @@ def main():
     ap.add_argument("sweep")
     ap.add_argument("--sweep-agg")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--min-match", type=float, default=None,
+                    help="exit 1 when fewer than this share of the compared requests match in order")
     a = ap.parse_args()
     h, s = load(a.harness), load(a.sweep)
     th, ts = trees(h), trees(s)
@@ -145,6 +147,10 @@ def main():
     bad = bool(problems) or osl_mismatch > 0 or any(abs(d) > 64 for d in isl_diffs) or matched == 0
     if a.check and bad:
         print("crosscheck: FAIL", file=sys.stderr)
+        return 1
+    share = matched / compared if compared else 0.0
+    if a.min_match is not None and share < a.min_match:
+        print(f"crosscheck: FAIL: {matched}/{compared} requests match in order, below {a.min_match:.0%}", file=sys.stderr)
         return 1
     print("crosscheck: " + ("differences listed above" if bad else "same requests in the same order"))
     return 0

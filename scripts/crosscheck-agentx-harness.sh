@@ -11,9 +11,11 @@
 # prefixes) are reported apart: sweep replays those requests on the root conversation.
 #
 # Usage: scripts/crosscheck-agentx-harness.sh [--conc C] [--duration S] [--traces FILE] [--limit N]
-#        [--sweep PATH] [--out DIR] [--check]
+#        [--sweep PATH] [--out DIR] [--check] [--min-match F]
 #   --check: exit 1 unless every compared tree sent the same sequence (a tree may run one request
 #            further than the other at the deadline) with ISL within 64 tokens and equal OSL.
+#   --min-match F: exit 1 when fewer than a share F of the compared requests match in order (the
+#            harness's own idle-cap race can reorder a run, see docs/replay.md, so CI uses this).
 # Needs: python3 (venv, pip, PyPI), the shared data (SWEEP_SHARED_DATA).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,7 @@ traces="$data/agentx-traces/kv-cache-tester-200.jsonl.gz"
 sweep_bin=""
 out=""
 check=0
+min_match=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --conc) conc="$2"; shift 2 ;;
@@ -35,6 +38,7 @@ while [ $# -gt 0 ]; do
     --sweep) sweep_bin="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --check) check=1; shift ;;
+    --min-match) min_match="$2"; shift 2 ;;
     *) echo "unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -107,8 +111,9 @@ start_server "$out/server-sweep.log"
   --traces "$plain" --tokenizer "$tok" --out "$out/sweep" > "$out/sweep.log" 2>&1 || true
 stop_server
 
+status=0
 python3 scripts/compare-replays.py "$out/harness/profile_export.jsonl" "$out/sweep/profile_export.jsonl" \
-  --sweep-agg "$out/sweep/agg.json" $([ "$check" = 1 ] && echo --check)
-status=$?
+  --sweep-agg "$out/sweep/agg.json" $([ "$check" = 1 ] && echo --check) \
+  $([ -n "$min_match" ] && echo --min-match "$min_match") || status=$?
 echo "artifacts: $out"
 exit $status
