@@ -35,9 +35,10 @@ fn local_engine_serves_the_point_on_the_rows_hardware_and_labels_it_predicted() 
     let s = summary_json(&dir);
     let p = &s["points"][0];
     assert_eq!(p["status"]["state"], "done", "{so}\n{se}\n{p}");
-    // The cluster:gb300-nv runner selects the GB300 profile; latencies come from the cost model.
+    // The cluster:gb300-nv runner selects GB300, and the engine serves the best profile for the
+    // model there (the one fitted to its published points); latencies come from the cost model.
     assert_eq!(p["result_kind"], "predicted", "{p}");
-    assert_eq!(p["profiles"]["hardware_profile"], "gb300", "{}", p["profiles"]);
+    assert_eq!(p["profiles"]["hardware_profile"], "gb300-fitted-dsv41flash", "{}", p["profiles"]);
     assert_eq!(p["profiles"]["engine"], "sweep reference engine (sweep engine serve)");
     let pd = harness::results::point_dir(&dir, TP4_C1);
     let log = std::fs::read_to_string(pd.join("server.log")).unwrap();
