@@ -85,7 +85,9 @@ fn the_real_corpus_replays_with_every_lane_busy() {
     assert_eq!(pool.len(), 200);
     assert!(warnings.is_empty(), "{warnings:?}");
     let c = 24;
-    let cfg = WorkloadConfig { concurrency: c, duration_ns: 1800 * 1_000_000_000, ..WorkloadConfig::default() };
+    // One hour: the sampler reaches the traces whose subagents start after t* (traces 69–77 of the
+    // file; the first ones' subagents all lie before their t* or far beyond the hour).
+    let cfg = WorkloadConfig { concurrency: c, duration_ns: 3600 * 1_000_000_000, ..WorkloadConfig::default() };
     let mut wl = Workload::new(cfg, pool).unwrap();
     // A rough server: 0.3 s + 20 µs per prompt token + 15 ms per output token.
     let log = drive(
@@ -101,7 +103,9 @@ fn the_real_corpus_replays_with_every_lane_busy() {
     assert_eq!(log.outcome, Some(Outcome::Completed));
     assert_eq!(wl.stats().forced_releases, 0);
     let profiled = log.records.iter().filter(|r| r.spec.phase == Phase::Profiling).count();
-    assert!(profiled > 1000, "{profiled}");
+    // Every lane keeps its tree going: on average more than 40 profiled requests per lane in the
+    // hour (the idle caps bound the recorded gaps; 1,933 with seed 42).
+    assert!(profiled > 40 * c as usize, "{profiled}");
     let mut seen = HashSet::new();
     for r in &log.records {
         assert!(seen.insert((r.spec.play, r.spec.stream, r.spec.turn_index)));
