@@ -55,7 +55,7 @@ fn fit_recovers_known_parameters_from_simulated_points() {
         jobs: 2,
         weights: fit::default_weights(),
         orders: 1,
-        recorded_pool: Default::default(),
+        cache: Default::default(),
     };
     let opts = FitOptions {
         params: vec![fit::param("tau_step_us").unwrap(), fit::param("eager_overhead_us").unwrap()],
@@ -109,7 +109,7 @@ fn fit_recovers_known_workload_scales() {
         jobs: 2,
         weights: fit::default_weights(),
         orders: 1,
-        recorded_pool: Default::default(),
+        cache: Default::default(),
     };
     let opts = FitOptions {
         params: vec![fit::param("osl_scale").unwrap(), fit::param("isl_scale").unwrap()],
@@ -123,6 +123,100 @@ fn fit_recovers_known_workload_scales() {
     let (o, i) = (out.best.get("osl_scale"), out.best.get("isl_scale"));
     assert!((o / 2.0 - 1.0).abs() < 0.1, "osl_scale {o} (truth 2)");
     assert!((i / 1.5 - 1.0).abs() < 0.05, "isl_scale {i} (truth 1.5)");
+}
+
+fn problem_on(pts: &[PlanPoint], traces: Vec<harness::trace::Trace>, orders: usize, jobs: usize) -> FitProblem {
+    let base = GpuSpec::lookup("gb300").unwrap();
+    // Targets: the datasheet profile's own results with throughput halved, so no candidate is
+    // perfect and the loss is positive.
+    let pool = fit::compile(&traces, WorkloadScales::default(), 42);
+    let points = pts
+        .iter()
+        .map(|p| {
+            let s = fit::simulate_point(p, &base, None, &pool, 42, Some(60.0)).expect("point runs");
+            let mut metrics: std::collections::BTreeMap<Metric, f64> = Metric::ALL.iter().map(|m| (*m, m.of(&s))).collect();
+            metrics.insert(Metric::TputPerGpu, s.tput_per_gpu / 2.0);
+            (p.clone(), MeasuredPoint { arm: p.arm.clone(), conc: p.conc, id: None, metrics })
+        })
+        .collect();
+    FitProblem {
+        points,
+        traces,
+        trace_set: "synthetic:6:42".into(),
+        model: None,
+        base,
+        base_scales: WorkloadScales::default(),
+        seed: 42,
+        duration_s: Some(60.0),
+        jobs,
+        weights: fit::default_weights(),
+        orders,
+        cache: Default::default(),
+    }
+}
+
+/// A repeated candidate is answered from the memo without simulating; a candidate whose loss
+/// is bounded below by its first points stops there, and asking for it exactly later simulates
+/// it in full; the recorded trace set is compiled once for all candidates that keep it.
+#[test]
+fn evaluations_are_memoised_and_bounded_ones_stop_early() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let pts = points(&["tp2-ep2-c16", "tp4-c4"]);
+    let problem = problem_on(&pts, synthetic(6), 2, 2);
+    let t = &problem.cache.timings;
+    assert_eq!(problem.stage_order(), vec![1, 0], "the lower concurrency first");
+    let mut c = Candidate { gpu: problem.base.clone(), scales: WorkloadScales::default() };
+    c.set("tau_step_us", 900.0);
+    let a = problem.evaluate(std::slice::from_ref(&c)).remove(0);
+    assert!(a.complete && a.loss > 0.0);
+    assert_eq!(t.simulations(), 4, "two points x two orders");
+    let again = problem.evaluate(std::slice::from_ref(&c)).remove(0);
+    assert_eq!((again.loss, t.simulations(), t.memo_hits.load(Relaxed)), (a.loss, 4, 1));
+
+    let mut d = c.clone();
+    d.set("eta_bw", 0.4);
+    let cut = problem.evaluate_bounded(std::slice::from_ref(&d), 1e-9).remove(0);
+    assert!(!cut.complete && cut.loss >= 1e-9, "{cut:?}");
+    assert_eq!(t.simulations(), 6, "only the first point (c4) ran");
+    assert!(cut.summaries[1].is_ok() && cut.summaries[0].is_err());
+    assert_eq!(t.pruned.load(Relaxed), 1);
+    // The lower bound answers a request with a lower bound below it, not an exact one.
+    problem.evaluate_bounded(std::slice::from_ref(&d), cut.loss / 2.0);
+    assert_eq!(t.simulations(), 6);
+    let full = problem.evaluate(std::slice::from_ref(&d)).remove(0);
+    assert!(full.complete && full.loss >= cut.loss);
+    assert_eq!(t.simulations(), 10);
+    assert_eq!(t.compiles.lock().unwrap().0, 0, "the recorded pool serves every candidate");
+    // Several candidates at once give what they give one by one, whatever the jobs.
+    let serial = problem_on(&pts, synthetic(6), 2, 1);
+    let both = serial.evaluate(&[c.clone(), d.clone()]);
+    assert_eq!((both[0].loss, both[1].loss), (a.loss, full.loss));
+    // A workload-scaled candidate gets its own compile, once.
+    let mut w = c.clone();
+    w.set("osl_scale", 1.5);
+    problem.evaluate(std::slice::from_ref(&w));
+    problem.evaluate(std::slice::from_ref(&w));
+    assert_eq!(t.compiles.lock().unwrap().0, 1);
+}
+
+/// The same fit with one job and with two gives the same profile, and with bounded
+/// evaluations stopping early it walks the same path as exact ones would.
+#[test]
+fn fit_is_deterministic_across_jobs() {
+    let pts = points(&["tp2-ep2-c16", "tp4-c4"]);
+    let opts = FitOptions {
+        params: vec![fit::param("tau_step_us").unwrap(), fit::param("eta_bw").unwrap()],
+        restarts: 2,
+        max_evals: 14,
+        seed: 42,
+        start: Vec::new(),
+    };
+    let one = fit::fit(&problem_on(&pts, synthetic(6), 2, 1), &opts, |_, _| {});
+    let two_p = problem_on(&pts, synthetic(6), 2, 2);
+    let two = fit::fit(&two_p, &opts, |_, _| {});
+    assert_eq!(one.best.key(), two.best.key());
+    assert_eq!((one.evaluation.loss, one.evaluations), (two.evaluation.loss, two.evaluations));
+    assert!(one.evaluation.complete);
 }
 
 /// Averaging over trace orders: one order is the plain replay; two orders are the mean of the

@@ -71,6 +71,10 @@ pub struct FitArgs {
     /// Simulations at once (default: the number of cores).
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// Print where the time went (loading, simulations per point and stage, memo hits, early
+    /// stops) to stderr.
+    #[arg(long)]
+    pub timings: bool,
     #[command(flatten)]
     pub repo: RepoArgs,
 }
@@ -112,7 +116,19 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     let aliases = if a.alias.is_empty() { vec![format!("{}-fitted", base.name)] } else { a.alias.clone() };
     let out = a.out.clone().unwrap_or_else(|| repo.root.join("engine/profiles/hardware").join(format!("{name}.yaml")));
     eprintln!("sweep calibrate fit: loading traces {}", a.traces);
-    let traces = fit::load_traces(&a.traces)?;
+    let t_load = std::time::Instant::now();
+    // Without a workload scale to fit, every candidate replays the traces as recorded: compile
+    // them while reading and keep only the plans.
+    let scaled = params.iter().any(fit::Param::is_workload);
+    let (traces, cache, n_traces) = if scaled {
+        let t = fit::load_traces(&a.traces)?;
+        let n = t.len();
+        (t, fit::FitCache::default(), n)
+    } else {
+        let (pool, n) = fit::load_pool(&a.traces, a.seed)?;
+        (Vec::new(), fit::FitCache::with_pool(pool), n)
+    };
+    let load_s = t_load.elapsed().as_secs_f64();
     let model_profile = {
         let launch = points[0].0.launch.as_ref().context("the point has no resolved server command")?;
         let mp = a.model.clone().or_else(|| {
@@ -123,7 +139,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     };
     let problem = FitProblem {
         points,
-        trace_set: format!("{} ({} traces)", a.traces, traces.len()),
+        trace_set: format!("{} ({} traces)", a.traces, n_traces),
         traces,
         model: a.model.clone(),
         base: base.clone(),
@@ -133,7 +149,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1),
         weights: fit::parse_weights(&a.weights)?,
         orders: a.trace_orders.max(1),
-        recorded_pool: Default::default(),
+        cache,
     };
     let mut start = Vec::new();
     for s in &a.start {
@@ -172,6 +188,15 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     });
     bar.finish_and_clear();
     let wall = t0.elapsed().as_secs_f64();
+    if a.timings {
+        eprintln!(
+            "timings: {:.1} s wall; traces read and compiled in {load_s:.1} s; {} evaluations, {} simulations\n{}",
+            wall,
+            outcome.evaluations,
+            problem.cache.timings.simulations(),
+            problem.cache.timings.table(&problem.points)
+        );
+    }
     let prov = FitProvenance {
         name: name.clone(),
         aliases,

@@ -261,6 +261,14 @@ pub struct Param {
     pub what: &'static str,
 }
 
+impl Param {
+    /// A workload transform rather than a cost parameter: candidates that move it replay their
+    /// own scaled compile of the trace set.
+    pub fn is_workload(&self) -> bool {
+        self.what.starts_with("workload:")
+    }
+}
+
 /// Every parameter a fit can move. Bounds span the spec's ranges (engine spec §7.4) with room
 /// on both sides; all are positive, so they are searched on a log scale.
 pub const PARAMS: &[Param] = &[
@@ -300,6 +308,11 @@ pub struct Candidate {
 }
 
 impl Candidate {
+    /// What tells two candidates apart in a fit: the bits of every fittable parameter.
+    pub fn key(&self) -> Vec<u64> {
+        PARAMS.iter().map(|p| self.get(p.name).to_bits()).collect()
+    }
+
     pub fn get(&self, name: &str) -> f64 {
         let c = &self.gpu.cost;
         match name {
@@ -424,6 +437,27 @@ pub fn compile_one(t: &Trace, s: WorkloadScales, seed: u64) -> Result<TracePlan,
     Ok(p)
 }
 
+/// Reads and compiles a trace set as recorded, one trace at a time, keeping only the compact plans:
+/// the published corpus is 1.8 GB of JSON whose hash ids alone take 2.7 GB as traces, its plans a
+/// few hundred MB. Returns the plans and how many traces were read.
+pub fn load_pool(spec: &str, seed: u64) -> Result<(Vec<Arc<TracePlan>>, usize), FitError> {
+    let source: TraceSource = spec.parse().map_err(|e: String| FitError::Traces { spec: spec.into(), message: e })?;
+    let (mut pool, mut read) = (Vec::new(), 0usize);
+    source
+        .for_each(&ReadOptions::default(), &mut Vec::new(), |t| {
+            read += 1;
+            if let Ok(p) = TracePlan::build(&t, seed) {
+                pool.push(Arc::new(p));
+            }
+            Ok(())
+        })
+        .map_err(|e| FitError::Traces { spec: spec.into(), message: e.to_string() })?;
+    if pool.is_empty() {
+        return Err(FitError::Traces { spec: spec.into(), message: "no trace".into() });
+    }
+    Ok((pool, read))
+}
+
 /// Compiles a trace set for replay with workload scales applied.
 pub fn compile(traces: &[Trace], s: WorkloadScales, seed: u64) -> Vec<Arc<TracePlan>> {
     traces.iter().filter_map(|t| compile_one(t, s, seed).ok()).map(Arc::new).collect()
@@ -444,21 +478,47 @@ pub fn simulate_point(
     seed: u64,
     duration_s: Option<f64>,
 ) -> Result<Summary, String> {
-    let launch = point.launch.as_ref().ok_or("point has no resolved server command")?;
-    let mut cfg = EngineConfig::from_args(flags_only(&launch.worker_argv), &launch.env).map_err(|e| e.to_string())?;
-    if let Some(r) = &launch.router_argv {
-        cfg = cfg.with_router_args(flags_only(r)).map_err(|e| e.to_string())?;
-    }
-    let name = model
-        .map(str::to_string)
-        .or_else(|| cfg.model_path.clone())
-        .or_else(|| point.row.get("model").and_then(Value::as_str).map(str::to_string))
-        .ok_or("no model profile: pass --model")?;
-    let m = ModelSpec::lookup(&name).map_err(|e| e.to_string())?;
-    let mut engine = Engine::new(cfg, m, gpu.clone(), seed).map_err(|e| e.to_string())?;
-    let (pool, _) = crate::target::sim::fit_pool(pool, engine.limits().context_length).map_err(|e| e.to_string())?;
-    let mut wl = Workload::new(crate::target::sim::workload_config(point, seed, duration_s), pool).map_err(|e| e.to_string())?;
+    simulate_point_timed(point, gpu, model, pool, seed, duration_s).0
+}
+
+/// [`simulate_point`] with the seconds spent in its three stages: setup (engine, trace filter,
+/// workload), replay on the virtual clock, and the aggregate.
+pub fn simulate_point_timed(
+    point: &PlanPoint,
+    gpu: &GpuSpec,
+    model: Option<&str>,
+    pool: &[Arc<TracePlan>],
+    seed: u64,
+    duration_s: Option<f64>,
+) -> (Result<Summary, String>, [f64; 3]) {
+    let mut t = [0.0; 3];
+    let t0 = std::time::Instant::now();
+    let setup = || -> Result<(Engine, Workload), String> {
+        let launch = point.launch.as_ref().ok_or("point has no resolved server command")?;
+        let mut cfg = EngineConfig::from_args(flags_only(&launch.worker_argv), &launch.env).map_err(|e| e.to_string())?;
+        if let Some(r) = &launch.router_argv {
+            cfg = cfg.with_router_args(flags_only(r)).map_err(|e| e.to_string())?;
+        }
+        let name = model
+            .map(str::to_string)
+            .or_else(|| cfg.model_path.clone())
+            .or_else(|| point.row.get("model").and_then(Value::as_str).map(str::to_string))
+            .ok_or("no model profile: pass --model")?;
+        let m = ModelSpec::lookup(&name).map_err(|e| e.to_string())?;
+        let engine = Engine::new(cfg, m, gpu.clone(), seed).map_err(|e| e.to_string())?;
+        let (pool, _) = crate::target::sim::fit_pool(pool, engine.limits().context_length).map_err(|e| e.to_string())?;
+        let wl = Workload::new(crate::target::sim::workload_config(point, seed, duration_s), pool).map_err(|e| e.to_string())?;
+        Ok((engine, wl))
+    };
+    let (mut engine, mut wl) = match setup() {
+        Ok(x) => x,
+        Err(e) => return (Err(e), t),
+    };
+    t[0] = t0.elapsed().as_secs_f64();
+    let t1 = std::time::Instant::now();
     let run = crate::target::sim::simulate(&mut engine, &mut wl, &AtomicBool::new(false), |_| {});
+    t[1] = t1.elapsed().as_secs_f64();
+    let t2 = std::time::Instant::now();
     let ctx = PointContext {
         identity: crate::run::identity(point),
         num_gpus: point.gpus.max(1),
@@ -468,14 +528,17 @@ pub fn simulate_point(
         ..Default::default()
     };
     let out = crate::target::sim::sim_outcome(run, &engine, ctx);
-    if out.status != Status::Done {
-        return Err(format!("{:?}", out.status));
-    }
-    let (_, s) = crate::metrics::aggregate(&out.records, &out.ctx).map_err(|e| e.to_string())?;
-    if s.requests_ok == 0 {
-        return Err("no successful request".into());
-    }
-    Ok(s)
+    let r = if out.status != Status::Done {
+        Err(format!("{:?}", out.status))
+    } else {
+        match crate::metrics::aggregate(&out.records, &out.ctx) {
+            Err(e) => Err(e.to_string()),
+            Ok((_, s)) if s.requests_ok == 0 => Err("no successful request".into()),
+            Ok((_, s)) => Ok(s),
+        }
+    };
+    t[2] = t2.elapsed().as_secs_f64();
+    (r, t)
 }
 
 /// The pool read from the `k`-th of `orders` evenly spaced starting traces. AgentX hands traces
@@ -529,6 +592,8 @@ pub fn simulate_point_orders(
 /// What a fit replays: the measured points with their plan points, the trace set and settings.
 pub struct FitProblem {
     pub points: Vec<(PlanPoint, MeasuredPoint)>,
+    /// The trace set as read, for candidates that change the workload (may be empty when no
+    /// workload scale is fitted: the recorded pool in `cache` is then all a fit needs).
     pub traces: Vec<Trace>,
     /// Description of the trace set (recorded in the profile).
     pub trace_set: String,
@@ -544,43 +609,146 @@ pub struct FitProblem {
     pub weights: BTreeMap<Metric, f64>,
     /// Trace orders each point is replayed with, its metrics averaged ([`simulate_point_orders`]).
     pub orders: usize,
+    /// What evaluations reuse, and where their time goes.
+    pub cache: FitCache,
+}
+
+/// What a fit keeps between evaluations: the compiled trace set, the evaluations already made,
+/// and counters of where the time goes.
+#[derive(Default)]
+pub struct FitCache {
     /// The trace set compiled as recorded (scales 1), reused by every candidate that does not
-    /// change the workload: compiling 200 real traces costs about as much as simulating a point.
+    /// change the workload; set up front when the traces were compiled while reading.
     pub recorded_pool: std::sync::OnceLock<Vec<Arc<TracePlan>>>,
+    /// Evaluations by candidate ([`Candidate::key`]): Nelder–Mead clamps trial points onto the
+    /// box's faces and restarts revisit points, and a repeat costs nothing.
+    memo: Mutex<std::collections::HashMap<Vec<u64>, Evaluation>>,
+    pub timings: FitTimings,
+}
+
+impl FitCache {
+    /// A cache whose recorded pool is already compiled ([`load_pool`]).
+    pub fn with_pool(pool: Vec<Arc<TracePlan>>) -> Self {
+        let c = FitCache::default();
+        c.recorded_pool.set(pool).expect("a fresh cache has no pool");
+        c
+    }
+}
+
+/// Counters of a fit (`sweep calibrate fit --timings`).
+#[derive(Debug, Default)]
+pub struct FitTimings {
+    /// Candidates asked for, answered from the memo, and stopped early (loss bound exceeded).
+    pub candidates: std::sync::atomic::AtomicU64,
+    pub memo_hits: std::sync::atomic::AtomicU64,
+    pub pruned: std::sync::atomic::AtomicU64,
+    /// Trace sets compiled for workload-scaled candidates, and their seconds.
+    pub compiles: Mutex<(u64, f64)>,
+    /// Per point (problem order): simulations run and seconds of setup, replay and aggregate.
+    pub points: Mutex<BTreeMap<usize, PointTiming>>,
+}
+
+/// Simulations of one point and their seconds by stage (summed over threads: CPU time).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PointTiming {
+    pub sims: u64,
+    pub setup_s: f64,
+    pub replay_s: f64,
+    pub aggregate_s: f64,
+}
+
+impl FitTimings {
+    fn add(&self, point: usize, t: [f64; 3]) {
+        let mut m = self.points.lock().expect("lock");
+        let e = m.entry(point).or_default();
+        e.sims += 1;
+        e.setup_s += t[0];
+        e.replay_s += t[1];
+        e.aggregate_s += t[2];
+    }
+
+    /// Simulations run so far, over all points.
+    pub fn simulations(&self) -> u64 {
+        self.points.lock().expect("lock").values().map(|p| p.sims).sum()
+    }
+
+    /// A Markdown table of the counters.
+    pub fn table(&self, points: &[(PlanPoint, MeasuredPoint)]) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        let compiles = *self.compiles.lock().expect("lock");
+        let mut o = format!(
+            "candidates {}, answered from the memo {}, stopped early {}; trace sets compiled {} ({:.1} s)\n\n| point | simulations | setup s | replay s | aggregate s | s per simulation |\n|---|---:|---:|---:|---:|---:|\n",
+            self.candidates.load(Relaxed),
+            self.memo_hits.load(Relaxed),
+            self.pruned.load(Relaxed),
+            compiles.0,
+            compiles.1,
+        );
+        for (i, t) in self.points.lock().expect("lock").iter() {
+            let id = points.get(*i).map_or("?", |(p, _)| p.id.rsplit('/').next().unwrap_or(&p.id));
+            let all = t.setup_s + t.replay_s + t.aggregate_s;
+            o.push_str(&format!(
+                "| {id} | {} | {:.2} | {:.2} | {:.2} | {:.3} |\n",
+                t.sims,
+                t.setup_s,
+                t.replay_s,
+                t.aggregate_s,
+                all / (t.sims.max(1) as f64)
+            ));
+        }
+        o
+    }
 }
 
 /// Per-point results of one candidate.
 #[derive(Clone, Debug)]
 pub struct Evaluation {
+    /// The loss; when `complete` is false, a lower bound of it (the points not simulated would
+    /// only add to it).
     pub loss: f64,
     pub summaries: Vec<Result<Summary, String>>,
+    /// Every point was simulated.
+    pub complete: bool,
+}
+
+/// A point's share of the loss numerator (the sum over its measured metrics of w · ln²), and
+/// the weights it adds to the denominator.
+fn point_loss(m: &MeasuredPoint, s: &Result<Summary, String>, weights: &BTreeMap<Metric, f64>) -> (f64, f64) {
+    let (mut num, mut den) = (0.0, 0.0);
+    for (metric, meas) in &m.metrics {
+        let w = weights.get(metric).copied().unwrap_or(0.0);
+        den += w;
+        num += w * match s {
+            Ok(s) => {
+                let p = metric.of(s);
+                if p.is_finite() && p > 0.0 { (p / meas).ln().powi(2) } else { 25.0 }
+            }
+            Err(_) => 25.0,
+        };
+    }
+    (num, den)
 }
 
 /// The loss of per-point summaries against the measured points.
 pub fn loss(points: &[(PlanPoint, MeasuredPoint)], summaries: &[Result<Summary, String>], weights: &BTreeMap<Metric, f64>) -> f64 {
     let (mut num, mut den) = (0.0, 0.0);
     for ((_, m), s) in points.iter().zip(summaries) {
-        for (metric, meas) in &m.metrics {
-            let w = weights.get(metric).copied().unwrap_or(0.0);
-            den += w;
-            num += w * match s {
-                Ok(s) => {
-                    let p = metric.of(s);
-                    if p.is_finite() && p > 0.0 { (p / meas).ln().powi(2) } else { 25.0 }
-                }
-                Err(_) => 25.0,
-            };
-        }
+        let (n, d) = point_loss(m, s, weights);
+        num += n;
+        den += d;
     }
     if den > 0.0 { num / den } else { 0.0 }
 }
 
 /// `f(0..n)` on `jobs` scoped threads taking indices from a shared counter; results in index order.
 fn parallel_map<R: Send>(jobs: usize, n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    if jobs <= 1 || n <= 1 {
+        return (0..n).map(f).collect();
+    }
     let slots: Vec<Mutex<Option<R>>> = (0..n).map(|_| Mutex::new(None)).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
-        for _ in 0..jobs.max(1).min(n) {
+        for _ in 0..jobs.min(n) {
             s.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -596,36 +764,121 @@ fn parallel_map<R: Send>(jobs: usize, n: usize, f: impl Fn(usize) -> R + Sync) -
 }
 
 impl FitProblem {
-    /// Evaluates candidates; all (candidate, point) simulations share `jobs` threads.
+    /// Evaluates candidates exactly; all (candidate, point, order) simulations share `jobs`
+    /// threads.
     pub fn evaluate(&self, cands: &[Candidate]) -> Vec<Evaluation> {
-        let jobs = self.jobs.max(1);
-        // Trace pools per distinct workload scales (compiled once per candidate batch).
-        let pools: Vec<Vec<Arc<TracePlan>>> = parallel_map(jobs, cands.len(), |i| {
-            if cands[i].scales.is_identity() {
-                self.recorded_pool.get_or_init(|| compile(&self.traces, WorkloadScales::default(), self.seed)).clone()
-            } else {
-                compile(&self.traces, cands[i].scales, self.seed)
-            }
-        });
-        let n = self.points.len();
-        let mut flat: Vec<Result<Summary, String>> = parallel_map(jobs, cands.len() * n, |k| {
-            let (c, p) = (k / n, k % n);
-            simulate_point_orders(
-                &self.points[p].0,
-                &cands[c].gpu,
-                self.model.as_deref(),
-                &pools[c],
-                self.seed,
-                self.duration_s,
-                self.orders,
-            )
-        });
-        let mut out = Vec::new();
-        for _ in 0..cands.len() {
-            let summaries: Vec<_> = flat.drain(..n).collect();
-            out.push(Evaluation { loss: loss(&self.points, &summaries, &self.weights), summaries });
+        self.evaluate_bounded(cands, f64::INFINITY)
+    }
+
+    /// Evaluates candidates when only losses below `bound` need to be exact: a candidate is
+    /// simulated point by point (each point's orders at once) and stops as soon as the points
+    /// done already put its loss at or above `bound` (its evaluation is then incomplete and its
+    /// loss a lower bound). The points are visited in a fixed order, so the result does not
+    /// depend on thread timing. With several candidates, or no finite bound, everything runs at
+    /// once.
+    pub fn evaluate_bounded(&self, cands: &[Candidate], bound: f64) -> Vec<Evaluation> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let t = &self.cache.timings;
+        t.candidates.fetch_add(cands.len() as u64, Relaxed);
+        let keys: Vec<Vec<u64>> = cands.iter().map(Candidate::key).collect();
+        let mut out: Vec<Option<Evaluation>> = {
+            let memo = self.cache.memo.lock().expect("lock");
+            keys.iter().map(|k| memo.get(k).filter(|e| e.complete || e.loss >= bound).cloned()).collect()
+        };
+        t.memo_hits.fetch_add(out.iter().filter(|e| e.is_some()).count() as u64, Relaxed);
+        let todo: Vec<usize> = (0..cands.len()).filter(|&i| out[i].is_none()).collect();
+        if todo.is_empty() {
+            return out.into_iter().map(|e| e.expect("answered")).collect();
         }
-        out
+        let fresh: Vec<Evaluation> = if todo.len() == 1 && bound.is_finite() && self.points.len() > 1 {
+            vec![self.evaluate_staged(&cands[todo[0]], bound)]
+        } else {
+            let sel: Vec<&Candidate> = todo.iter().map(|&i| &cands[i]).collect();
+            self.evaluate_all(&sel)
+        };
+        let mut memo = self.cache.memo.lock().expect("lock");
+        for (i, e) in todo.into_iter().zip(fresh) {
+            memo.insert(keys[i].clone(), e.clone());
+            out[i] = Some(e);
+        }
+        out.into_iter().map(|e| e.expect("answered")).collect()
+    }
+
+    /// The trace pool of a candidate: the shared recorded pool, or its own scaled compile.
+    fn pool(&self, c: &Candidate) -> Vec<Arc<TracePlan>> {
+        if c.scales.is_identity() {
+            return self.cache.recorded_pool.get_or_init(|| compile(&self.traces, WorkloadScales::default(), self.seed)).clone();
+        }
+        let t0 = std::time::Instant::now();
+        let p = compile(&self.traces, c.scales, self.seed);
+        let mut cs = self.cache.timings.compiles.lock().expect("lock");
+        cs.0 += 1;
+        cs.1 += t0.elapsed().as_secs_f64();
+        p
+    }
+
+    /// One simulation: candidate `c`'s point `p` from trace order `k`.
+    fn simulate(&self, c: &Candidate, pool: &[Arc<TracePlan>], p: usize, k: usize) -> Result<Summary, String> {
+        let orders = self.orders.max(1);
+        let (r, t) =
+            simulate_point_timed(&self.points[p].0, &c.gpu, self.model.as_deref(), &rotated(pool, k, orders), self.seed, self.duration_s);
+        self.cache.timings.add(p, t);
+        r
+    }
+
+    /// The mean over orders of one point's simulations (any failed order fails the point).
+    fn combine(runs: Vec<Result<Summary, String>>) -> Result<Summary, String> {
+        let v = runs.into_iter().collect::<Result<Vec<_>, _>>()?;
+        mean_summary(&v).ok_or_else(|| "no trace order".to_string())
+    }
+
+    /// Every (candidate, point, order) simulation at once.
+    fn evaluate_all(&self, cands: &[&Candidate]) -> Vec<Evaluation> {
+        let jobs = self.jobs.max(1);
+        let pools: Vec<Vec<Arc<TracePlan>>> = parallel_map(jobs, cands.len(), |i| self.pool(cands[i]));
+        let (n, o) = (self.points.len(), self.orders.max(1));
+        let mut flat = parallel_map(jobs, cands.len() * n * o, |t| {
+            let (c, p, k) = (t / (n * o), t / o % n, t % o);
+            self.simulate(cands[c], &pools[c], p, k)
+        })
+        .into_iter();
+        cands
+            .iter()
+            .map(|_| {
+                let summaries: Vec<_> = (0..n).map(|_| Self::combine(flat.by_ref().take(o).collect())).collect();
+                Evaluation { loss: loss(&self.points, &summaries, &self.weights), summaries, complete: true }
+            })
+            .collect()
+    }
+
+    /// One candidate, point by point (see [`FitProblem::evaluate_bounded`]).
+    fn evaluate_staged(&self, c: &Candidate, bound: f64) -> Evaluation {
+        let pool = self.pool(c);
+        let o = self.orders.max(1);
+        let den: f64 =
+            self.points.iter().map(|(_, m)| m.metrics.keys().map(|k| self.weights.get(k).copied().unwrap_or(0.0)).sum::<f64>()).sum();
+        let mut summaries: Vec<Result<Summary, String>> = vec![Err("not simulated: the loss bound was reached".into()); self.points.len()];
+        let mut num = 0.0;
+        for (done, p) in self.stage_order().into_iter().enumerate() {
+            let runs = parallel_map(self.jobs.max(1), o, |k| self.simulate(c, &pool, p, k));
+            summaries[p] = Self::combine(runs);
+            num += point_loss(&self.points[p].1, &summaries[p], &self.weights).0;
+            let lb = if den > 0.0 { num / den } else { 0.0 };
+            if done + 1 < self.points.len() && lb >= bound {
+                self.cache.timings.pruned.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Evaluation { loss: lb, summaries, complete: false };
+            }
+        }
+        Evaluation { loss: loss(&self.points, &summaries, &self.weights), summaries, complete: true }
+    }
+
+    /// The order in which a bounded evaluation visits the points: lowest concurrency first, the
+    /// cheapest simulations (fewest requests in flight), so a hopeless candidate is found out
+    /// before the expensive points run.
+    pub fn stage_order(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = (0..self.points.len()).collect();
+        v.sort_by_key(|&i| (self.points[i].0.conc, i));
+        v
     }
 
     fn base_candidate(&self) -> Candidate {
@@ -687,20 +940,17 @@ pub fn fit(problem: &FitProblem, opts: &FitOptions, mut progress: impl FnMut(u64
             r if r % 2 == 1 => opts.params.iter().map(|_| rng.next_f64()).collect(),
             _ => best_u.iter().map(|u| (u + (rng.next_f64() - 0.5) * 0.3).clamp(0.0, 1.0)).collect(),
         };
-        let cache: Mutex<Vec<(Vec<f64>, Evaluation)>> = Mutex::new(Vec::new());
         let m = nelder_mead::minimize(
-            |xs: &[Vec<f64>]| {
+            |xs: &[Vec<f64>], bound: f64| {
                 let cands: Vec<Candidate> = xs.iter().map(|u| to_cand(u)).collect();
-                let ev = problem.evaluate(&cands);
+                let ev = problem.evaluate_bounded(&cands, bound);
                 evals += xs.len() as u64;
                 let losses: Vec<f64> = ev.iter().map(|e| e.loss).collect();
-                let mut c = cache.lock().expect("lock");
                 for (u, e) in xs.iter().zip(ev) {
-                    if e.loss < best.0 {
-                        best = (e.loss, e.clone());
+                    if e.complete && e.loss < best.0 {
+                        best = (e.loss, e);
                         best_u = u.clone();
                     }
-                    c.push((u.clone(), e));
                 }
                 progress(evals, best.0);
                 losses
