@@ -63,6 +63,7 @@ fn fit_recovers_known_parameters_from_simulated_points() {
         max_evals: 40,
         seed: 42,
         start: Vec::new(),
+        coarse: None,
     };
     let mut calls = 0;
     let out = fit::fit(&problem, &opts, |_, _| calls += 1);
@@ -117,6 +118,7 @@ fn fit_recovers_known_workload_scales() {
         max_evals: 40,
         seed: 42,
         start: Vec::new(),
+        coarse: None,
     };
     let out = fit::fit(&problem, &opts, |_, _| {});
     assert!(out.evaluation.loss < out.base_evaluation.loss / 20.0, "loss {} (base {})", out.evaluation.loss, out.base_evaluation.loss);
@@ -210,6 +212,7 @@ fn fit_is_deterministic_across_jobs() {
         max_evals: 14,
         seed: 42,
         start: Vec::new(),
+        coarse: None,
     };
     let one = fit::fit(&problem_on(&pts, synthetic(6), 2, 1), &opts, |_, _| {});
     let two_p = problem_on(&pts, synthetic(6), 2, 2);
@@ -217,6 +220,51 @@ fn fit_is_deterministic_across_jobs() {
     assert_eq!(one.best.key(), two.best.key());
     assert_eq!((one.evaluation.loss, one.evaluations), (two.evaluation.loss, two.evaluations));
     assert!(one.evaluation.complete);
+}
+
+/// A two-level fit searches at a short duration and returns a full-duration evaluation: the
+/// loss it reports is what the fitted candidate gives when evaluated afresh at the full duration,
+/// and its coarse and full evaluations add up to the total (with the base profile's).
+#[test]
+fn two_level_fit_returns_a_full_duration_evaluation() {
+    let pts = points(&["tp2-ep2-c16", "tp4-c4"]);
+    let problem = problem_on(&pts, synthetic(6), 2, 2);
+    let opts = FitOptions {
+        params: vec![fit::param("tau_step_us").unwrap(), fit::param("eta_bw").unwrap()],
+        restarts: 1,
+        max_evals: 12,
+        seed: 42,
+        start: Vec::new(),
+        coarse: Some(fit::CoarseOptions { duration_s: 20.0, polish_evals: 6, polish_step: 0.05 }),
+    };
+    let out = fit::fit(&problem, &opts, |_, _| {});
+    let (coarse, full) = out.coarse_evaluations.unwrap();
+    assert_eq!(coarse + full + 1, out.evaluations);
+    assert!(coarse >= 12 && full >= 7, "{coarse} coarse, {full} full");
+    let fresh = problem_on(&pts, synthetic(6), 2, 1).evaluate(std::slice::from_ref(&out.best)).remove(0);
+    assert_eq!(fresh.loss, out.evaluation.loss);
+    assert!(out.evaluation.loss < out.base_evaluation.loss, "{} vs base {}", out.evaluation.loss, out.base_evaluation.loss);
+}
+
+/// Compiling a JSONL file while reading it, in parallel or not, gives the plans that reading
+/// the traces and compiling them gives, in file order.
+#[test]
+fn load_pool_compiles_while_reading_in_file_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("set.jsonl");
+    let traces = synthetic(7);
+    let text: Vec<String> = traces.iter().map(|t| serde_json::to_string(t).unwrap()).collect();
+    std::fs::write(&file, text.join("\n") + "\n").unwrap();
+    let spec = file.to_str().unwrap();
+    let want = fit::compile(&traces, WorkloadScales::default(), 42);
+    for jobs in [1, 2, 3] {
+        let (pool, n) = fit::load_pool(spec, 42, jobs).unwrap();
+        assert_eq!(n, 7);
+        let ids = |v: &[std::sync::Arc<harness::workload::TracePlan>]| -> Vec<(String, usize)> {
+            v.iter().map(|p| (p.id.to_string(), p.total_turns())).collect()
+        };
+        assert_eq!(ids(&pool), ids(&want), "jobs {jobs}");
+    }
 }
 
 /// Averaging over trace orders: one order is the plain replay; two orders are the mean of the

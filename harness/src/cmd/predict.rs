@@ -114,8 +114,13 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
     if plan.points().next().is_none() {
         bail!("--config {}: not in the plan of the changelog's latest entry; append a changelog entry that names it", a.config);
     }
-    let traces = crate::fit::load_traces(&spec)?;
-    let pool = crate::fit::compile(&traces, scales, a.seed);
+    let pool = if scales.is_identity() {
+        // Compiled while reading: a synthesized corpus is too large to hold as traces.
+        let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+        crate::fit::load_pool(&spec, a.seed, jobs.max(1))?.0
+    } else {
+        crate::fit::compile(&crate::fit::load_traces(&spec)?, scales, a.seed)
+    };
     let trace_set =
         if scales.is_identity() { format!("{spec}{note}") } else { format!("{spec}{note}, fitted workload scales: {}", scales.describe()) };
     let mut r = SimRunner::new(pool, trace_set.clone());

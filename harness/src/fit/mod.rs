@@ -22,7 +22,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use engine::profiles::{FitParameter, FitPoint, FitRecord, FitResidual, WorkloadScales};
+use engine::profiles::{CoarseRecord, CorpusRecord, FitParameter, FitPoint, FitRecord, FitResidual, WorkloadScales};
 use engine::{Engine, EngineConfig, GpuSpec, ModelSpec};
 use serde_json::Value;
 
@@ -437,23 +437,62 @@ pub fn compile_one(t: &Trace, s: WorkloadScales, seed: u64) -> Result<TracePlan,
     Ok(p)
 }
 
-/// Reads and compiles a trace set as recorded, one trace at a time, keeping only the compact plans:
-/// the published corpus is 1.8 GB of JSON whose hash ids alone take 2.7 GB as traces, its plans a
-/// few hundred MB. Returns the plans and how many traces were read.
-pub fn load_pool(spec: &str, seed: u64) -> Result<(Vec<Arc<TracePlan>>, usize), FitError> {
-    let source: TraceSource = spec.parse().map_err(|e: String| FitError::Traces { spec: spec.into(), message: e })?;
+/// Reads and compiles a trace set as recorded, keeping only the compact plans: the published
+/// corpus is 1.8 GB of JSON whose hash ids alone take 2.7 GB as traces, its plans a few hundred
+/// MB. A Weka JSONL file is parsed and compiled `jobs` lines at a time in parallel (parsing is
+/// most of a load); plans keep file order. Returns the plans and how many traces were read.
+pub fn load_pool(spec: &str, seed: u64, jobs: usize) -> Result<(Vec<Arc<TracePlan>>, usize), FitError> {
+    let bad = |message: String| FitError::Traces { spec: spec.into(), message };
+    let path = Path::new(spec);
+    let jsonl = path.is_file() && !spec.trim_end_matches(".gz").ends_with(".json");
     let (mut pool, mut read) = (Vec::new(), 0usize);
-    source
-        .for_each(&ReadOptions::default(), &mut Vec::new(), |t| {
-            read += 1;
-            if let Ok(p) = TracePlan::build(&t, seed) {
-                pool.push(Arc::new(p));
+    if jsonl && jobs > 1 {
+        use std::io::BufRead;
+        let mut reader = crate::trace::read::open_maybe_gz(path).map_err(|e| bad(e.to_string()))?;
+        let mut lineno = 0usize;
+        loop {
+            let mut batch: Vec<(usize, String)> = Vec::with_capacity(jobs * 2);
+            while batch.len() < jobs * 2 {
+                let mut line = String::new();
+                if reader.read_line(&mut line).map_err(|e| bad(e.to_string()))? == 0 {
+                    break;
+                }
+                lineno += 1;
+                if !line.trim().is_empty() {
+                    batch.push((lineno, line));
+                }
             }
-            Ok(())
-        })
-        .map_err(|e| FitError::Traces { spec: spec.into(), message: e.to_string() })?;
+            if batch.is_empty() {
+                break;
+            }
+            if read == 0 && !batch[0].1.contains("\"requests\"") {
+                // Not Weka (mooncake rows are grouped across lines): the plain reader.
+                return load_pool(spec, seed, 1);
+            }
+            let parsed = parallel_map(jobs, batch.len(), |i| {
+                crate::trace::read::parse_weka(spec, batch[i].0, &batch[i].1).map(|t| TracePlan::build(&t, seed).ok())
+            });
+            for p in parsed {
+                read += 1;
+                if let Some(p) = p.map_err(|e| bad(e.to_string()))? {
+                    pool.push(Arc::new(p));
+                }
+            }
+        }
+    } else {
+        let source: TraceSource = spec.parse().map_err(|e: String| bad(e))?;
+        source
+            .for_each(&ReadOptions::default(), &mut Vec::new(), |t| {
+                read += 1;
+                if let Ok(p) = TracePlan::build(&t, seed) {
+                    pool.push(Arc::new(p));
+                }
+                Ok(())
+            })
+            .map_err(|e| bad(e.to_string()))?;
+    }
     if pool.is_empty() {
-        return Err(FitError::Traces { spec: spec.into(), message: "no trace".into() });
+        return Err(bad("no trace".into()));
     }
     Ok((pool, read))
 }
@@ -700,6 +739,37 @@ impl FitTimings {
     }
 }
 
+/// What an evaluation replays at: a profiling duration and the targets its loss compares with
+/// (`tag` tells levels apart in the memo).
+struct Level<'a> {
+    tag: u64,
+    duration_s: Option<f64>,
+    targets: &'a [(PlanPoint, MeasuredPoint)],
+}
+
+/// The measured targets moved by the ratio short / full of one candidate's replays: a search at
+/// the short duration against them aims where the full duration meets the measurements, as long
+/// as that ratio (mostly the workload's: contexts grow over a session) changes slowly with the
+/// parameters. A metric that failed at either level keeps its measured value.
+pub fn corrected_targets(points: &[(PlanPoint, MeasuredPoint)], full: &Evaluation, short: &Evaluation) -> Vec<(PlanPoint, MeasuredPoint)> {
+    points
+        .iter()
+        .zip(full.summaries.iter().zip(&short.summaries))
+        .map(|((p, m), (f, s))| {
+            let mut m = m.clone();
+            if let (Ok(f), Ok(s)) = (f, s) {
+                for (k, v) in m.metrics.iter_mut() {
+                    let r = k.of(s) / k.of(f);
+                    if r.is_finite() && r > 0.0 {
+                        *v *= r;
+                    }
+                }
+            }
+            (p.clone(), m)
+        })
+        .collect()
+}
+
 /// Per-point results of one candidate.
 #[derive(Clone, Debug)]
 pub struct Evaluation {
@@ -777,10 +847,26 @@ impl FitProblem {
     /// depend on thread timing. With several candidates, or no finite bound, everything runs at
     /// once.
     pub fn evaluate_bounded(&self, cands: &[Candidate], bound: f64) -> Vec<Evaluation> {
+        self.evaluate_at(&self.full_level(), cands, bound)
+    }
+
+    /// The level a plain evaluation runs at: the problem's duration and measured targets.
+    fn full_level(&self) -> Level<'_> {
+        Level { tag: 0, duration_s: self.duration_s, targets: &self.points }
+    }
+
+    fn evaluate_at(&self, level: &Level, cands: &[Candidate], bound: f64) -> Vec<Evaluation> {
         use std::sync::atomic::Ordering::Relaxed;
         let t = &self.cache.timings;
         t.candidates.fetch_add(cands.len() as u64, Relaxed);
-        let keys: Vec<Vec<u64>> = cands.iter().map(Candidate::key).collect();
+        let keys: Vec<Vec<u64>> = cands
+            .iter()
+            .map(|c| {
+                let mut k = c.key();
+                k.push(level.tag);
+                k
+            })
+            .collect();
         let mut out: Vec<Option<Evaluation>> = {
             let memo = self.cache.memo.lock().expect("lock");
             keys.iter().map(|k| memo.get(k).filter(|e| e.complete || e.loss >= bound).cloned()).collect()
@@ -791,10 +877,10 @@ impl FitProblem {
             return out.into_iter().map(|e| e.expect("answered")).collect();
         }
         let fresh: Vec<Evaluation> = if todo.len() == 1 && bound.is_finite() && self.points.len() > 1 {
-            vec![self.evaluate_staged(&cands[todo[0]], bound)]
+            vec![self.evaluate_staged(level, &cands[todo[0]], bound)]
         } else {
             let sel: Vec<&Candidate> = todo.iter().map(|&i| &cands[i]).collect();
-            self.evaluate_all(&sel)
+            self.evaluate_all(level, &sel)
         };
         let mut memo = self.cache.memo.lock().expect("lock");
         for (i, e) in todo.into_iter().zip(fresh) {
@@ -818,10 +904,10 @@ impl FitProblem {
     }
 
     /// One simulation: candidate `c`'s point `p` from trace order `k`.
-    fn simulate(&self, c: &Candidate, pool: &[Arc<TracePlan>], p: usize, k: usize) -> Result<Summary, String> {
+    fn simulate(&self, level: &Level, c: &Candidate, pool: &[Arc<TracePlan>], p: usize, k: usize) -> Result<Summary, String> {
         let orders = self.orders.max(1);
         let (r, t) =
-            simulate_point_timed(&self.points[p].0, &c.gpu, self.model.as_deref(), &rotated(pool, k, orders), self.seed, self.duration_s);
+            simulate_point_timed(&self.points[p].0, &c.gpu, self.model.as_deref(), &rotated(pool, k, orders), self.seed, level.duration_s);
         self.cache.timings.add(p, t);
         r
     }
@@ -833,43 +919,43 @@ impl FitProblem {
     }
 
     /// Every (candidate, point, order) simulation at once.
-    fn evaluate_all(&self, cands: &[&Candidate]) -> Vec<Evaluation> {
+    fn evaluate_all(&self, level: &Level, cands: &[&Candidate]) -> Vec<Evaluation> {
         let jobs = self.jobs.max(1);
         let pools: Vec<Vec<Arc<TracePlan>>> = parallel_map(jobs, cands.len(), |i| self.pool(cands[i]));
         let (n, o) = (self.points.len(), self.orders.max(1));
         let mut flat = parallel_map(jobs, cands.len() * n * o, |t| {
             let (c, p, k) = (t / (n * o), t / o % n, t % o);
-            self.simulate(cands[c], &pools[c], p, k)
+            self.simulate(level, cands[c], &pools[c], p, k)
         })
         .into_iter();
         cands
             .iter()
             .map(|_| {
                 let summaries: Vec<_> = (0..n).map(|_| Self::combine(flat.by_ref().take(o).collect())).collect();
-                Evaluation { loss: loss(&self.points, &summaries, &self.weights), summaries, complete: true }
+                Evaluation { loss: loss(level.targets, &summaries, &self.weights), summaries, complete: true }
             })
             .collect()
     }
 
     /// One candidate, point by point (see [`FitProblem::evaluate_bounded`]).
-    fn evaluate_staged(&self, c: &Candidate, bound: f64) -> Evaluation {
+    fn evaluate_staged(&self, level: &Level, c: &Candidate, bound: f64) -> Evaluation {
         let pool = self.pool(c);
         let o = self.orders.max(1);
         let den: f64 =
-            self.points.iter().map(|(_, m)| m.metrics.keys().map(|k| self.weights.get(k).copied().unwrap_or(0.0)).sum::<f64>()).sum();
+            level.targets.iter().map(|(_, m)| m.metrics.keys().map(|k| self.weights.get(k).copied().unwrap_or(0.0)).sum::<f64>()).sum();
         let mut summaries: Vec<Result<Summary, String>> = vec![Err("not simulated: the loss bound was reached".into()); self.points.len()];
         let mut num = 0.0;
         for (done, p) in self.stage_order().into_iter().enumerate() {
-            let runs = parallel_map(self.jobs.max(1), o, |k| self.simulate(c, &pool, p, k));
+            let runs = parallel_map(self.jobs.max(1), o, |k| self.simulate(level, c, &pool, p, k));
             summaries[p] = Self::combine(runs);
-            num += point_loss(&self.points[p].1, &summaries[p], &self.weights).0;
+            num += point_loss(&level.targets[p].1, &summaries[p], &self.weights).0;
             let lb = if den > 0.0 { num / den } else { 0.0 };
             if done + 1 < self.points.len() && lb >= bound {
                 self.cache.timings.pruned.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return Evaluation { loss: lb, summaries, complete: false };
             }
         }
-        Evaluation { loss: loss(&self.points, &summaries, &self.weights), summaries, complete: true }
+        Evaluation { loss: loss(level.targets, &summaries, &self.weights), summaries, complete: true }
     }
 
     /// The order in which a bounded evaluation visits the points: lowest concurrency first, the
@@ -896,6 +982,20 @@ pub struct FitOptions {
     pub seed: u64,
     /// Start values of the first restart (default: the base profile's).
     pub start: Vec<(String, f64)>,
+    /// A two-level search: restarts at a shorter duration, then a polish at the full one.
+    pub coarse: Option<CoarseOptions>,
+}
+
+/// The coarse pass of a two-level fit. Simulation cost grows linearly with the duration, so the
+/// restarts run at `duration_s` against targets corrected by the start point's short / full
+/// ratio ([`corrected_targets`]), then one Nelder–Mead at the full duration starts from the
+/// coarse optimum with a small simplex (`polish_step`) for `polish_evals` evaluations. Only
+/// full-duration evaluations can become the result.
+#[derive(Clone, Copy, Debug)]
+pub struct CoarseOptions {
+    pub duration_s: f64,
+    pub polish_evals: usize,
+    pub polish_step: f64,
 }
 
 /// A finished fit.
@@ -906,8 +1006,10 @@ pub struct FitOutcome {
     /// The base profile's evaluation (for the before / after table).
     pub base_evaluation: Evaluation,
     pub evaluations: u64,
-    /// Best loss of each restart.
+    /// Best loss of each restart (a two-level fit: each coarse restart's, then the polish's).
     pub restart_losses: Vec<f64>,
+    /// Evaluations at the coarse duration and at the full one, of a two-level fit.
+    pub coarse_evaluations: Option<(u64, u64)>,
 }
 
 /// Runs the search: restart 0 starts from the base profile, later restarts alternately from a
@@ -928,39 +1030,86 @@ pub fn fit(problem: &FitProblem, opts: &FitOptions, mut progress: impl FnMut(u64
         .iter()
         .map(|p| to_unit(p, opts.start.iter().find(|(n, _)| n == p.name).map_or_else(|| base.get(p.name), |(_, v)| *v)))
         .collect();
-    let mut best_u = u0.clone();
-    let mut best = (base_evaluation.loss, base_evaluation.clone());
-    let mut evals: u64 = 1;
+    let full = problem.full_level();
+    // The best full-level evaluation (the result), and evaluation counts (all, at full duration).
+    let best = std::cell::RefCell::new((base_evaluation.loss, base_evaluation.clone(), u0.clone()));
+    let (evals, full_evals) = (std::cell::Cell::new(1u64), std::cell::Cell::new(1u64));
     let mut restart_losses = Vec::new();
     let mut rng = engine::rng::Rng::new(opts.seed);
-    progress(evals, best.0);
-    for r in 0..opts.restarts.max(1) {
-        let start: Vec<f64> = match r {
+    progress(1, base_evaluation.loss);
+    let mut offer = |level: &Level, xs: &[Vec<f64>], ev: &[Evaluation], search_best: &mut (f64, Vec<f64>)| {
+        evals.set(evals.get() + xs.len() as u64);
+        if level.tag == 0 {
+            full_evals.set(full_evals.get() + xs.len() as u64);
+        }
+        let mut b = best.borrow_mut();
+        for (u, e) in xs.iter().zip(ev) {
+            if e.complete && e.loss < search_best.0 {
+                *search_best = (e.loss, u.clone());
+            }
+            if level.tag == 0 && e.complete && e.loss < b.0 {
+                *b = (e.loss, e.clone(), u.clone());
+            }
+        }
+        progress(evals.get(), b.0);
+    };
+    // One Nelder–Mead at `level`; full-level evaluations compete for the result.
+    let mut search = |level: &Level, start: &[f64], max_evals: usize, step: f64, search_best: &mut (f64, Vec<f64>)| {
+        nelder_mead::minimize(
+            |xs: &[Vec<f64>], bound: f64| {
+                let cands: Vec<Candidate> = xs.iter().map(|u| to_cand(u)).collect();
+                let ev = problem.evaluate_at(level, &cands, bound);
+                offer(level, xs, &ev, search_best);
+                ev.iter().map(|e| e.loss).collect()
+            },
+            start,
+            nelder_mead::Options { max_evals, step, ..Default::default() },
+        )
+    };
+    let restart_start = |r: u32, rng: &mut engine::rng::Rng, best_u: &[f64]| -> Vec<f64> {
+        match r {
             0 => u0.clone(),
             r if r % 2 == 1 => opts.params.iter().map(|_| rng.next_f64()).collect(),
             _ => best_u.iter().map(|u| (u + (rng.next_f64() - 0.5) * 0.3).clamp(0.0, 1.0)).collect(),
-        };
-        let m = nelder_mead::minimize(
-            |xs: &[Vec<f64>], bound: f64| {
-                let cands: Vec<Candidate> = xs.iter().map(|u| to_cand(u)).collect();
-                let ev = problem.evaluate_bounded(&cands, bound);
-                evals += xs.len() as u64;
-                let losses: Vec<f64> = ev.iter().map(|e| e.loss).collect();
-                for (u, e) in xs.iter().zip(ev) {
-                    if e.complete && e.loss < best.0 {
-                        best = (e.loss, e);
-                        best_u = u.clone();
-                    }
-                }
-                progress(evals, best.0);
-                losses
-            },
-            &start,
-            nelder_mead::Options { max_evals: opts.max_evals, ..Default::default() },
-        );
-        restart_losses.push(m.f);
-    }
-    FitOutcome { best: to_cand(&best_u), evaluation: best.1, base_evaluation, evaluations: evals, restart_losses }
+        }
+    };
+    let step = nelder_mead::Options::default().step;
+    let coarse_evaluations = match opts.coarse {
+        None => {
+            let mut sb = (f64::INFINITY, u0.clone());
+            for r in 0..opts.restarts.max(1) {
+                let start = restart_start(r, &mut rng, &sb.1);
+                restart_losses.push(search(&full, &start, opts.max_evals, step, &mut sb).f);
+            }
+            None
+        }
+        Some(c) => {
+            // Anchor: the start point at both durations gives the target correction.
+            let (e0, fe0) = (evals.get(), full_evals.get());
+            let c0 = vec![to_cand(&u0)];
+            let f0 = problem.evaluate_at(&full, &c0, f64::INFINITY);
+            let raw = Level { tag: 1, duration_s: Some(c.duration_s), targets: &problem.points };
+            let s0 = problem.evaluate_at(&raw, &c0, f64::INFINITY);
+            evals.set(evals.get() + 2);
+            full_evals.set(full_evals.get() + 1);
+            if f0[0].complete && f0[0].loss < best.borrow().0 {
+                *best.borrow_mut() = (f0[0].loss, f0[0].clone(), u0.clone());
+            }
+            let targets = corrected_targets(&problem.points, &f0[0], &s0[0]);
+            let coarse = Level { tag: 2, duration_s: Some(c.duration_s), targets: &targets };
+            let mut sb = (f64::INFINITY, u0.clone());
+            for r in 0..opts.restarts.max(1) {
+                let start = restart_start(r, &mut rng, &sb.1);
+                restart_losses.push(search(&coarse, &start, opts.max_evals, step, &mut sb).f);
+            }
+            let mut pb = (f64::INFINITY, sb.1.clone());
+            restart_losses.push(search(&full, &sb.1, c.polish_evals, c.polish_step, &mut pb).f);
+            let full_n = full_evals.get() - fe0;
+            Some((evals.get() - e0 - full_n, full_n))
+        }
+    };
+    let (_, evaluation, best_u) = best.into_inner();
+    FitOutcome { best: to_cand(&best_u), evaluation, base_evaluation, evaluations: evals.get(), restart_losses, coarse_evaluations }
 }
 
 /// Per-point residual records of an evaluation.
@@ -1001,6 +1150,8 @@ pub struct FitProvenance {
     pub results: String,
     pub restarts: u32,
     pub wall_s: f64,
+    /// How a synthesized trace set is regenerated.
+    pub corpus: Option<CorpusRecord>,
 }
 
 /// The fitted hardware profile: the base profile's datasheet, the fitted cost parameters and
@@ -1034,6 +1185,11 @@ pub fn fitted_profile(problem: &FitProblem, opts: &FitOptions, out: &FitOutcome,
             })
             .collect(),
         points: fit_points(&problem.points, &out.evaluation, &problem.weights),
+        corpus: prov.corpus.clone(),
+        coarse: match (opts.coarse, out.coarse_evaluations) {
+            (Some(c), Some((e, f))) => Some(CoarseRecord { duration_s: c.duration_s, evaluations: e, full_evaluations: f }),
+            _ => None,
+        },
     });
     g
 }
@@ -1108,6 +1264,44 @@ mod tests {
             assert_eq!(from_unit(p, -1.0), p.lower);
             assert!((from_unit(p, 2.0) - p.upper).abs() < 1e-9);
         }
+    }
+
+    #[test]
+    fn corrected_targets_move_each_metric_by_the_short_to_full_ratio() {
+        let pp = PlanPoint {
+            id: "k/a-c1".into(),
+            config_key: "k".into(),
+            arm: "a".into(),
+            conc: 1,
+            gpus: 1,
+            scenario: crate::plan::matrix::Scenario::AgenticCoding,
+            matrix: "m".into(),
+            duration_s: None,
+            warmup_per_lane: None,
+            row: Default::default(),
+            launch: None,
+        };
+        let m = MeasuredPoint {
+            arm: "a".into(),
+            conc: 1,
+            id: None,
+            metrics: [(Metric::TputPerGpu, 100.0), (Metric::E2elP90, 2.0)].into_iter().collect(),
+        };
+        let mut full = Summary { tput_per_gpu: 80.0, ..Default::default() };
+        full.e2el.p90 = 4.0;
+        let mut short = Summary { tput_per_gpu: 40.0, ..Default::default() };
+        short.e2el.p90 = 5.0;
+        let ev = |s: Summary| Evaluation { loss: 0.0, summaries: vec![Ok(s)], complete: true };
+        let pts = vec![(pp, m)];
+        let t = corrected_targets(&pts, &ev(full.clone()), &ev(short.clone()));
+        assert_eq!(t[0].1.metrics[&Metric::TputPerGpu], 50.0);
+        assert_eq!(t[0].1.metrics[&Metric::E2elP90], 2.5);
+        // The short replay meets the corrected targets exactly where the full one meets the
+        // measurements: the same loss.
+        let w = default_weights();
+        assert!((loss(&t, &[Ok(short)], &w) - loss(&pts, &[Ok(full)], &w)).abs() < 1e-12);
+        let failed = Evaluation { loss: 25.0, summaries: vec![Err("x".into())], complete: true };
+        assert_eq!(corrected_targets(&pts, &failed, &ev(Summary::default()))[0].1, pts[0].1);
     }
 
     #[test]
