@@ -230,15 +230,12 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         results: a.results.display().to_string(),
         restarts: opts.restarts,
         wall_s: wall,
-        corpus: match &a.traces_like {
-            Some(like) => Some(engine::profiles::CorpusRecord {
-                like: like.clone(),
-                seed: a.traces_seed,
-                bytes: std::fs::metadata(&a.traces).map(|m| m.len()).unwrap_or(0),
-                command: format!("sweep trace gen --like {like} --seed {} -o {}", a.traces_seed, a.traces),
-            }),
-            None => None,
-        },
+        corpus: a.traces_like.as_ref().map(|like| engine::profiles::CorpusRecord {
+            like: like.clone(),
+            seed: a.traces_seed,
+            bytes: std::fs::metadata(&a.traces).map(|m| m.len()).unwrap_or(0),
+            command: format!("sweep trace gen --like {like} --seed {} -o {}", a.traces_seed, a.traces),
+        }),
     };
     let g = fit::fitted_profile(&problem, &opts, &outcome, &prov);
     let yaml = fit::profile_yaml(&g).map_err(anyhow::Error::msg)?;
