@@ -603,6 +603,13 @@ mod tests {
         assert_eq!(f.points.len(), 3);
         assert_eq!(fitted.datasheet, GpuSpec::lookup("gb300").unwrap().datasheet, "the datasheet is kept");
         assert!(fitted.cost.calibrated);
+        // The committed fit replays the synthesized corpus as generated, with cost parameters in
+        // their physical ranges.
+        assert!(f.workload.is_identity(), "{:?}", f.workload);
+        let c = f.corpus.as_ref().expect("the corpus it replayed is recorded");
+        assert!(c.like.ends_with("cc-traces-weka-062126.stats.yaml") && c.command.contains("--like"));
+        assert!(fitted.cost.eta_bw <= 1.0 && fitted.cost.eta_flops <= 1.0);
+        assert!(fitted.cost.tau_step_us < 10_000.0 && fitted.cost.a2a_latency_us < 100.0);
         let e = ModelSpec::lookup("gpt-9").unwrap_err().to_string();
         assert!(e.contains("deepseek-v4-flash"), "{e}");
     }

@@ -447,22 +447,31 @@ fn twin_is_refused_on_the_virtual_clock() {
 }
 
 /// The committed fitted profile reproduces the residuals it records: the three published points
-/// replayed with the real traces, its seed, duration and workload scales give exactly the
-/// predictions in its `fit.points` (real data; `.ci/run` runs it).
+/// replayed with the corpus it names (regenerated from its stats file and seed when it is not
+/// on this machine), its seed, duration and trace orders give exactly the predictions in its
+/// `fit.points` (real data; `.ci/run` runs it).
 #[test]
 #[ignore = "needs the shared data (SWEEP_SHARED_DATA)"]
 fn committed_fit_reproduces_its_recorded_residuals() {
     let data = shared_data();
+    let root = workspace_root();
     let g = GpuSpec::lookup("gb300-fitted").unwrap();
     let f = g.fit.clone().unwrap();
+    assert!(f.workload.is_identity());
     let measured = fit::load_measured(&data.join("seed/dsv41flash-gb300-sglang-agentic.yaml"), KEY).unwrap();
-    let pts = fit::match_points(
-        &points(&["tp4-c1", "tp4-c4", "tp4-c16", "tp2-ep2-c16", "tp2-ep2-c32", "dep2-c64", "dep2-c128", "dep2-c160"]),
-        &measured,
-    )
-    .unwrap();
-    let traces = fit::load_traces(data.join("agentx-traces/kv-cache-tester-200.jsonl.gz").to_str().unwrap()).unwrap();
-    let pool = fit::compile(&traces, f.workload, f.seed);
+    let pts = fit::match_points(&points(&["tp4-c1", "tp2-ep2-c32", "dep2-c128"]), &measured).unwrap();
+    let c = f.corpus.clone().expect("the corpus is recorded");
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = root.join(harness::cmd::predict::fit_trace_spec(&f.traces));
+    if !file.is_file() {
+        file = dir.path().join("corpus.jsonl");
+        let stats = data.join("agentx-traces").join(std::path::Path::new(&c.like).file_name().unwrap());
+        let seed = c.seed.to_string();
+        let o = sweep(&["trace", "gen", "--like", stats.to_str().unwrap(), "--seed", &seed, "-o", file.to_str().unwrap()], &root);
+        assert!(o.status.success(), "{:?}", text(&o));
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), c.bytes, "the generator reproduces the corpus byte for byte");
+    }
+    let (pool, _) = fit::load_pool(file.to_str().unwrap(), f.seed, 2).unwrap();
     for ((p, _), rec) in pts.iter().zip(&f.points) {
         assert_eq!(p.id, rec.id);
         let s = fit::simulate_point_orders(p, &g, None, &pool, f.seed, Some(f.duration_s), f.trace_orders as usize).unwrap();
