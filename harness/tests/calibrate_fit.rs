@@ -386,6 +386,29 @@ fn predict_with_the_builtin_fitted_profile() {
     assert!(s["target"].as_str().unwrap().contains("gb300-fitted-dsv41flash"));
 }
 
+/// A profile fitted on a synthesized corpus that is not on this machine: `predict` says how to
+/// regenerate it, and records in every aggregate that it replayed the bundled set instead.
+#[test]
+fn predict_names_the_command_that_regenerates_a_missing_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut g = GpuSpec::lookup("gb300-fitted").unwrap();
+    let f = g.fit.as_mut().unwrap();
+    f.traces = format!("{} (393 traces)", dir.path().join("absent.jsonl").display());
+    let cmd = f.corpus.as_ref().expect("the committed fit records its corpus").command.clone();
+    let prof = dir.path().join("p.yaml");
+    std::fs::write(&prof, harness::fit::profile_yaml(&g).unwrap()).unwrap();
+    let run = dir.path().join("pred");
+    let o = sweep(
+        &["predict", "--config", KEY, "--profile", prof.to_str().unwrap(), "--duration", "30", "--out", run.to_str().unwrap()],
+        &workspace_root(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(err.contains(&format!("regenerate it with `{cmd}`")), "{err}");
+    let agg = std::fs::read_to_string(run.join(format!("{KEY}/tp4-c1/agg.json"))).unwrap();
+    assert!(agg.contains("not on this machine, regenerate it with") && agg.contains("synthetic"), "{agg}");
+}
+
 /// Twin mode on a live run against `sweep engine serve`: residuals.json has, per point, both
 /// values and the residual of every metric; the report shows the table.
 #[test]

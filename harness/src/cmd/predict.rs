@@ -85,6 +85,17 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
             let s = fit_trace_spec(&f.traces).to_string();
             if available(&s) {
                 (s, " (the trace set the profile was fitted on)".to_string())
+            } else if let Some(c) = &f.corpus {
+                // A synthesized corpus is regenerated, not shipped: say how instead of pretending
+                // the bundled generator stands in for it.
+                eprintln!("sweep predict: the fit's corpus {s} is not here; regenerate it with `{}` (about 6 s)", c.command);
+                (
+                    "synthetic".to_string(),
+                    format!(
+                        " (the fit's corpus {s} is not on this machine, regenerate it with `{}`; the bundled synthetic set has the 200 real traces' distributions, not the corpus's)",
+                        c.command
+                    ),
+                )
             } else {
                 (
                     "synthetic".to_string(),
