@@ -55,7 +55,7 @@ fn fit_recovers_known_parameters_from_simulated_points() {
         jobs: 2,
         weights: fit::default_weights(),
         orders: 1,
-        recorded_pool: Default::default(),
+        cache: Default::default(),
     };
     let opts = FitOptions {
         params: vec![fit::param("tau_step_us").unwrap(), fit::param("eager_overhead_us").unwrap()],
@@ -63,6 +63,7 @@ fn fit_recovers_known_parameters_from_simulated_points() {
         max_evals: 40,
         seed: 42,
         start: Vec::new(),
+        coarse: None,
     };
     let mut calls = 0;
     let out = fit::fit(&problem, &opts, |_, _| calls += 1);
@@ -109,7 +110,7 @@ fn fit_recovers_known_workload_scales() {
         jobs: 2,
         weights: fit::default_weights(),
         orders: 1,
-        recorded_pool: Default::default(),
+        cache: Default::default(),
     };
     let opts = FitOptions {
         params: vec![fit::param("osl_scale").unwrap(), fit::param("isl_scale").unwrap()],
@@ -117,12 +118,153 @@ fn fit_recovers_known_workload_scales() {
         max_evals: 40,
         seed: 42,
         start: Vec::new(),
+        coarse: None,
     };
     let out = fit::fit(&problem, &opts, |_, _| {});
     assert!(out.evaluation.loss < out.base_evaluation.loss / 20.0, "loss {} (base {})", out.evaluation.loss, out.base_evaluation.loss);
     let (o, i) = (out.best.get("osl_scale"), out.best.get("isl_scale"));
     assert!((o / 2.0 - 1.0).abs() < 0.1, "osl_scale {o} (truth 2)");
     assert!((i / 1.5 - 1.0).abs() < 0.05, "isl_scale {i} (truth 1.5)");
+}
+
+fn problem_on(pts: &[PlanPoint], traces: Vec<harness::trace::Trace>, orders: usize, jobs: usize) -> FitProblem {
+    let base = GpuSpec::lookup("gb300").unwrap();
+    // Targets: the datasheet profile's own results with throughput halved, so no candidate is
+    // perfect and the loss is positive.
+    let pool = fit::compile(&traces, WorkloadScales::default(), 42);
+    let points = pts
+        .iter()
+        .map(|p| {
+            let s = fit::simulate_point(p, &base, None, &pool, 42, Some(60.0)).expect("point runs");
+            let mut metrics: std::collections::BTreeMap<Metric, f64> = Metric::ALL.iter().map(|m| (*m, m.of(&s))).collect();
+            metrics.insert(Metric::TputPerGpu, s.tput_per_gpu / 2.0);
+            (p.clone(), MeasuredPoint { arm: p.arm.clone(), conc: p.conc, id: None, metrics })
+        })
+        .collect();
+    FitProblem {
+        points,
+        traces,
+        trace_set: "synthetic:6:42".into(),
+        model: None,
+        base,
+        base_scales: WorkloadScales::default(),
+        seed: 42,
+        duration_s: Some(60.0),
+        jobs,
+        weights: fit::default_weights(),
+        orders,
+        cache: Default::default(),
+    }
+}
+
+/// A repeated candidate is answered from the memo without simulating; a candidate whose loss
+/// is bounded below by its first points stops there, and asking for it exactly later simulates
+/// it in full; the recorded trace set is compiled once for all candidates that keep it.
+#[test]
+fn evaluations_are_memoised_and_bounded_ones_stop_early() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let pts = points(&["tp2-ep2-c16", "tp4-c4"]);
+    let problem = problem_on(&pts, synthetic(6), 2, 2);
+    let t = &problem.cache.timings;
+    assert_eq!(problem.stage_order(), vec![1, 0], "the lower concurrency first");
+    let mut c = Candidate { gpu: problem.base.clone(), scales: WorkloadScales::default() };
+    c.set("tau_step_us", 900.0);
+    let a = problem.evaluate(std::slice::from_ref(&c)).remove(0);
+    assert!(a.complete && a.loss > 0.0);
+    assert_eq!(t.simulations(), 4, "two points x two orders");
+    let again = problem.evaluate(std::slice::from_ref(&c)).remove(0);
+    assert_eq!((again.loss, t.simulations(), t.memo_hits.load(Relaxed)), (a.loss, 4, 1));
+
+    let mut d = c.clone();
+    d.set("eta_bw", 0.4);
+    let cut = problem.evaluate_bounded(std::slice::from_ref(&d), 1e-9).remove(0);
+    assert!(!cut.complete && cut.loss >= 1e-9, "{cut:?}");
+    assert_eq!(t.simulations(), 6, "only the first point (c4) ran");
+    assert!(cut.summaries[1].is_ok() && cut.summaries[0].is_err());
+    assert_eq!(t.pruned.load(Relaxed), 1);
+    // The lower bound answers a request with a lower bound below it, not an exact one.
+    problem.evaluate_bounded(std::slice::from_ref(&d), cut.loss / 2.0);
+    assert_eq!(t.simulations(), 6);
+    let full = problem.evaluate(std::slice::from_ref(&d)).remove(0);
+    assert!(full.complete && full.loss >= cut.loss);
+    assert_eq!(t.simulations(), 10);
+    assert_eq!(t.compiles.lock().unwrap().0, 0, "the recorded pool serves every candidate");
+    // Several candidates at once give what they give one by one, whatever the jobs.
+    let serial = problem_on(&pts, synthetic(6), 2, 1);
+    let both = serial.evaluate(&[c.clone(), d.clone()]);
+    assert_eq!((both[0].loss, both[1].loss), (a.loss, full.loss));
+    // A workload-scaled candidate gets its own compile, once.
+    let mut w = c.clone();
+    w.set("osl_scale", 1.5);
+    problem.evaluate(std::slice::from_ref(&w));
+    problem.evaluate(std::slice::from_ref(&w));
+    assert_eq!(t.compiles.lock().unwrap().0, 1);
+}
+
+/// The same fit with one job and with two gives the same profile, and with bounded
+/// evaluations stopping early it walks the same path as exact ones would.
+#[test]
+fn fit_is_deterministic_across_jobs() {
+    let pts = points(&["tp2-ep2-c16", "tp4-c4"]);
+    let opts = FitOptions {
+        params: vec![fit::param("tau_step_us").unwrap(), fit::param("eta_bw").unwrap()],
+        restarts: 2,
+        max_evals: 14,
+        seed: 42,
+        start: Vec::new(),
+        coarse: None,
+    };
+    let one = fit::fit(&problem_on(&pts, synthetic(6), 2, 1), &opts, |_, _| {});
+    let two_p = problem_on(&pts, synthetic(6), 2, 2);
+    let two = fit::fit(&two_p, &opts, |_, _| {});
+    assert_eq!(one.best.key(), two.best.key());
+    assert_eq!((one.evaluation.loss, one.evaluations), (two.evaluation.loss, two.evaluations));
+    assert!(one.evaluation.complete);
+}
+
+/// A two-level fit searches at a short duration and returns a full-duration evaluation: the
+/// loss it reports is what the fitted candidate gives when evaluated afresh at the full duration,
+/// and its coarse and full evaluations add up to the total (with the base profile's).
+#[test]
+fn two_level_fit_returns_a_full_duration_evaluation() {
+    let pts = points(&["tp2-ep2-c16", "tp4-c4"]);
+    let problem = problem_on(&pts, synthetic(6), 2, 2);
+    let opts = FitOptions {
+        params: vec![fit::param("tau_step_us").unwrap(), fit::param("eta_bw").unwrap()],
+        restarts: 1,
+        max_evals: 12,
+        seed: 42,
+        start: Vec::new(),
+        coarse: Some(fit::CoarseOptions { duration_s: 20.0, polish_evals: 6, polish_step: 0.05 }),
+    };
+    let out = fit::fit(&problem, &opts, |_, _| {});
+    let (coarse, full) = out.coarse_evaluations.unwrap();
+    assert_eq!(coarse + full + 1, out.evaluations);
+    assert!(coarse >= 12 && full >= 7, "{coarse} coarse, {full} full");
+    let fresh = problem_on(&pts, synthetic(6), 2, 1).evaluate(std::slice::from_ref(&out.best)).remove(0);
+    assert_eq!(fresh.loss, out.evaluation.loss);
+    assert!(out.evaluation.loss < out.base_evaluation.loss, "{} vs base {}", out.evaluation.loss, out.base_evaluation.loss);
+}
+
+/// Compiling a JSONL file while reading it, in parallel or not, gives the plans that reading
+/// the traces and compiling them gives, in file order.
+#[test]
+fn load_pool_compiles_while_reading_in_file_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("set.jsonl");
+    let traces = synthetic(7);
+    let text: Vec<String> = traces.iter().map(|t| serde_json::to_string(t).unwrap()).collect();
+    std::fs::write(&file, text.join("\n") + "\n").unwrap();
+    let spec = file.to_str().unwrap();
+    let want = fit::compile(&traces, WorkloadScales::default(), 42);
+    for jobs in [1, 2, 3] {
+        let (pool, n) = fit::load_pool(spec, 42, jobs).unwrap();
+        assert_eq!(n, 7);
+        let ids = |v: &[std::sync::Arc<harness::workload::TracePlan>]| -> Vec<(String, usize)> {
+            v.iter().map(|p| (p.id.to_string(), p.total_turns())).collect()
+        };
+        assert_eq!(ids(&pool), ids(&want), "jobs {jobs}");
+    }
 }
 
 /// Averaging over trace orders: one order is the plain replay; two orders are the mean of the
@@ -244,6 +386,29 @@ fn predict_with_the_builtin_fitted_profile() {
     assert!(s["target"].as_str().unwrap().contains("gb300-fitted-dsv41flash"));
 }
 
+/// A profile fitted on a synthesized corpus that is not on this machine: `predict` says how to
+/// regenerate it, and records in every aggregate that it replayed the bundled set instead.
+#[test]
+fn predict_names_the_command_that_regenerates_a_missing_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut g = GpuSpec::lookup("gb300-fitted").unwrap();
+    let f = g.fit.as_mut().unwrap();
+    f.traces = format!("{} (393 traces)", dir.path().join("absent.jsonl").display());
+    let cmd = f.corpus.as_ref().expect("the committed fit records its corpus").command.clone();
+    let prof = dir.path().join("p.yaml");
+    std::fs::write(&prof, harness::fit::profile_yaml(&g).unwrap()).unwrap();
+    let run = dir.path().join("pred");
+    let o = sweep(
+        &["predict", "--config", KEY, "--profile", prof.to_str().unwrap(), "--duration", "30", "--out", run.to_str().unwrap()],
+        &workspace_root(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(err.contains(&format!("regenerate it with `{cmd}`")), "{err}");
+    let agg = std::fs::read_to_string(run.join(format!("{KEY}/tp4-c1/agg.json"))).unwrap();
+    assert!(agg.contains("not on this machine, regenerate it with") && agg.contains("synthetic"), "{agg}");
+}
+
 /// Twin mode on a live run against `sweep engine serve`: residuals.json has, per point, both
 /// values and the residual of every metric; the report shows the table.
 #[test]
@@ -305,22 +470,31 @@ fn twin_is_refused_on_the_virtual_clock() {
 }
 
 /// The committed fitted profile reproduces the residuals it records: the three published points
-/// replayed with the real traces, its seed, duration and workload scales give exactly the
-/// predictions in its `fit.points` (real data; `.ci/run` runs it).
+/// replayed with the corpus it names (regenerated from its stats file and seed when it is not
+/// on this machine), its seed, duration and trace orders give exactly the predictions in its
+/// `fit.points` (real data; `.ci/run` runs it).
 #[test]
 #[ignore = "needs the shared data (SWEEP_SHARED_DATA)"]
 fn committed_fit_reproduces_its_recorded_residuals() {
     let data = shared_data();
+    let root = workspace_root();
     let g = GpuSpec::lookup("gb300-fitted").unwrap();
     let f = g.fit.clone().unwrap();
+    assert!(f.workload.is_identity());
     let measured = fit::load_measured(&data.join("seed/dsv41flash-gb300-sglang-agentic.yaml"), KEY).unwrap();
-    let pts = fit::match_points(
-        &points(&["tp4-c1", "tp4-c4", "tp4-c16", "tp2-ep2-c16", "tp2-ep2-c32", "dep2-c64", "dep2-c128", "dep2-c160"]),
-        &measured,
-    )
-    .unwrap();
-    let traces = fit::load_traces(data.join("agentx-traces/kv-cache-tester-200.jsonl.gz").to_str().unwrap()).unwrap();
-    let pool = fit::compile(&traces, f.workload, f.seed);
+    let pts = fit::match_points(&points(&["tp4-c1", "tp2-ep2-c32", "dep2-c128"]), &measured).unwrap();
+    let c = f.corpus.clone().expect("the corpus is recorded");
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = root.join(harness::cmd::predict::fit_trace_spec(&f.traces));
+    if !file.is_file() {
+        file = dir.path().join("corpus.jsonl");
+        let stats = data.join("agentx-traces").join(std::path::Path::new(&c.like).file_name().unwrap());
+        let seed = c.seed.to_string();
+        let o = sweep(&["trace", "gen", "--like", stats.to_str().unwrap(), "--seed", &seed, "-o", file.to_str().unwrap()], &root);
+        assert!(o.status.success(), "{:?}", text(&o));
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), c.bytes, "the generator reproduces the corpus byte for byte");
+    }
+    let (pool, _) = fit::load_pool(file.to_str().unwrap(), f.seed, 2).unwrap();
     for ((p, _), rec) in pts.iter().zip(&f.points) {
         assert_eq!(p.id, rec.id);
         let s = fit::simulate_point_orders(p, &g, None, &pool, f.seed, Some(f.duration_s), f.trace_orders as usize).unwrap();

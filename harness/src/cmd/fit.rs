@@ -71,6 +71,27 @@ pub struct FitArgs {
     /// Simulations at once (default: the number of cores).
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// Two-level search: run the restarts at this many profiling seconds per point (targets
+    /// corrected by the start point's short / full ratio), then polish at --duration.
+    #[arg(long)]
+    pub coarse_duration: Option<f64>,
+    /// Evaluations of the full-duration polish after a coarse pass.
+    #[arg(long, default_value_t = 30)]
+    pub polish_evals: usize,
+    /// Initial simplex edge of the polish (unit-cube coordinates; the coarse search uses 0.2).
+    #[arg(long, default_value_t = 0.05)]
+    pub polish_step: f64,
+    /// The --traces file was synthesized by `sweep trace gen --like STATS.yaml`: record how to
+    /// regenerate it (stats file, --traces-seed, size) in the profile.
+    #[arg(long)]
+    pub traces_like: Option<String>,
+    /// Seed the --traces-like corpus was generated with.
+    #[arg(long, default_value_t = 42)]
+    pub traces_seed: u64,
+    /// Print where the time went (loading, simulations per point and stage, memo hits, early
+    /// stops) to stderr.
+    #[arg(long)]
+    pub timings: bool,
     #[command(flatten)]
     pub repo: RepoArgs,
 }
@@ -112,7 +133,20 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     let aliases = if a.alias.is_empty() { vec![format!("{}-fitted", base.name)] } else { a.alias.clone() };
     let out = a.out.clone().unwrap_or_else(|| repo.root.join("engine/profiles/hardware").join(format!("{name}.yaml")));
     eprintln!("sweep calibrate fit: loading traces {}", a.traces);
-    let traces = fit::load_traces(&a.traces)?;
+    let t_load = std::time::Instant::now();
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
+    // Without a workload scale to fit, every candidate replays the traces as recorded: compile
+    // them while reading and keep only the plans.
+    let scaled = params.iter().any(fit::Param::is_workload);
+    let (traces, cache, n_traces) = if scaled {
+        let t = fit::load_traces(&a.traces)?;
+        let n = t.len();
+        (t, fit::FitCache::default(), n)
+    } else {
+        let (pool, n) = fit::load_pool(&a.traces, a.seed, jobs)?;
+        (Vec::new(), fit::FitCache::with_pool(pool), n)
+    };
+    let load_s = t_load.elapsed().as_secs_f64();
     let model_profile = {
         let launch = points[0].0.launch.as_ref().context("the point has no resolved server command")?;
         let mp = a.model.clone().or_else(|| {
@@ -123,17 +157,17 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     };
     let problem = FitProblem {
         points,
-        trace_set: format!("{} ({} traces)", a.traces, traces.len()),
+        trace_set: format!("{} ({} traces)", a.traces, n_traces),
         traces,
         model: a.model.clone(),
         base: base.clone(),
         base_scales: WorkloadScales::default(),
         seed: a.seed,
         duration_s: Some(a.duration),
-        jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1),
+        jobs,
         weights: fit::parse_weights(&a.weights)?,
         orders: a.trace_orders.max(1),
-        recorded_pool: Default::default(),
+        cache,
     };
     let mut start = Vec::new();
     for s in &a.start {
@@ -145,7 +179,14 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         }
         start.push((p.name.to_string(), v));
     }
-    let opts = FitOptions { params, restarts: a.restarts.max(1), max_evals: a.max_evals.max(2), seed: a.seed, start };
+    let coarse = match a.coarse_duration {
+        Some(d) if d > 0.0 && d < a.duration => {
+            Some(fit::CoarseOptions { duration_s: d, polish_evals: a.polish_evals.max(2), polish_step: a.polish_step.clamp(1e-3, 0.5) })
+        }
+        Some(d) => bail!("--coarse-duration {d}: must be above 0 and below --duration {}", a.duration),
+        None => None,
+    };
+    let opts = FitOptions { params, restarts: a.restarts.max(1), max_evals: a.max_evals.max(2), seed: a.seed, start, coarse };
     eprintln!(
         "fitting {} parameter(s) [{}] of {} on {} point(s) of {} ({} s per point, {} trace order(s), {} restart(s) x {} evaluations, {} at once)",
         opts.params.len(),
@@ -159,7 +200,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         opts.max_evals,
         problem.jobs
     );
-    let total = 1 + opts.restarts as u64 * opts.max_evals as u64;
+    let total = 1 + opts.restarts as u64 * opts.max_evals as u64 + opts.coarse.map_or(0, |c| 2 + c.polish_evals as u64);
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} evaluations  {msg}")
@@ -172,6 +213,15 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     });
     bar.finish_and_clear();
     let wall = t0.elapsed().as_secs_f64();
+    if a.timings {
+        eprintln!(
+            "timings: {:.1} s wall; traces read and compiled in {load_s:.1} s; {} evaluations, {} simulations\n{}",
+            wall,
+            outcome.evaluations,
+            problem.cache.timings.simulations(),
+            problem.cache.timings.table(&problem.points)
+        );
+    }
     let prov = FitProvenance {
         name: name.clone(),
         aliases,
@@ -180,6 +230,12 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         results: a.results.display().to_string(),
         restarts: opts.restarts,
         wall_s: wall,
+        corpus: a.traces_like.as_ref().map(|like| engine::profiles::CorpusRecord {
+            like: like.clone(),
+            seed: a.traces_seed,
+            bytes: std::fs::metadata(&a.traces).map(|m| m.len()).unwrap_or(0),
+            command: format!("sweep trace gen --like {like} --seed {} -o {}", a.traces_seed, a.traces),
+        }),
     };
     let g = fit::fitted_profile(&problem, &opts, &outcome, &prov);
     let yaml = fit::profile_yaml(&g).map_err(anyhow::Error::msg)?;
@@ -202,6 +258,12 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         wall,
         outcome.restart_losses.iter().map(|l| format!("{l:.4}")).collect::<Vec<_>>().join(", ")
     );
+    if let (Some(c), Some((e, f))) = (opts.coarse, outcome.coarse_evaluations) {
+        md.push_str(&format!(
+            "Two-level search: {e} evaluations at {} s per point (restarts), {f} at {} s (start and polish; the last restart loss above is the polish's).\n\n",
+            c.duration_s, a.duration
+        ));
+    }
     md.push_str("| parameter | datasheet profile | fitted | bounds |\n|---|---:|---:|---|\n");
     for p in &opts.params {
         md.push_str(&format!(

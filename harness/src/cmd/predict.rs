@@ -130,6 +130,13 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
             let s = fit_trace_spec(&f.traces).to_string();
             if available(&s) {
                 (s, " (the trace set the profile was fitted on)".to_string())
+            } else if let Some(c) = &f.corpus {
+                // The fit's corpus file is a synthesis: the family corpus synthesizes the same
+                // traces in memory (same statistics and seed).
+                (
+                    crate::target::pools::AUTO.to_string(),
+                    format!(" (the fit's corpus file {s} is not here; synthesized in memory instead, as `{}` writes it)", c.command),
+                )
             } else {
                 (
                     crate::target::pools::AUTO.to_string(),

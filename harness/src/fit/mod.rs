@@ -22,7 +22,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use engine::profiles::{FitParameter, FitPoint, FitRecord, FitResidual, WorkloadScales};
+use engine::profiles::{CoarseRecord, CorpusRecord, FitParameter, FitPoint, FitRecord, FitResidual, WorkloadScales};
 use engine::{Engine, EngineConfig, GpuSpec, ModelSpec};
 use serde_json::Value;
 
@@ -261,6 +261,14 @@ pub struct Param {
     pub what: &'static str,
 }
 
+impl Param {
+    /// A workload transform rather than a cost parameter: candidates that move it replay their
+    /// own scaled compile of the trace set.
+    pub fn is_workload(&self) -> bool {
+        self.what.starts_with("workload:")
+    }
+}
+
 /// Every parameter a fit can move. Bounds span the spec's ranges (engine spec §7.4) with room
 /// on both sides; all are positive, so they are searched on a log scale.
 pub const PARAMS: &[Param] = &[
@@ -300,6 +308,11 @@ pub struct Candidate {
 }
 
 impl Candidate {
+    /// What tells two candidates apart in a fit: the bits of every fittable parameter.
+    pub fn key(&self) -> Vec<u64> {
+        PARAMS.iter().map(|p| self.get(p.name).to_bits()).collect()
+    }
+
     pub fn get(&self, name: &str) -> f64 {
         let c = &self.gpu.cost;
         match name {
@@ -424,6 +437,66 @@ pub fn compile_one(t: &Trace, s: WorkloadScales, seed: u64) -> Result<TracePlan,
     Ok(p)
 }
 
+/// Reads and compiles a trace set as recorded, keeping only the compact plans: the published
+/// corpus is 1.8 GB of JSON whose hash ids alone take 2.7 GB as traces, its plans a few hundred
+/// MB. A Weka JSONL file is parsed and compiled `jobs` lines at a time in parallel (parsing is
+/// most of a load); plans keep file order. Returns the plans and how many traces were read.
+pub fn load_pool(spec: &str, seed: u64, jobs: usize) -> Result<(Vec<Arc<TracePlan>>, usize), FitError> {
+    let bad = |message: String| FitError::Traces { spec: spec.into(), message };
+    let path = Path::new(spec);
+    let jsonl = path.is_file() && !spec.trim_end_matches(".gz").ends_with(".json");
+    let (mut pool, mut read) = (Vec::new(), 0usize);
+    if jsonl && jobs > 1 {
+        use std::io::BufRead;
+        let mut reader = crate::trace::read::open_maybe_gz(path).map_err(|e| bad(e.to_string()))?;
+        let mut lineno = 0usize;
+        loop {
+            let mut batch: Vec<(usize, String)> = Vec::with_capacity(jobs * 2);
+            while batch.len() < jobs * 2 {
+                let mut line = String::new();
+                if reader.read_line(&mut line).map_err(|e| bad(e.to_string()))? == 0 {
+                    break;
+                }
+                lineno += 1;
+                if !line.trim().is_empty() {
+                    batch.push((lineno, line));
+                }
+            }
+            if batch.is_empty() {
+                break;
+            }
+            if read == 0 && !batch[0].1.contains("\"requests\"") {
+                // Not Weka (mooncake rows are grouped across lines): the plain reader.
+                return load_pool(spec, seed, 1);
+            }
+            let parsed = parallel_map(jobs, batch.len(), |i| {
+                crate::trace::read::parse_weka(spec, batch[i].0, &batch[i].1).map(|t| TracePlan::build(&t, seed).ok())
+            });
+            for p in parsed {
+                read += 1;
+                if let Some(p) = p.map_err(|e| bad(e.to_string()))? {
+                    pool.push(Arc::new(p));
+                }
+            }
+        }
+    } else {
+        let source: TraceSource = spec.parse().map_err(|e: String| bad(e))?;
+        source
+            .for_each(&ReadOptions::default(), &mut Vec::new(), |t| {
+                read += 1;
+                if let Ok(p) = TracePlan::build(&t, seed) {
+                    pool.push(Arc::new(p));
+                }
+                Ok(())
+            })
+            .map_err(|e| bad(e.to_string()))?;
+    }
+    if pool.is_empty() {
+        return Err(bad("no trace".into()));
+    }
+    Ok((pool, read))
+}
+
 /// Compiles a trace set for replay with workload scales applied.
 pub fn compile(traces: &[Trace], s: WorkloadScales, seed: u64) -> Vec<Arc<TracePlan>> {
     traces.iter().filter_map(|t| compile_one(t, s, seed).ok()).map(Arc::new).collect()
@@ -444,21 +517,47 @@ pub fn simulate_point(
     seed: u64,
     duration_s: Option<f64>,
 ) -> Result<Summary, String> {
-    let launch = point.launch.as_ref().ok_or("point has no resolved server command")?;
-    let mut cfg = EngineConfig::from_args(flags_only(&launch.worker_argv), &launch.env).map_err(|e| e.to_string())?;
-    if let Some(r) = &launch.router_argv {
-        cfg = cfg.with_router_args(flags_only(r)).map_err(|e| e.to_string())?;
-    }
-    let name = model
-        .map(str::to_string)
-        .or_else(|| cfg.model_path.clone())
-        .or_else(|| point.row.get("model").and_then(Value::as_str).map(str::to_string))
-        .ok_or("no model profile: pass --model")?;
-    let m = ModelSpec::lookup(&name).map_err(|e| e.to_string())?;
-    let mut engine = Engine::new(cfg, m, gpu.clone(), seed).map_err(|e| e.to_string())?;
-    let (pool, _) = crate::target::sim::fit_pool(pool, engine.limits().context_length).map_err(|e| e.to_string())?;
-    let mut wl = Workload::new(crate::target::sim::workload_config(point, seed, duration_s), pool).map_err(|e| e.to_string())?;
+    simulate_point_timed(point, gpu, model, pool, seed, duration_s).0
+}
+
+/// [`simulate_point`] with the seconds spent in its three stages: setup (engine, trace filter,
+/// workload), replay on the virtual clock, and the aggregate.
+pub fn simulate_point_timed(
+    point: &PlanPoint,
+    gpu: &GpuSpec,
+    model: Option<&str>,
+    pool: &[Arc<TracePlan>],
+    seed: u64,
+    duration_s: Option<f64>,
+) -> (Result<Summary, String>, [f64; 3]) {
+    let mut t = [0.0; 3];
+    let t0 = std::time::Instant::now();
+    let setup = || -> Result<(Engine, Workload), String> {
+        let launch = point.launch.as_ref().ok_or("point has no resolved server command")?;
+        let mut cfg = EngineConfig::from_args(flags_only(&launch.worker_argv), &launch.env).map_err(|e| e.to_string())?;
+        if let Some(r) = &launch.router_argv {
+            cfg = cfg.with_router_args(flags_only(r)).map_err(|e| e.to_string())?;
+        }
+        let name = model
+            .map(str::to_string)
+            .or_else(|| cfg.model_path.clone())
+            .or_else(|| point.row.get("model").and_then(Value::as_str).map(str::to_string))
+            .ok_or("no model profile: pass --model")?;
+        let m = ModelSpec::lookup(&name).map_err(|e| e.to_string())?;
+        let engine = Engine::new(cfg, m, gpu.clone(), seed).map_err(|e| e.to_string())?;
+        let (pool, _) = crate::target::sim::fit_pool(pool, engine.limits().context_length).map_err(|e| e.to_string())?;
+        let wl = Workload::new(crate::target::sim::workload_config(point, seed, duration_s), pool).map_err(|e| e.to_string())?;
+        Ok((engine, wl))
+    };
+    let (mut engine, mut wl) = match setup() {
+        Ok(x) => x,
+        Err(e) => return (Err(e), t),
+    };
+    t[0] = t0.elapsed().as_secs_f64();
+    let t1 = std::time::Instant::now();
     let run = crate::target::sim::simulate(&mut engine, &mut wl, &AtomicBool::new(false), |_| {});
+    t[1] = t1.elapsed().as_secs_f64();
+    let t2 = std::time::Instant::now();
     let ctx = PointContext {
         identity: crate::run::identity(point),
         num_gpus: point.gpus.max(1),
@@ -468,14 +567,17 @@ pub fn simulate_point(
         ..Default::default()
     };
     let out = crate::target::sim::sim_outcome(run, &engine, ctx);
-    if out.status != Status::Done {
-        return Err(format!("{:?}", out.status));
-    }
-    let (_, s) = crate::metrics::aggregate(&out.records, &out.ctx).map_err(|e| e.to_string())?;
-    if s.requests_ok == 0 {
-        return Err("no successful request".into());
-    }
-    Ok(s)
+    let r = if out.status != Status::Done {
+        Err(format!("{:?}", out.status))
+    } else {
+        match crate::metrics::aggregate(&out.records, &out.ctx) {
+            Err(e) => Err(e.to_string()),
+            Ok((_, s)) if s.requests_ok == 0 => Err("no successful request".into()),
+            Ok((_, s)) => Ok(s),
+        }
+    };
+    t[2] = t2.elapsed().as_secs_f64();
+    (r, t)
 }
 
 /// The pool read from the `k`-th of `orders` evenly spaced starting traces. AgentX hands traces
@@ -529,6 +631,8 @@ pub fn simulate_point_orders(
 /// What a fit replays: the measured points with their plan points, the trace set and settings.
 pub struct FitProblem {
     pub points: Vec<(PlanPoint, MeasuredPoint)>,
+    /// The trace set as read, for candidates that change the workload (may be empty when no
+    /// workload scale is fitted: the recorded pool in `cache` is then all a fit needs).
     pub traces: Vec<Trace>,
     /// Description of the trace set (recorded in the profile).
     pub trace_set: String,
@@ -544,43 +648,177 @@ pub struct FitProblem {
     pub weights: BTreeMap<Metric, f64>,
     /// Trace orders each point is replayed with, its metrics averaged ([`simulate_point_orders`]).
     pub orders: usize,
+    /// What evaluations reuse, and where their time goes.
+    pub cache: FitCache,
+}
+
+/// What a fit keeps between evaluations: the compiled trace set, the evaluations already made,
+/// and counters of where the time goes.
+#[derive(Default)]
+pub struct FitCache {
     /// The trace set compiled as recorded (scales 1), reused by every candidate that does not
-    /// change the workload: compiling 200 real traces costs about as much as simulating a point.
+    /// change the workload; set up front when the traces were compiled while reading.
     pub recorded_pool: std::sync::OnceLock<Vec<Arc<TracePlan>>>,
+    /// Evaluations by candidate ([`Candidate::key`]): Nelder–Mead clamps trial points onto the
+    /// box's faces and restarts revisit points, and a repeat costs nothing.
+    memo: Mutex<std::collections::HashMap<Vec<u64>, Evaluation>>,
+    pub timings: FitTimings,
+}
+
+impl FitCache {
+    /// A cache whose recorded pool is already compiled ([`load_pool`]).
+    pub fn with_pool(pool: Vec<Arc<TracePlan>>) -> Self {
+        let c = FitCache::default();
+        c.recorded_pool.set(pool).expect("a fresh cache has no pool");
+        c
+    }
+}
+
+/// Counters of a fit (`sweep calibrate fit --timings`).
+#[derive(Debug, Default)]
+pub struct FitTimings {
+    /// Candidates asked for, answered from the memo, and stopped early (loss bound exceeded).
+    pub candidates: std::sync::atomic::AtomicU64,
+    pub memo_hits: std::sync::atomic::AtomicU64,
+    pub pruned: std::sync::atomic::AtomicU64,
+    /// Trace sets compiled for workload-scaled candidates, and their seconds.
+    pub compiles: Mutex<(u64, f64)>,
+    /// Per point (problem order): simulations run and seconds of setup, replay and aggregate.
+    pub points: Mutex<BTreeMap<usize, PointTiming>>,
+}
+
+/// Simulations of one point and their seconds by stage (summed over threads: CPU time).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PointTiming {
+    pub sims: u64,
+    pub setup_s: f64,
+    pub replay_s: f64,
+    pub aggregate_s: f64,
+}
+
+impl FitTimings {
+    fn add(&self, point: usize, t: [f64; 3]) {
+        let mut m = self.points.lock().expect("lock");
+        let e = m.entry(point).or_default();
+        e.sims += 1;
+        e.setup_s += t[0];
+        e.replay_s += t[1];
+        e.aggregate_s += t[2];
+    }
+
+    /// Simulations run so far, over all points.
+    pub fn simulations(&self) -> u64 {
+        self.points.lock().expect("lock").values().map(|p| p.sims).sum()
+    }
+
+    /// A Markdown table of the counters.
+    pub fn table(&self, points: &[(PlanPoint, MeasuredPoint)]) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        let compiles = *self.compiles.lock().expect("lock");
+        let mut o = format!(
+            "candidates {}, answered from the memo {}, stopped early {}; trace sets compiled {} ({:.1} s)\n\n| point | simulations | setup s | replay s | aggregate s | s per simulation |\n|---|---:|---:|---:|---:|---:|\n",
+            self.candidates.load(Relaxed),
+            self.memo_hits.load(Relaxed),
+            self.pruned.load(Relaxed),
+            compiles.0,
+            compiles.1,
+        );
+        for (i, t) in self.points.lock().expect("lock").iter() {
+            let id = points.get(*i).map_or("?", |(p, _)| p.id.rsplit('/').next().unwrap_or(&p.id));
+            let all = t.setup_s + t.replay_s + t.aggregate_s;
+            o.push_str(&format!(
+                "| {id} | {} | {:.2} | {:.2} | {:.2} | {:.3} |\n",
+                t.sims,
+                t.setup_s,
+                t.replay_s,
+                t.aggregate_s,
+                all / (t.sims.max(1) as f64)
+            ));
+        }
+        o
+    }
+}
+
+/// What an evaluation replays at: a profiling duration and the targets its loss compares with
+/// (`tag` tells levels apart in the memo).
+struct Level<'a> {
+    tag: u64,
+    duration_s: Option<f64>,
+    targets: &'a [(PlanPoint, MeasuredPoint)],
+}
+
+/// The measured targets moved by the ratio short / full of one candidate's replays: a search at
+/// the short duration against them aims where the full duration meets the measurements, as long
+/// as that ratio (mostly the workload's: contexts grow over a session) changes slowly with the
+/// parameters. A metric that failed at either level keeps its measured value.
+pub fn corrected_targets(points: &[(PlanPoint, MeasuredPoint)], full: &Evaluation, short: &Evaluation) -> Vec<(PlanPoint, MeasuredPoint)> {
+    points
+        .iter()
+        .zip(full.summaries.iter().zip(&short.summaries))
+        .map(|((p, m), (f, s))| {
+            let mut m = m.clone();
+            if let (Ok(f), Ok(s)) = (f, s) {
+                for (k, v) in m.metrics.iter_mut() {
+                    let r = k.of(s) / k.of(f);
+                    if r.is_finite() && r > 0.0 {
+                        *v *= r;
+                    }
+                }
+            }
+            (p.clone(), m)
+        })
+        .collect()
 }
 
 /// Per-point results of one candidate.
 #[derive(Clone, Debug)]
 pub struct Evaluation {
+    /// The loss; when `complete` is false, a lower bound of it (the points not simulated would
+    /// only add to it).
     pub loss: f64,
     pub summaries: Vec<Result<Summary, String>>,
+    /// Every point was simulated.
+    pub complete: bool,
+}
+
+/// A point's share of the loss numerator (the sum over its measured metrics of w · ln²), and
+/// the weights it adds to the denominator.
+fn point_loss(m: &MeasuredPoint, s: &Result<Summary, String>, weights: &BTreeMap<Metric, f64>) -> (f64, f64) {
+    let (mut num, mut den) = (0.0, 0.0);
+    for (metric, meas) in &m.metrics {
+        let w = weights.get(metric).copied().unwrap_or(0.0);
+        den += w;
+        num += w * match s {
+            Ok(s) => {
+                let p = metric.of(s);
+                if p.is_finite() && p > 0.0 { (p / meas).ln().powi(2) } else { 25.0 }
+            }
+            Err(_) => 25.0,
+        };
+    }
+    (num, den)
 }
 
 /// The loss of per-point summaries against the measured points.
 pub fn loss(points: &[(PlanPoint, MeasuredPoint)], summaries: &[Result<Summary, String>], weights: &BTreeMap<Metric, f64>) -> f64 {
     let (mut num, mut den) = (0.0, 0.0);
     for ((_, m), s) in points.iter().zip(summaries) {
-        for (metric, meas) in &m.metrics {
-            let w = weights.get(metric).copied().unwrap_or(0.0);
-            den += w;
-            num += w * match s {
-                Ok(s) => {
-                    let p = metric.of(s);
-                    if p.is_finite() && p > 0.0 { (p / meas).ln().powi(2) } else { 25.0 }
-                }
-                Err(_) => 25.0,
-            };
-        }
+        let (n, d) = point_loss(m, s, weights);
+        num += n;
+        den += d;
     }
     if den > 0.0 { num / den } else { 0.0 }
 }
 
 /// `f(0..n)` on `jobs` scoped threads taking indices from a shared counter; results in index order.
 fn parallel_map<R: Send>(jobs: usize, n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    if jobs <= 1 || n <= 1 {
+        return (0..n).map(f).collect();
+    }
     let slots: Vec<Mutex<Option<R>>> = (0..n).map(|_| Mutex::new(None)).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
-        for _ in 0..jobs.max(1).min(n) {
+        for _ in 0..jobs.min(n) {
             s.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -596,36 +834,137 @@ fn parallel_map<R: Send>(jobs: usize, n: usize, f: impl Fn(usize) -> R + Sync) -
 }
 
 impl FitProblem {
-    /// Evaluates candidates; all (candidate, point) simulations share `jobs` threads.
+    /// Evaluates candidates exactly; all (candidate, point, order) simulations share `jobs`
+    /// threads.
     pub fn evaluate(&self, cands: &[Candidate]) -> Vec<Evaluation> {
-        let jobs = self.jobs.max(1);
-        // Trace pools per distinct workload scales (compiled once per candidate batch).
-        let pools: Vec<Vec<Arc<TracePlan>>> = parallel_map(jobs, cands.len(), |i| {
-            if cands[i].scales.is_identity() {
-                self.recorded_pool.get_or_init(|| compile(&self.traces, WorkloadScales::default(), self.seed)).clone()
-            } else {
-                compile(&self.traces, cands[i].scales, self.seed)
-            }
-        });
-        let n = self.points.len();
-        let mut flat: Vec<Result<Summary, String>> = parallel_map(jobs, cands.len() * n, |k| {
-            let (c, p) = (k / n, k % n);
-            simulate_point_orders(
-                &self.points[p].0,
-                &cands[c].gpu,
-                self.model.as_deref(),
-                &pools[c],
-                self.seed,
-                self.duration_s,
-                self.orders,
-            )
-        });
-        let mut out = Vec::new();
-        for _ in 0..cands.len() {
-            let summaries: Vec<_> = flat.drain(..n).collect();
-            out.push(Evaluation { loss: loss(&self.points, &summaries, &self.weights), summaries });
+        self.evaluate_bounded(cands, f64::INFINITY)
+    }
+
+    /// Evaluates candidates when only losses below `bound` need to be exact: a candidate is
+    /// simulated point by point (each point's orders at once) and stops as soon as the points
+    /// done already put its loss at or above `bound` (its evaluation is then incomplete and its
+    /// loss a lower bound). The points are visited in a fixed order, so the result does not
+    /// depend on thread timing. With several candidates, or no finite bound, everything runs at
+    /// once.
+    pub fn evaluate_bounded(&self, cands: &[Candidate], bound: f64) -> Vec<Evaluation> {
+        self.evaluate_at(&self.full_level(), cands, bound)
+    }
+
+    /// The level a plain evaluation runs at: the problem's duration and measured targets.
+    fn full_level(&self) -> Level<'_> {
+        Level { tag: 0, duration_s: self.duration_s, targets: &self.points }
+    }
+
+    fn evaluate_at(&self, level: &Level, cands: &[Candidate], bound: f64) -> Vec<Evaluation> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let t = &self.cache.timings;
+        t.candidates.fetch_add(cands.len() as u64, Relaxed);
+        let keys: Vec<Vec<u64>> = cands
+            .iter()
+            .map(|c| {
+                let mut k = c.key();
+                k.push(level.tag);
+                k
+            })
+            .collect();
+        let mut out: Vec<Option<Evaluation>> = {
+            let memo = self.cache.memo.lock().expect("lock");
+            keys.iter().map(|k| memo.get(k).filter(|e| e.complete || e.loss >= bound).cloned()).collect()
+        };
+        t.memo_hits.fetch_add(out.iter().filter(|e| e.is_some()).count() as u64, Relaxed);
+        let todo: Vec<usize> = (0..cands.len()).filter(|&i| out[i].is_none()).collect();
+        if todo.is_empty() {
+            return out.into_iter().map(|e| e.expect("answered")).collect();
         }
-        out
+        let fresh: Vec<Evaluation> = if todo.len() == 1 && bound.is_finite() && self.points.len() > 1 {
+            vec![self.evaluate_staged(level, &cands[todo[0]], bound)]
+        } else {
+            let sel: Vec<&Candidate> = todo.iter().map(|&i| &cands[i]).collect();
+            self.evaluate_all(level, &sel)
+        };
+        let mut memo = self.cache.memo.lock().expect("lock");
+        for (i, e) in todo.into_iter().zip(fresh) {
+            memo.insert(keys[i].clone(), e.clone());
+            out[i] = Some(e);
+        }
+        out.into_iter().map(|e| e.expect("answered")).collect()
+    }
+
+    /// The trace pool of a candidate: the shared recorded pool, or its own scaled compile.
+    fn pool(&self, c: &Candidate) -> Vec<Arc<TracePlan>> {
+        if c.scales.is_identity() {
+            return self.cache.recorded_pool.get_or_init(|| compile(&self.traces, WorkloadScales::default(), self.seed)).clone();
+        }
+        let t0 = std::time::Instant::now();
+        let p = compile(&self.traces, c.scales, self.seed);
+        let mut cs = self.cache.timings.compiles.lock().expect("lock");
+        cs.0 += 1;
+        cs.1 += t0.elapsed().as_secs_f64();
+        p
+    }
+
+    /// One simulation: candidate `c`'s point `p` from trace order `k`.
+    fn simulate(&self, level: &Level, c: &Candidate, pool: &[Arc<TracePlan>], p: usize, k: usize) -> Result<Summary, String> {
+        let orders = self.orders.max(1);
+        let (r, t) =
+            simulate_point_timed(&self.points[p].0, &c.gpu, self.model.as_deref(), &rotated(pool, k, orders), self.seed, level.duration_s);
+        self.cache.timings.add(p, t);
+        r
+    }
+
+    /// The mean over orders of one point's simulations (any failed order fails the point).
+    fn combine(runs: Vec<Result<Summary, String>>) -> Result<Summary, String> {
+        let v = runs.into_iter().collect::<Result<Vec<_>, _>>()?;
+        mean_summary(&v).ok_or_else(|| "no trace order".to_string())
+    }
+
+    /// Every (candidate, point, order) simulation at once.
+    fn evaluate_all(&self, level: &Level, cands: &[&Candidate]) -> Vec<Evaluation> {
+        let jobs = self.jobs.max(1);
+        let pools: Vec<Vec<Arc<TracePlan>>> = parallel_map(jobs, cands.len(), |i| self.pool(cands[i]));
+        let (n, o) = (self.points.len(), self.orders.max(1));
+        let mut flat = parallel_map(jobs, cands.len() * n * o, |t| {
+            let (c, p, k) = (t / (n * o), t / o % n, t % o);
+            self.simulate(level, cands[c], &pools[c], p, k)
+        })
+        .into_iter();
+        cands
+            .iter()
+            .map(|_| {
+                let summaries: Vec<_> = (0..n).map(|_| Self::combine(flat.by_ref().take(o).collect())).collect();
+                Evaluation { loss: loss(level.targets, &summaries, &self.weights), summaries, complete: true }
+            })
+            .collect()
+    }
+
+    /// One candidate, point by point (see [`FitProblem::evaluate_bounded`]).
+    fn evaluate_staged(&self, level: &Level, c: &Candidate, bound: f64) -> Evaluation {
+        let pool = self.pool(c);
+        let o = self.orders.max(1);
+        let den: f64 =
+            level.targets.iter().map(|(_, m)| m.metrics.keys().map(|k| self.weights.get(k).copied().unwrap_or(0.0)).sum::<f64>()).sum();
+        let mut summaries: Vec<Result<Summary, String>> = vec![Err("not simulated: the loss bound was reached".into()); self.points.len()];
+        let mut num = 0.0;
+        for (done, p) in self.stage_order().into_iter().enumerate() {
+            let runs = parallel_map(self.jobs.max(1), o, |k| self.simulate(level, c, &pool, p, k));
+            summaries[p] = Self::combine(runs);
+            num += point_loss(&level.targets[p].1, &summaries[p], &self.weights).0;
+            let lb = if den > 0.0 { num / den } else { 0.0 };
+            if done + 1 < self.points.len() && lb >= bound {
+                self.cache.timings.pruned.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Evaluation { loss: lb, summaries, complete: false };
+            }
+        }
+        Evaluation { loss: loss(level.targets, &summaries, &self.weights), summaries, complete: true }
+    }
+
+    /// The order in which a bounded evaluation visits the points: lowest concurrency first, the
+    /// cheapest simulations (fewest requests in flight), so a hopeless candidate is found out
+    /// before the expensive points run.
+    pub fn stage_order(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = (0..self.points.len()).collect();
+        v.sort_by_key(|&i| (self.points[i].0.conc, i));
+        v
     }
 
     fn base_candidate(&self) -> Candidate {
@@ -643,6 +982,20 @@ pub struct FitOptions {
     pub seed: u64,
     /// Start values of the first restart (default: the base profile's).
     pub start: Vec<(String, f64)>,
+    /// A two-level search: restarts at a shorter duration, then a polish at the full one.
+    pub coarse: Option<CoarseOptions>,
+}
+
+/// The coarse pass of a two-level fit. Simulation cost grows linearly with the duration, so the
+/// restarts run at `duration_s` against targets corrected by the start point's short / full
+/// ratio ([`corrected_targets`]), then one Nelder–Mead at the full duration starts from the
+/// coarse optimum with a small simplex (`polish_step`) for `polish_evals` evaluations. Only
+/// full-duration evaluations can become the result.
+#[derive(Clone, Copy, Debug)]
+pub struct CoarseOptions {
+    pub duration_s: f64,
+    pub polish_evals: usize,
+    pub polish_step: f64,
 }
 
 /// A finished fit.
@@ -653,8 +1006,10 @@ pub struct FitOutcome {
     /// The base profile's evaluation (for the before / after table).
     pub base_evaluation: Evaluation,
     pub evaluations: u64,
-    /// Best loss of each restart.
+    /// Best loss of each restart (a two-level fit: each coarse restart's, then the polish's).
     pub restart_losses: Vec<f64>,
+    /// Evaluations at the coarse duration and at the full one, of a two-level fit.
+    pub coarse_evaluations: Option<(u64, u64)>,
 }
 
 /// Runs the search: restart 0 starts from the base profile, later restarts alternately from a
@@ -675,42 +1030,86 @@ pub fn fit(problem: &FitProblem, opts: &FitOptions, mut progress: impl FnMut(u64
         .iter()
         .map(|p| to_unit(p, opts.start.iter().find(|(n, _)| n == p.name).map_or_else(|| base.get(p.name), |(_, v)| *v)))
         .collect();
-    let mut best_u = u0.clone();
-    let mut best = (base_evaluation.loss, base_evaluation.clone());
-    let mut evals: u64 = 1;
+    let full = problem.full_level();
+    // The best full-level evaluation (the result), and evaluation counts (all, at full duration).
+    let best = std::cell::RefCell::new((base_evaluation.loss, base_evaluation.clone(), u0.clone()));
+    let (evals, full_evals) = (std::cell::Cell::new(1u64), std::cell::Cell::new(1u64));
     let mut restart_losses = Vec::new();
     let mut rng = engine::rng::Rng::new(opts.seed);
-    progress(evals, best.0);
-    for r in 0..opts.restarts.max(1) {
-        let start: Vec<f64> = match r {
+    progress(1, base_evaluation.loss);
+    let mut offer = |level: &Level, xs: &[Vec<f64>], ev: &[Evaluation], search_best: &mut (f64, Vec<f64>)| {
+        evals.set(evals.get() + xs.len() as u64);
+        if level.tag == 0 {
+            full_evals.set(full_evals.get() + xs.len() as u64);
+        }
+        let mut b = best.borrow_mut();
+        for (u, e) in xs.iter().zip(ev) {
+            if e.complete && e.loss < search_best.0 {
+                *search_best = (e.loss, u.clone());
+            }
+            if level.tag == 0 && e.complete && e.loss < b.0 {
+                *b = (e.loss, e.clone(), u.clone());
+            }
+        }
+        progress(evals.get(), b.0);
+    };
+    // One Nelder–Mead at `level`; full-level evaluations compete for the result.
+    let mut search = |level: &Level, start: &[f64], max_evals: usize, step: f64, search_best: &mut (f64, Vec<f64>)| {
+        nelder_mead::minimize(
+            |xs: &[Vec<f64>], bound: f64| {
+                let cands: Vec<Candidate> = xs.iter().map(|u| to_cand(u)).collect();
+                let ev = problem.evaluate_at(level, &cands, bound);
+                offer(level, xs, &ev, search_best);
+                ev.iter().map(|e| e.loss).collect()
+            },
+            start,
+            nelder_mead::Options { max_evals, step, ..Default::default() },
+        )
+    };
+    let restart_start = |r: u32, rng: &mut engine::rng::Rng, best_u: &[f64]| -> Vec<f64> {
+        match r {
             0 => u0.clone(),
             r if r % 2 == 1 => opts.params.iter().map(|_| rng.next_f64()).collect(),
             _ => best_u.iter().map(|u| (u + (rng.next_f64() - 0.5) * 0.3).clamp(0.0, 1.0)).collect(),
-        };
-        let cache: Mutex<Vec<(Vec<f64>, Evaluation)>> = Mutex::new(Vec::new());
-        let m = nelder_mead::minimize(
-            |xs: &[Vec<f64>]| {
-                let cands: Vec<Candidate> = xs.iter().map(|u| to_cand(u)).collect();
-                let ev = problem.evaluate(&cands);
-                evals += xs.len() as u64;
-                let losses: Vec<f64> = ev.iter().map(|e| e.loss).collect();
-                let mut c = cache.lock().expect("lock");
-                for (u, e) in xs.iter().zip(ev) {
-                    if e.loss < best.0 {
-                        best = (e.loss, e.clone());
-                        best_u = u.clone();
-                    }
-                    c.push((u.clone(), e));
-                }
-                progress(evals, best.0);
-                losses
-            },
-            &start,
-            nelder_mead::Options { max_evals: opts.max_evals, ..Default::default() },
-        );
-        restart_losses.push(m.f);
-    }
-    FitOutcome { best: to_cand(&best_u), evaluation: best.1, base_evaluation, evaluations: evals, restart_losses }
+        }
+    };
+    let step = nelder_mead::Options::default().step;
+    let coarse_evaluations = match opts.coarse {
+        None => {
+            let mut sb = (f64::INFINITY, u0.clone());
+            for r in 0..opts.restarts.max(1) {
+                let start = restart_start(r, &mut rng, &sb.1);
+                restart_losses.push(search(&full, &start, opts.max_evals, step, &mut sb).f);
+            }
+            None
+        }
+        Some(c) => {
+            // Anchor: the start point at both durations gives the target correction.
+            let (e0, fe0) = (evals.get(), full_evals.get());
+            let c0 = vec![to_cand(&u0)];
+            let f0 = problem.evaluate_at(&full, &c0, f64::INFINITY);
+            let raw = Level { tag: 1, duration_s: Some(c.duration_s), targets: &problem.points };
+            let s0 = problem.evaluate_at(&raw, &c0, f64::INFINITY);
+            evals.set(evals.get() + 2);
+            full_evals.set(full_evals.get() + 1);
+            if f0[0].complete && f0[0].loss < best.borrow().0 {
+                *best.borrow_mut() = (f0[0].loss, f0[0].clone(), u0.clone());
+            }
+            let targets = corrected_targets(&problem.points, &f0[0], &s0[0]);
+            let coarse = Level { tag: 2, duration_s: Some(c.duration_s), targets: &targets };
+            let mut sb = (f64::INFINITY, u0.clone());
+            for r in 0..opts.restarts.max(1) {
+                let start = restart_start(r, &mut rng, &sb.1);
+                restart_losses.push(search(&coarse, &start, opts.max_evals, step, &mut sb).f);
+            }
+            let mut pb = (f64::INFINITY, sb.1.clone());
+            restart_losses.push(search(&full, &sb.1, c.polish_evals, c.polish_step, &mut pb).f);
+            let full_n = full_evals.get() - fe0;
+            Some((evals.get() - e0 - full_n, full_n))
+        }
+    };
+    let (_, evaluation, best_u) = best.into_inner();
+    FitOutcome { best: to_cand(&best_u), evaluation, base_evaluation, evaluations: evals.get(), restart_losses, coarse_evaluations }
 }
 
 /// Per-point residual records of an evaluation.
@@ -751,6 +1150,8 @@ pub struct FitProvenance {
     pub results: String,
     pub restarts: u32,
     pub wall_s: f64,
+    /// How a synthesized trace set is regenerated.
+    pub corpus: Option<CorpusRecord>,
 }
 
 /// The fitted hardware profile: the base profile's datasheet, the fitted cost parameters and
@@ -784,6 +1185,11 @@ pub fn fitted_profile(problem: &FitProblem, opts: &FitOptions, out: &FitOutcome,
             })
             .collect(),
         points: fit_points(&problem.points, &out.evaluation, &problem.weights),
+        corpus: prov.corpus.clone(),
+        coarse: match (opts.coarse, out.coarse_evaluations) {
+            (Some(c), Some((e, f))) => Some(CoarseRecord { duration_s: c.duration_s, evaluations: e, full_evaluations: f }),
+            _ => None,
+        },
     });
     g
 }
@@ -858,6 +1264,44 @@ mod tests {
             assert_eq!(from_unit(p, -1.0), p.lower);
             assert!((from_unit(p, 2.0) - p.upper).abs() < 1e-9);
         }
+    }
+
+    #[test]
+    fn corrected_targets_move_each_metric_by_the_short_to_full_ratio() {
+        let pp = PlanPoint {
+            id: "k/a-c1".into(),
+            config_key: "k".into(),
+            arm: "a".into(),
+            conc: 1,
+            gpus: 1,
+            scenario: crate::plan::matrix::Scenario::AgenticCoding,
+            matrix: "m".into(),
+            duration_s: None,
+            warmup_per_lane: None,
+            row: Default::default(),
+            launch: None,
+        };
+        let m = MeasuredPoint {
+            arm: "a".into(),
+            conc: 1,
+            id: None,
+            metrics: [(Metric::TputPerGpu, 100.0), (Metric::E2elP90, 2.0)].into_iter().collect(),
+        };
+        let mut full = Summary { tput_per_gpu: 80.0, ..Default::default() };
+        full.e2el.p90 = 4.0;
+        let mut short = Summary { tput_per_gpu: 40.0, ..Default::default() };
+        short.e2el.p90 = 5.0;
+        let ev = |s: Summary| Evaluation { loss: 0.0, summaries: vec![Ok(s)], complete: true };
+        let pts = vec![(pp, m)];
+        let t = corrected_targets(&pts, &ev(full.clone()), &ev(short.clone()));
+        assert_eq!(t[0].1.metrics[&Metric::TputPerGpu], 50.0);
+        assert_eq!(t[0].1.metrics[&Metric::E2elP90], 2.5);
+        // The short replay meets the corrected targets exactly where the full one meets the
+        // measurements: the same loss.
+        let w = default_weights();
+        assert!((loss(&t, &[Ok(short)], &w) - loss(&pts, &[Ok(full)], &w)).abs() < 1e-12);
+        let failed = Evaluation { loss: 25.0, summaries: vec![Err("x".into())], complete: true };
+        assert_eq!(corrected_targets(&pts, &failed, &ev(Summary::default()))[0].1, pts[0].1);
     }
 
     #[test]

@@ -40,8 +40,14 @@ fn clamp(x: &mut [f64]) {
 }
 
 /// Minimises `f` from `x0` (in `[0,1]^n`). `f` receives batches of points so that independent
-/// evaluations (the initial simplex, a shrink) can run in parallel.
-pub fn minimize(mut f: impl FnMut(&[Vec<f64>]) -> Vec<f64>, x0: &[f64], opts: Options) -> Minimum {
+/// evaluations (the initial simplex, a shrink) can run in parallel, and a bound: a value at or
+/// above it only needs to be known to be so (`f` may return any number ≥ the bound instead of the
+/// value). Every decision of the method compares a trial value with one threshold — the worst
+/// vertex for a reflection, the reflection for an expansion, the smaller of the two for a
+/// contraction — so a bounded `f` takes exactly the steps of an exact one, while an expensive
+/// objective can stop early on a hopeless trial point. Vertices (the initial simplex, a shrink)
+/// are asked for with an infinite bound.
+pub fn minimize(mut f: impl FnMut(&[Vec<f64>], f64) -> Vec<f64>, x0: &[f64], opts: Options) -> Minimum {
     let n = x0.len();
     let mut start = x0.to_vec();
     clamp(&mut start);
@@ -53,7 +59,7 @@ pub fn minimize(mut f: impl FnMut(&[Vec<f64>]) -> Vec<f64>, x0: &[f64], opts: Op
         clamp(&mut p);
         pts.push(p);
     }
-    let vals = f(&pts);
+    let vals = f(&pts, f64::INFINITY);
     let mut evals = pts.len();
     let mut s: Vec<(Vec<f64>, f64)> = pts.into_iter().zip(vals).collect();
     let (alpha, gamma, rho, sigma) = (1.0, 2.0, 0.5, 0.5);
@@ -72,11 +78,11 @@ pub fn minimize(mut f: impl FnMut(&[Vec<f64>]) -> Vec<f64>, x0: &[f64], opts: Op
             p
         };
         let xr = towards(alpha);
-        let fr = f(std::slice::from_ref(&xr))[0];
+        let fr = f(std::slice::from_ref(&xr), s[n].1)[0];
         evals += 1;
         if fr < s[0].1 {
             let xe = towards(gamma);
-            let fe = f(std::slice::from_ref(&xe))[0];
+            let fe = f(std::slice::from_ref(&xe), fr)[0];
             evals += 1;
             s[n] = if fe < fr { (xe, fe) } else { (xr, fr) };
             continue;
@@ -88,11 +94,11 @@ pub fn minimize(mut f: impl FnMut(&[Vec<f64>]) -> Vec<f64>, x0: &[f64], opts: Op
         // Contraction: outside when the reflection improved on the worst, else inside.
         let (xc, fc) = if fr < s[n].1 {
             let xc = towards(rho);
-            let fc = f(std::slice::from_ref(&xc))[0];
+            let fc = f(std::slice::from_ref(&xc), s[n].1.min(fr))[0];
             (xc, fc)
         } else {
             let xc = towards(-rho);
-            let fc = f(std::slice::from_ref(&xc))[0];
+            let fc = f(std::slice::from_ref(&xc), s[n].1.min(fr))[0];
             (xc, fc)
         };
         evals += 1;
@@ -103,7 +109,7 @@ pub fn minimize(mut f: impl FnMut(&[Vec<f64>]) -> Vec<f64>, x0: &[f64], opts: Op
         // Shrink towards the best vertex.
         let b = s[0].0.clone();
         let shrunk: Vec<Vec<f64>> = s[1..].iter().map(|(x, _)| (0..n).map(|i| b[i] + sigma * (x[i] - b[i])).collect()).collect();
-        let vals = f(&shrunk);
+        let vals = f(&shrunk, f64::INFINITY);
         evals += shrunk.len();
         for (k, (x, v)) in shrunk.into_iter().zip(vals).enumerate() {
             s[k + 1] = (x, v);
@@ -117,8 +123,8 @@ pub fn minimize(mut f: impl FnMut(&[Vec<f64>]) -> Vec<f64>, x0: &[f64], opts: Op
 mod tests {
     use super::*;
 
-    fn batch(g: impl Fn(&[f64]) -> f64) -> impl FnMut(&[Vec<f64>]) -> Vec<f64> {
-        move |xs: &[Vec<f64>]| xs.iter().map(|x| g(x)).collect()
+    fn batch(g: impl Fn(&[f64]) -> f64) -> impl FnMut(&[Vec<f64>], f64) -> Vec<f64> {
+        move |xs: &[Vec<f64>], _| xs.iter().map(|x| g(x)).collect()
     }
 
     #[test]
@@ -143,7 +149,7 @@ mod tests {
     fn stops_at_the_evaluation_budget() {
         let mut n = 0;
         let m = minimize(
-            |xs: &[Vec<f64>]| {
+            |xs: &[Vec<f64>], _| {
                 n += xs.len();
                 xs.iter().map(|x| x.iter().map(|v| v.sin()).sum()).collect()
             },
@@ -151,5 +157,60 @@ mod tests {
             Options { max_evals: 20, x_tol: 0.0, f_tol: 0.0, ..Options::default() },
         );
         assert!(m.evals <= 20 + 4 && m.evals == n, "{} evals, {n} calls", m.evals);
+    }
+
+    /// A bounded objective (answering just the bound, or a value above it, for every trial point
+    /// at or above the bound) walks exactly the path of the exact one, and is asked for fewer
+    /// exact values.
+    #[test]
+    fn a_bounded_objective_takes_the_same_steps() {
+        let g = |x: &[f64]| (x[0] - 0.3).powi(2) + 2.0 * (x[1] - 0.7).powi(2) + (x[0] * x[1] - 0.2).powi(2) + (x[2] - 0.5).abs();
+        let opts = Options { max_evals: 200, ..Options::default() };
+        let (mut exact_path, mut bounded_path) = (Vec::new(), Vec::new());
+        let exact = minimize(
+            |xs: &[Vec<f64>], _| {
+                exact_path.extend(xs.iter().cloned());
+                xs.iter().map(|x| g(x)).collect()
+            },
+            &[0.9, 0.1, 0.1],
+            opts,
+        );
+        let mut cut = 0;
+        let bounded = minimize(
+            |xs: &[Vec<f64>], bound: f64| {
+                bounded_path.extend(xs.iter().cloned());
+                xs.iter()
+                    .map(|x| {
+                        let v = g(x);
+                        if v >= bound {
+                            cut += 1;
+                            // Any lower bound at or above the bound will do.
+                            bound + (v - bound) * 0.01
+                        } else {
+                            v
+                        }
+                    })
+                    .collect()
+            },
+            &[0.9, 0.1, 0.1],
+            opts,
+        );
+        assert_eq!(exact_path, bounded_path);
+        assert_eq!((exact.x, exact.f, exact.evals), (bounded.x, bounded.f, bounded.evals));
+        assert!(cut > 10, "{cut} trial points were hopeless");
+        assert!(bound_is_infinite_for_vertices());
+    }
+
+    fn bound_is_infinite_for_vertices() -> bool {
+        let mut first = None;
+        minimize(
+            |xs: &[Vec<f64>], b: f64| {
+                first.get_or_insert((xs.len(), b));
+                xs.iter().map(|x| x[0]).collect()
+            },
+            &[0.5, 0.5],
+            Options { max_evals: 5, ..Options::default() },
+        );
+        first == Some((3, f64::INFINITY))
     }
 }

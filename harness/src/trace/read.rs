@@ -109,7 +109,8 @@ pub fn for_each_trace<P: AsRef<Path>>(
     Ok(files)
 }
 
-fn open_maybe_gz(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
+/// A buffered reader of a file, decompressed when it is gzip (detected from the magic bytes).
+pub fn open_maybe_gz(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
     let mut file = File::open(path).map_err(|e| io_err(path, e))?;
     let mut magic = [0u8; 2];
     let n = file.read(&mut magic).map_err(|e| io_err(path, e))?;
