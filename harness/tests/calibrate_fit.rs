@@ -386,10 +386,11 @@ fn predict_with_the_builtin_fitted_profile() {
     assert!(s["target"].as_str().unwrap().contains("gb300-fitted-dsv41flash"));
 }
 
-/// A profile fitted on a synthesized corpus that is not on this machine: `predict` says how to
-/// regenerate it, and records in every aggregate that it replayed the bundled set instead.
+/// A profile fitted on a synthesized corpus whose file is not on this machine: `predict`
+/// synthesizes the same corpus in memory, says so with the command that would write the file, and
+/// every aggregate names the corpus it replayed.
 #[test]
-fn predict_names_the_command_that_regenerates_a_missing_corpus() {
+fn predict_synthesizes_a_missing_fit_corpus_in_memory() {
     let dir = tempfile::tempdir().unwrap();
     let mut g = GpuSpec::lookup("gb300-fitted").unwrap();
     let f = g.fit.as_mut().unwrap();
@@ -404,9 +405,10 @@ fn predict_names_the_command_that_regenerates_a_missing_corpus() {
     );
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
-    assert!(err.contains(&format!("regenerate it with `{cmd}`")), "{err}");
-    let agg = std::fs::read_to_string(run.join(format!("{KEY}/tp4-c1/agg.json"))).unwrap();
-    assert!(agg.contains("not on this machine, regenerate it with") && agg.contains("synthetic"), "{agg}");
+    assert!(err.contains(&format!("synthesized in memory instead, as `{cmd}` writes it")), "{err}");
+    let agg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join(format!("{KEY}/tp4-c1/agg.json"))).unwrap()).unwrap();
+    assert!(agg["trace_set"].as_str().unwrap().starts_with("like:cc-traces-weka-062126"), "{}", agg["trace_set"]);
 }
 
 /// Twin mode on a live run against `sweep engine serve`: residuals.json has, per point, both
