@@ -81,19 +81,7 @@ flags=(--model-path deepseek-ai/DeepSeek-V4.1-Flash --served-model-name deepseek
   --tensor-parallel-size 4 --chunked-prefill-size 16384 --mem-fraction-static 0.8 --max-running-requests 128
   --enable-metrics --enable-cache-report --tokenizer-path "$tok" --tokenizer-backend fastokens --hardware gb300)
 export SGLANG_DEFAULT_THINKING=1
-server_pid=""
-start_server() {
-  "$sweep_bin" engine serve "${flags[@]}" --port 0 2> "$1" &
-  server_pid=$!
-  for _ in $(seq 1 600); do
-    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$1" | head -1 || true)
-    [ -n "$url" ] && curl -sf "$url/health" >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  echo "engine server did not start; see $1" >&2
-  exit 1
-}
-stop_server() { [ -n "$server_pid" ] && { kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; }; server_pid=""; }
+source scripts/lib/engine-server.sh
 trap stop_server EXIT
 
 start_server "$out/server-harness.log"

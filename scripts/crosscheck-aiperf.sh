@@ -62,18 +62,7 @@ flags=(--model-path deepseek-ai/DeepSeek-V4.1-Flash --served-model-name deepseek
   --hardware gb300 --time-scale "$scale")
 export SGLANG_DEFAULT_THINKING=1
 
-start_server() {
-  "$sweep_bin" engine serve "${flags[@]}" --port 0 2> "$1" &
-  server_pid=$!
-  for _ in $(seq 1 300); do
-    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$1" | head -1 || true)
-    [ -n "$url" ] && curl -sf "$url/health" >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  echo "engine server did not start; see $1" >&2
-  exit 1
-}
-stop_server() { kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; }
+source scripts/lib/engine-server.sh
 trap stop_server EXIT
 
 # Client CPU seconds of a command (user + system of it and its children), from /proc-free getrusage.

@@ -312,7 +312,7 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     agg.insert("trace_set".into(), json!(ctx.trace_set));
     agg.insert("seed".into(), json!(ctx.seed));
     agg.insert("benchmark_id".into(), json!(ctx.benchmark_id));
-    agg.insert("metric_duration_coverage".into(), json!(metric_duration_coverage(ctx, &prof)));
+    agg.insert("metric_duration_coverage".into(), json!(coverage));
     agg.insert("num_gpus".into(), json!(ctx.num_gpus));
     agg.insert("num_requests_total".into(), json!(records_total));
     agg.insert("num_requests_successful".into(), json!(ok.len()));

@@ -11,7 +11,6 @@ use crate::plan::Plan;
 use crate::results::{RunSummary, Status, write_json};
 use crate::run::{Job, PointRunner};
 use crate::target::sim::{ProfileChoice, SimRunner};
-use crate::workload::TracePlan;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -65,7 +64,7 @@ pub fn run_twins(
     plan: &Plan,
     run: &RunSummary,
     out: &Path,
-    pool: Vec<Arc<TracePlan>>,
+    pools: Arc<crate::target::pools::PointPools>,
     trace_set: &str,
     seed: u64,
     duration_s: Option<f64>,
@@ -98,7 +97,7 @@ pub fn run_twins(
             res.live_time_scale = Some(ts);
         }
         let choice = ProfileChoice { model: model.or_else(|| fallback.model.clone()), hardware: hw.or_else(|| fallback.hardware.clone()) };
-        let mut sim = SimRunner::new(pool.clone(), trace_set.to_string());
+        let mut sim = SimRunner::with_pools(pools.clone());
         sim.duration_s = duration_s;
         sim.profiles = choice;
         let dir = crate::results::point_dir(out, &p.id).join("twin");

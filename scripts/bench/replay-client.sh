@@ -41,18 +41,7 @@ flags=(--model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 4 --hardware gb300 --ma
   --enable-metrics --enable-cache-report --tokenizer-worker-num 1 --time-scale "$scale"
   --tokenizer-path "${SWEEP_SHARED_DATA:-../shared/data}/tokenizers/deepseek-v4" --tokenizer-backend fastokens)
 
-start_server() {
-  "$sweep_bin" engine serve "${flags[@]}" --port 0 2> "$1" &
-  server_pid=$!
-  for _ in $(seq 1 200); do
-    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$1" | head -1 || true)
-    [ -n "$url" ] && return 0
-    sleep 0.1
-  done
-  echo "server did not start: $1" >&2
-  exit 1
-}
-stop_server() { kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; }
+source scripts/lib/engine-server.sh
 trap stop_server EXIT
 
 start_server "$out/server.log"

@@ -56,15 +56,11 @@ fn best_profile(point: &crate::plan::PlanPoint, model: Option<&str>) -> anyhow::
         .get("runner")
         .and_then(|v| v.as_str())
         .ok_or_else(|| anyhow::anyhow!("--profile best: point {} has no `runner`; pass --profile NAME", point.id))?;
-    let base = crate::target::sim::hardware_for_runner(runner).map_err(|e| anyhow::anyhow!("{e}"))?;
     let model = match model {
         Some(m) => Some(engine::ModelSpec::lookup(m).with_context(|| format!("--model {m}"))?),
         None => crate::target::pools::point_model(point),
     };
-    let g = match model {
-        Some(m) => crate::target::sim::best_hardware(base, &m),
-        None => base,
-    };
+    let g = crate::target::sim::best_for_runner(runner, model.as_ref()).map_err(|e| anyhow::anyhow!("{e}"))?;
     let name = g.name.clone();
     Ok((g, name))
 }

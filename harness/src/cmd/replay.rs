@@ -156,7 +156,8 @@ fn show(b: &indicatif::ProgressBar, p: &Progress, clock: &str, secs: f64) {
 }
 
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
-    let (pool, trace_set) = super::run::load_pool(&a.traces, a.seed)?;
+    let pool = crate::target::pools::load(&a.traces, a.seed).map_err(anyhow::Error::msg)?;
+    let trace_set = a.traces.clone();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let out =
         a.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-replay-c{}", super::run::utc_stamp(now), a.concurrency)));

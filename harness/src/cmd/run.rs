@@ -6,7 +6,7 @@ use crate::plan::{self, Inputs, Labels, Plan, PlanRequest};
 use crate::results::{RunSummary, Status};
 use crate::run::{self, PointRunner, RunOptions};
 use crate::target::sim::{ProfileChoice, SimRunner};
-use crate::trace::{ReadOptions, TraceSource};
+use crate::trace::TraceSource;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -182,21 +182,6 @@ fn install_interrupt(flag: Arc<AtomicBool>) {
     });
 }
 
-/// Builds the trace pool for `--traces`.
-pub fn load_pool(spec: &str, seed: u64) -> anyhow::Result<(Vec<Arc<crate::workload::TracePlan>>, String)> {
-    let source: TraceSource = spec.parse().map_err(|e: String| anyhow::anyhow!("--traces {spec}: {e}"))?;
-    let mut warnings = Vec::new();
-    let pool = crate::workload::compile_pool(&source, &ReadOptions::default(), seed, &mut warnings)
-        .map_err(|e| anyhow::anyhow!("--traces {spec}: {e}"))?;
-    for w in warnings.iter().take(5) {
-        eprintln!("warning: {w}");
-    }
-    if pool.is_empty() {
-        anyhow::bail!("--traces {spec}: no replayable trace (each needs at least one main-agent request)");
-    }
-    Ok((pool, spec.to_string()))
-}
-
 /// The summary table printed at the end of a run.
 pub fn summary_table(run: &RunSummary) -> String {
     let w = run.points.iter().map(|p| p.id.len()).max().unwrap_or(5).max(5);
@@ -340,9 +325,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let summary = run::execute(&plan, &opts, runner.as_ref(), &interrupt).map_err(anyhow::Error::msg)?;
     let wall = t0.elapsed().as_secs_f64();
     if args.twin {
-        let (pool, trace_set) = load_pool(&args.traces, args.seed)?;
+        // The twins replay the traces the live points replayed (compiled once, shared).
         let fallback = ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() };
-        let r = crate::twin::run_twins(&plan, &summary, &out, pool, &trace_set, args.seed, args.duration, &fallback)
+        let r = crate::twin::run_twins(&plan, &summary, &out, pools.clone(), &args.traces, args.seed, args.duration, &fallback)
             .map_err(anyhow::Error::msg)?;
         eprintln!("twin: {} point(s) replayed on the virtual clock; {}", r.points.len(), out.join("residuals.json").display());
     }

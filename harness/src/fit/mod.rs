@@ -1266,8 +1266,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn corrected_targets_move_each_metric_by_the_short_to_full_ratio() {
+    /// One point `k/a-c1` measured at 100 tok/s/GPU and E2EL p90 2 s.
+    fn one_point() -> (PlanPoint, MeasuredPoint) {
         let pp = PlanPoint {
             id: "k/a-c1".into(),
             config_key: "k".into(),
@@ -1287,6 +1287,12 @@ mod tests {
             id: None,
             metrics: [(Metric::TputPerGpu, 100.0), (Metric::E2elP90, 2.0)].into_iter().collect(),
         };
+        (pp, m)
+    }
+
+    #[test]
+    fn corrected_targets_move_each_metric_by_the_short_to_full_ratio() {
+        let (pp, m) = one_point();
         let mut full = Summary { tput_per_gpu: 80.0, ..Default::default() };
         full.e2el.p90 = 4.0;
         let mut short = Summary { tput_per_gpu: 40.0, ..Default::default() };
@@ -1308,26 +1314,7 @@ mod tests {
     fn loss_is_zero_on_a_perfect_match_and_grows_with_the_ratio() {
         let mut s = Summary { tput_per_gpu: 100.0, ..Default::default() };
         s.e2el.p90 = 2.0;
-        let m = MeasuredPoint {
-            arm: "a".into(),
-            conc: 1,
-            id: None,
-            metrics: [(Metric::TputPerGpu, 100.0), (Metric::E2elP90, 2.0)].into_iter().collect(),
-        };
-        let pp = PlanPoint {
-            id: "k/a-c1".into(),
-            config_key: "k".into(),
-            arm: "a".into(),
-            conc: 1,
-            gpus: 1,
-            scenario: crate::plan::matrix::Scenario::AgenticCoding,
-            matrix: "m".into(),
-            duration_s: None,
-            warmup_per_lane: None,
-            row: Default::default(),
-            launch: None,
-        };
-        let pts = vec![(pp, m)];
+        let pts = vec![one_point()];
         let w = default_weights();
         assert_eq!(loss(&pts, &[Ok(s.clone())], &w), 0.0);
         let mut s2 = s.clone();

@@ -1031,13 +1031,9 @@ impl HttpRunner {
             argv.splice(..flags_at, [exe, "engine".into(), "serve".into()]);
             let hardware = match (&self.profiles.hardware, job.point.row.get("runner").and_then(Value::as_str)) {
                 (Some(h), _) => h.clone(),
+                // The same best profile the virtual clock would use for this model.
                 (None, Some(r)) => {
-                    // The same best profile the virtual clock would use for this model.
-                    let base = super::sim::hardware_for_runner(r).map_err(|e| e.to_string())?;
-                    match super::pools::point_model(&job.point) {
-                        Some(m) => super::sim::best_hardware(base, &m).name,
-                        None => base.name,
-                    }
+                    super::sim::best_for_runner(r, super::pools::point_model(&job.point).as_ref()).map_err(|e| e.to_string())?.name
                 }
                 (None, None) => return Err("no hardware: the point has no `runner`; pass --hardware NAME".into()),
             };

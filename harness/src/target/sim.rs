@@ -78,6 +78,15 @@ pub fn best_hardware(base: GpuSpec, model: &ModelSpec) -> GpuSpec {
     fitted.or_else(measured).cloned().unwrap_or(base)
 }
 
+/// The best profile on a runner's GPU for a model (the datasheet one when the model is unknown).
+pub fn best_for_runner(runner: &str, model: Option<&ModelSpec>) -> Result<GpuSpec, SimError> {
+    let base = hardware_for_runner(runner)?;
+    Ok(match model {
+        Some(m) => best_hardware(base, m),
+        None => base,
+    })
+}
+
 /// What a hardware profile rests on: `fitted` (to measured serving results), `measured` (GPU
 /// operator curves) or `datasheet`.
 pub fn hardware_kind(gpu: &GpuSpec) -> &'static str {
@@ -121,7 +130,7 @@ pub fn build_engine(
     let model = ModelSpec::lookup(&model_name).map_err(|e| SimError::Profile(e.to_string()))?;
     let gpu = match (&choice.hardware, runner) {
         (Some(h), _) => GpuSpec::lookup(h).map_err(|e| SimError::Profile(e.to_string()))?,
-        (None, Some(r)) => best_hardware(hardware_for_runner(r)?, &model),
+        (None, Some(r)) => best_for_runner(r, Some(&model))?,
         (None, None) => return Err(SimError::Profile("no hardware: the point has no `runner`; pass --hardware NAME".into())),
     };
     Engine::new(cfg, model, gpu, seed).map_err(|e| SimError::Config(e.to_string()))

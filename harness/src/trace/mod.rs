@@ -287,38 +287,41 @@ pub enum TraceSource {
 /// The embedded default data set: 200 synthetic traces.
 pub const DEFAULT_SYNTHETIC_TRACES: usize = 200;
 
+/// The `N[:SEED]` after a generated set's name: an optional trace count and a seed (default 42);
+/// empty parts take their defaults.
+fn count_and_seed(spec: &str, rest: &str, syntax: &str) -> Result<(Option<usize>, u64), String> {
+    let mut parts = rest.split(':').map(|p| Some(p).filter(|p| !p.is_empty()));
+    let traces = match parts.next().flatten() {
+        Some(n) => Some(n.parse().map_err(|_| format!("{spec:?}: trace count {n:?} is not a number ({syntax})"))?),
+        None => None,
+    };
+    let seed = match parts.next().flatten() {
+        Some(n) => n.parse().map_err(|_| format!("{spec:?}: seed {n:?} is not a number ({syntax})"))?,
+        None => 42,
+    };
+    Ok((traces, seed))
+}
+
 impl std::str::FromStr for TraceSource {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         if let Some(rest) = s.strip_prefix("like:") {
-            let mut parts = rest.split(':');
-            let stats = parts.next().filter(|p| !p.is_empty()).ok_or_else(|| {
-                format!("{s:?}: name the statistics: like:NAME|STATS.yaml[:N[:SEED]] (shipped: {})", published::embedded_names())
-            })?;
-            let traces = match parts.next().filter(|p| !p.is_empty()) {
-                Some(n) => Some(n.parse().map_err(|_| format!("{s:?}: trace count {n:?} is not a number (like:NAME[:N[:SEED]])"))?),
-                None => None,
-            };
-            let seed = match parts.next() {
-                Some(n) => n.parse().map_err(|_| format!("{s:?}: seed {n:?} is not a number (like:NAME[:N[:SEED]])"))?,
-                None => 42,
-            };
-            if !stats.ends_with(".yaml") && !stats.ends_with(".yml") && published::PublishedStats::embedded(stats).is_none() {
+            let (stats, rest) = rest.split_once(':').unwrap_or((rest, ""));
+            if stats.is_empty() {
+                return Err(format!(
+                    "{s:?}: name the statistics: like:NAME|STATS.yaml[:N[:SEED]] (shipped: {})",
+                    published::embedded_names()
+                ));
+            }
+            let (traces, seed) = count_and_seed(s, rest, "like:NAME[:N[:SEED]]")?;
+            if !stats.ends_with(".yaml") && !stats.ends_with(".yml") && !published::is_embedded(stats) {
                 return Err(format!("{s:?}: {stats:?} is neither a stats .yaml nor a shipped corpus ({})", published::embedded_names()));
             }
             return Ok(TraceSource::Like { stats: stats.into(), traces, seed });
         }
         if let Some(rest) = s.strip_prefix("synthetic") {
-            let mut parts = rest.trim_start_matches(':').split(':').filter(|p| !p.is_empty());
-            let traces = match parts.next() {
-                Some(n) => n.parse().map_err(|_| format!("{s:?}: trace count {n:?} is not a number (synthetic[:N[:SEED]])"))?,
-                None => DEFAULT_SYNTHETIC_TRACES,
-            };
-            let seed = match parts.next() {
-                Some(n) => n.parse().map_err(|_| format!("{s:?}: seed {n:?} is not a number (synthetic[:N[:SEED]])"))?,
-                None => 42,
-            };
-            return Ok(TraceSource::Synthetic { traces, seed });
+            let (traces, seed) = count_and_seed(s, rest.trim_start_matches(':'), "synthetic[:N[:SEED]]")?;
+            return Ok(TraceSource::Synthetic { traces: traces.unwrap_or(DEFAULT_SYNTHETIC_TRACES), seed });
         }
         Ok(TraceSource::Files(vec![s.into()]))
     }

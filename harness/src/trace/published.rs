@@ -113,6 +113,11 @@ pub struct Row {
 /// family's agentic points replay `cc-traces-weka-062126` (its dataset card, Apache-2.0).
 pub const EMBEDDED: [(&str, &str); 1] = [("cc-traces-weka-062126", include_str!("../../corpora/cc-traces-weka-062126.stats.yaml"))];
 
+/// Whether statistics for this corpus name ship with sweep.
+pub fn is_embedded(name: &str) -> bool {
+    EMBEDDED.iter().any(|(n, _)| *n == name)
+}
+
 /// The shipped corpus names, for error messages.
 pub fn embedded_names() -> String {
     EMBEDDED.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
