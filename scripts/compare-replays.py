@@ -5,8 +5,8 @@ sweep's (both AIPerf-shaped records). Used by scripts/crosscheck-agentx-harness.
 A request is keyed by (trace id, outer request index, inner index for subagent requests). Records
 are grouped into session trees (root correlation id; the k-th play of a trace is tree (trace, k))
 and, within a tree, into conversations; each conversation's ordered key sequence is compared per
-phase. Trees the harness split into flattened agents (`::fa:` / `::aux:` conversations) are
-reported apart. Aggregates are computed from the records the same way for both.
+phase (flattened agents, `::fa:` / `::aux:` / `::wg:` conversations, included). Aggregates are
+computed from the records the same way for both.
 
 Usage: compare-replays.py HARNESS.jsonl SWEEP.jsonl [--sweep-agg agg.json] [--check] [--min-match F]
 """
@@ -20,7 +20,7 @@ from collections import defaultdict
 def kind(conv):
     if "::sa:" in conv:
         return "subagent"
-    if "::fa:" in conv or "::aux:" in conv:
+    if "::fa:" in conv or "::aux:" in conv or "::wg:" in conv:
         return "flat"
     return "main"
 
@@ -69,7 +69,7 @@ def trees(recs):
             name[root] = (trace, k)
     out = defaultdict(lambda: defaultdict(list))
     for r in sorted(recs, key=lambda r: r["start"]):
-        conv = r["conv"].split("::", 1)[1] if "::" in r["conv"] and r["kind"] == "subagent" else r["kind"]
+        conv = r["conv"].split("::", 1)[1] if "::" in r["conv"] and r["kind"] != "main" else r["kind"]
         out[name[r["root"]]][(r["phase"], conv)].append(r)
     return out
 
@@ -101,16 +101,10 @@ def main():
     a = ap.parse_args()
     h, s = load(a.harness), load(a.sweep)
     th, ts = trees(h), trees(s)
-    flat = {t for t, convs in th.items() if any(c[1] == "flat" for c in convs)}
     compared = matched = 0
     isl_diffs, osl_mismatch, problems = [], 0, []
     print("| tree | phase / conversation | harness | sweep | same sequence |\n|---|---|---|---|---|")
     for tree in sorted(set(th) | set(ts), key=lambda t: (t[0], t[1])):
-        if tree in flat:
-            n_h = sum(len(v) for v in th[tree].values())
-            n_s = sum(len(v) for v in ts.get(tree, {}).values())
-            print(f"| {tree[0]} #{tree[1]} | flattened agents (harness splits, sweep does not) | {n_h} | {n_s} | n/a |")
-            continue
         for conv in sorted(set(th.get(tree, {})) | set(ts.get(tree, {}))):
             a_seq = [r["key"] for r in th.get(tree, {}).get(conv, [])]
             b_seq = [r["key"] for r in ts.get(tree, {}).get(conv, [])]
@@ -131,7 +125,7 @@ def main():
                 problems.append(f"{tree} {conv}: harness {a_seq[:6]}… ({len(a_seq)}) vs sweep {b_seq[:6]}… ({len(b_seq)})")
             print(f"| {tree[0]} #{tree[1]} | {conv[0]} / {conv[1]} | {len(a_seq)} | {len(b_seq)} | {'yes' if ok else 'NO'} |")
     print()
-    print(f"requests compared {compared}, matched in order {matched}; flattened-agent trees set apart: {len(flat)}")
+    print(f"requests compared {compared}, matched in order {matched}")
     if isl_diffs:
         print(f"ISL sweep − harness: mean {statistics.fmean(isl_diffs):+.1f}, min {min(isl_diffs):+.0f}, max {max(isl_diffs):+.0f} tokens; OSL mismatches {osl_mismatch}")
     print()

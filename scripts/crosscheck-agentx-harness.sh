@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Side by side with the reference replay: agentx-harness 1.0.12 (the AIPerf fork InferenceX runs)
-# and `sweep replay --url` replay the same AgentX traces at the same concurrency, seed and duration
+# Side by side with the reference replay: agentx-harness 1.0.12 (the AIPerf fork InferenceX runs).
+# First, over the whole trace file, the conversations each builds (`sweep trace conversations
+# --json` against scripts/fixtures/agentx_conversations.py, which runs the harness's loader):
+# subagent and flattened-agent chains, spawning and joining turns, dispatch points, predecessors.
+# Then agentx-harness and `sweep replay --url` replay the same AgentX traces at the same concurrency, seed and duration
 # against `sweep engine serve` (a fresh server for each, so both start from an empty prefix cache),
 # and the requests each sent are compared one by one:
 #   - per session tree (trace id, in order of play), the ordered (conversation, request index)
 #     sequence of the warmup and of the profiling window,
 #   - per matched request, ISL and OSL as the server counted them,
 #   - the aggregate metrics.
-# Trees the harness splits into flattened agents (`::fa:` / `::aux:` chains, detected from hash-id
-# prefixes) are reported apart: sweep replays those requests on the root conversation.
 #
 # Usage: scripts/crosscheck-agentx-harness.sh [--conc C] [--duration S] [--traces FILE] [--limit N]
 #        [--sweep PATH] [--out DIR] [--check] [--min-match F]
-#   --check: exit 1 unless every compared tree sent the same sequence (a tree may run one request
+#   --check: exit 1 unless the conversations are identical and every compared tree sent the same sequence (a tree may run one request
 #            further than the other at the deadline) with ISL within 64 tokens and equal OSL.
 #   --min-match F: exit 1 when fewer than a share F of the compared requests match in order (the
 #            harness's own idle-cap race can reorder a run, see docs/replay.md, so CI uses this).
@@ -59,6 +60,14 @@ if [ ! -x "$venv/bin/agentx" ]; then
 fi
 "$venv/bin/pip" show agentx-harness | sed -n '1,2p' >&2
 
+status=0
+echo "== conversations over $(basename "$traces")" >&2
+"$sweep_bin" trace conversations --json "$traces" > "$out/conversations-sweep.jsonl"
+"$venv/bin/python" scripts/fixtures/agentx_conversations.py "$traces" > "$out/conversations-harness.jsonl"
+conv_status=0
+python3 scripts/compare-conversations.py "$out/conversations-sweep.jsonl" "$out/conversations-harness.jsonl" || conv_status=$?
+if [ "$conv_status" != 0 ] && { [ "$check" = 1 ] || [ -n "$min_match" ]; }; then status=1; fi
+
 # The harness's weka_trace loader reads one JSON document per file; both tools read that folder,
 # in file-name order, so their sequential samplers hand out the same traces.
 plain="$out/traces"
@@ -99,7 +108,6 @@ start_server "$out/server-sweep.log"
   --traces "$plain" --tokenizer "$tok" --out "$out/sweep" > "$out/sweep.log" 2>&1 || true
 stop_server
 
-status=0
 python3 scripts/compare-replays.py "$out/harness/profile_export.jsonl" "$out/sweep/profile_export.jsonl" \
   --sweep-agg "$out/sweep/agg.json" $([ "$check" = 1 ] && echo --check) \
   $([ -n "$min_match" ] && echo --min-match "$min_match") || status=$?

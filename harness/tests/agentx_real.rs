@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use harness::prompt::{MARKER_TOKENS, Marker, Prompt, WordVocab};
-use harness::trace::{ReadOptions, TraceSource, read_traces};
+use harness::trace::{Entry, ReadOptions, Request, TraceSource, read_traces};
 use harness::workload::driver::{Service, drive};
 use harness::workload::{Outcome, Phase, TracePlan, Workload, WorkloadConfig, compile_pool};
 
@@ -35,12 +35,16 @@ fn real_prompts_share_exactly_the_hashed_prefix_and_have_in_tokens() {
             // (tokens, hash ids, page hashes, first user block) of the previous turn.
             type Prev = (Vec<u32>, Vec<u64>, Vec<u64>, u32);
             let mut prev: Option<Prev> = None;
-            let reqs: Vec<_> = if sp.anchor.is_none() {
-                t.main_requests().collect()
-            } else {
-                let agent = sp.conversation_id.rsplit("::sa:").next().unwrap();
-                t.subagents().find(|s| s.agent_id == agent).unwrap().inner().collect()
-            };
+            // Each turn's recorded request, found by its outer (and inner) index.
+            let reqs: Vec<&Request> = sp
+                .turns
+                .iter()
+                .map(|turn| match (&t.requests[turn.outer_idx as usize], turn.inner_idx) {
+                    (Entry::Subagent(s), Some(j)) => s.requests[j as usize].request(),
+                    (e, None) => e.request().unwrap(),
+                    _ => unreachable!("inner index without a subagent entry"),
+                })
+                .collect();
             for (k, r) in reqs.iter().enumerate() {
                 let p = Prompt { conversation: sp.prompts.clone(), turn: k as u32, marker: Some(marker) };
                 let toks = p.token_ids(&vocab);

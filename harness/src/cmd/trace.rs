@@ -1,4 +1,4 @@
-//! `sweep trace gen|stats`.
+//! `sweep trace gen|stats|dry-run|conversations`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,6 +21,23 @@ pub enum TraceCommand {
     /// Run the replay workload for one point against an idealised server (no engine) and print
     /// what it would send: warmup, profiled requests, plays, prefix reuse.
     DryRun(DryRunArgs),
+    /// List the conversations the replay plays for each trace, as the reference replay builds
+    /// them: the root, each subagent's conversations and the agents found among flattened
+    /// requests, with the root turns that spawn and join them (JSON lines with `--json`).
+    Conversations(ConversationsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ConversationsArgs {
+    /// Trace set: a file, a directory, `synthetic[:N[:SEED]]` or `like:NAME[:N[:SEED]]`.
+    pub set: String,
+    /// One JSON object per conversation: trace, conversation, kind, request keys (outer index;
+    /// inner index for a subagent's), spawning and joining root turns, predecessors per turn.
+    #[arg(long)]
+    pub json: bool,
+    /// Skip malformed traces with a warning instead of failing.
+    #[arg(long)]
+    pub skip_invalid: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -96,6 +113,7 @@ pub fn run(command: &TraceCommand) -> anyhow::Result<ExitCode> {
         TraceCommand::Gen(g) => gen_cmd(g)?,
         TraceCommand::Stats(s) => return stats_cmd(s),
         TraceCommand::DryRun(d) => return dry_run_cmd(d),
+        TraceCommand::Conversations(c) => conversations_cmd(c)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -355,4 +373,109 @@ fn dry_run_cmd(d: &DryRunArgs) -> anyhow::Result<ExitCode> {
         Some(Outcome::Completed) | None => ExitCode::SUCCESS,
         Some(_) => ExitCode::FAILURE,
     })
+}
+
+fn conversations_cmd(c: &ConversationsArgs) -> anyhow::Result<()> {
+    use crate::workload::{SourceKind, TracePlan};
+    let source: TraceSource = c.set.parse().map_err(anyhow::Error::msg)?;
+    let opts = ReadOptions { skip_invalid: c.skip_invalid, ..ReadOptions::default() };
+    let stdout = std::io::stdout();
+    let mut w = std::io::BufWriter::new(stdout.lock());
+    let (mut traces, mut convs, mut subagent, mut flat, mut orphans) = (0usize, 0usize, 0usize, 0usize, 0usize);
+    let mut warnings = Vec::new();
+    source.for_each(&opts, &mut warnings, |t| {
+        let plan = match TracePlan::build(&t, 0) {
+            Ok(p) => p,
+            Err(e) => {
+                writeln!(w, "{e} (skipped)").map_err(|e| io(&c.set, e))?;
+                return Ok(());
+            }
+        };
+        traces += 1;
+        orphans += plan.orphans;
+        let spawn_of = |s: &crate::workload::StreamPlan| s.branch.map(|b| &plan.branches[b as usize]);
+        if !c.json {
+            let n_sub = plan.streams.iter().filter(|s| s.kind == SourceKind::Subagent).count();
+            let n_flat = plan.streams.iter().filter(|s| s.kind == SourceKind::Flat).count();
+            writeln!(
+                w,
+                "{}: {} conversations ({} of subagents, {} flattened agents; {} found in all){}",
+                plan.id,
+                plan.streams.len(),
+                n_sub,
+                n_flat,
+                plan.flat_agents,
+                if plan.orphans > 0 { format!(", {} orphan subagents dropped", plan.orphans) } else { String::new() }
+            )
+            .map_err(|e| io(&c.set, e))?;
+        }
+        for s in &plan.streams {
+            convs += 1;
+            match s.kind {
+                SourceKind::Subagent => subagent += 1,
+                SourceKind::Flat => flat += 1,
+                SourceKind::Main => {}
+            }
+            let b = spawn_of(s);
+            if c.json {
+                let keys: Vec<u32> = s.turns.iter().map(|t| t.inner_idx.unwrap_or(t.outer_idx)).collect();
+                let preds: Vec<Vec<(String, u32)>> = s
+                    .turns
+                    .iter()
+                    .map(|t| {
+                        let mut p: Vec<(String, u32)> =
+                            t.preds.iter().map(|&(ps, pi)| (plan.streams[ps as usize].conversation_id.to_string(), pi)).collect();
+                        p.sort();
+                        p
+                    })
+                    .collect();
+                let v = serde_json::json!({
+                    "trace": &*plan.id,
+                    "conversation": &*s.conversation_id,
+                    "kind": s.kind,
+                    "requests": keys,
+                    "spawn": b.map(|b| b.spawn_turn),
+                    "join": b.and_then(|b| b.join_turn),
+                    "at_issue": b.map(|b| b.at_issue),
+                    "preds": preds,
+                });
+                writeln!(w, "{v}").map_err(|e| io(&c.set, e))?;
+            } else {
+                let place = match b {
+                    None => String::new(),
+                    Some(b) => format!(
+                        "  spawned by turn {} ({}), {}",
+                        b.spawn_turn,
+                        if b.at_issue { "when sent" } else { "on completion" },
+                        match b.join_turn {
+                            Some(j) => format!("joined by turn {j}"),
+                            None => "background".into(),
+                        }
+                    ),
+                };
+                let kind = match s.kind {
+                    SourceKind::Main => "root",
+                    SourceKind::Subagent => "subagent",
+                    SourceKind::Flat => "flattened",
+                };
+                writeln!(w, "  {:<44} {:<9} {:>4} turns{place}", &*s.conversation_id, kind, s.turns.len()).map_err(|e| io(&c.set, e))?;
+            }
+        }
+        Ok(())
+    })?;
+    if !c.json {
+        writeln!(
+            w,
+            "{traces} traces, {convs} conversations: {traces} roots, {subagent} of subagents, {flat} flattened agents; {orphans} orphan subagents dropped"
+        )?;
+    }
+    w.flush()?;
+    for warning in warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
+}
+
+fn io(set: &str, e: std::io::Error) -> crate::trace::TraceError {
+    crate::trace::TraceError::Io { path: format!("{set} (output)"), source: e }
 }

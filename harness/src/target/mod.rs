@@ -50,6 +50,7 @@ pub fn record_for(spec: &RequestSpec, now: u64) -> Record {
         source_kind: match spec.source_kind {
             SourceKind::Main => "main",
             SourceKind::Subagent => "subagent",
+            SourceKind::Flat => "flat",
         }
         .to_string(),
         start_ns: now,

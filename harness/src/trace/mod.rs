@@ -6,6 +6,7 @@
 //! see [`Trace::normalize`]).
 
 pub mod against;
+pub mod chains;
 pub mod fit;
 pub mod like;
 mod like_plan;

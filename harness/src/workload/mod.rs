@@ -10,9 +10,12 @@
 //!   a lane is released only when its whole tree drains, then immediately takes the next trace of
 //!   the sequential sampler (wrapping) and plays it from turn 0 with a fresh cache-bust marker;
 //! - end-to-start delays `max(0, t_k − (t_{k−1} + api_{k−1}))` from the predecessor's completion;
-//!   subagents spawn at their recorded offset after the anchor turn completes; the joining turn waits
-//!   for every child; replay predecessors across root/child streams; background subagents hold the
-//!   lane until they finish;
+//!   a branch of children (a subagent's conversations, flattened agents) starts when its root turn
+//!   completes, at each child's recorded offset from the branch start, or — when it began before
+//!   that turn's recorded end — when the turn is sent, at the offset from the turn's start; the
+//!   joining turn waits for every child; recorded-interval predecessors within each agent scope
+//!   (the root and its flattened agents; each subagent's conversations); background children hold
+//!   the lane until they finish;
 //! - start (agentx-harness 1.0.12's `TrajectorySource`): each lane takes the sampler's next trace
 //!   and a wall-clock snapshot of it at t* ∈ [start + 0.25·D, start + 0.75·D] of the span of the
 //!   root and all its subagents, drawn with numpy's PCG64 seeded from sha256("{seed}:{trace}:{lane}")
@@ -733,7 +736,7 @@ impl Workload {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn send(&mut self, _now: u64, lane: u32, s: u16, i: u32, phase: Phase, kind: RequestKind, max_tokens: u64, out: &mut Vec<Action>) {
+    fn send(&mut self, now: u64, lane: u32, s: u16, i: u32, phase: Phase, kind: RequestKind, max_tokens: u64, out: &mut Vec<Action>) {
         let id = self.next_id;
         self.next_id += 1;
         let tree = &mut self.lanes[lane as usize].tree;
@@ -763,6 +766,18 @@ impl Workload {
             source_kind: sp.kind,
         };
         self.inflight.insert(id, Flight { lane, play: tree.play, stream: s, turn: i, phase, kind });
+        // Branches that began before this root turn's recorded end start with it.
+        if s == 0 && kind != RequestKind::Primer {
+            match phase {
+                Phase::Profiling => self.spawn_children(now, lane, i, true),
+                Phase::Warmup => {
+                    let plan = self.lanes[lane as usize].tree.plan.clone();
+                    for c in plan.spawned_by(i, true) {
+                        self.lanes[lane as usize].tree.streams[c as usize].spawned = true;
+                    }
+                }
+            }
+        }
         self.stats.sent += 1;
         match kind {
             RequestKind::Primer => self.stats.primers_sent += 1,
@@ -821,17 +836,11 @@ impl Workload {
         if !matches!(self.phase, RunPhase::Profiling { .. }) {
             return;
         }
-        // Spawn children of a completed root turn; schedule the stream's next turn.
+        // Spawn the children a completed root turn dispatches on return (at their offsets from
+        // the branch start); schedule the stream's next turn.
         let terminated = self.lanes[lane as usize].tree.streams[f.stream as usize].terminated;
         if f.stream == 0 {
-            let spawns = self.lanes[lane as usize].tree.plan.spawns[f.turn as usize].clone();
-            for c in spawns {
-                let st = &mut self.lanes[lane as usize].tree.streams[c as usize];
-                if !st.spawned {
-                    st.spawned = true;
-                    self.schedule(ended, lane, c);
-                }
-            }
+            self.spawn_children(ended, lane, f.turn, false);
         }
         if !terminated {
             self.schedule(ended, lane, f.stream);
@@ -842,6 +851,19 @@ impl Workload {
             self.recycle(now, lane, out);
         } else if self.lanes[lane as usize].tree.in_flight == 0 {
             self.arm_watchdog(ended, lane);
+        }
+    }
+
+    /// Spawns the children of root turn `turn` that are dispatched when it is sent (`at_issue`)
+    /// or when it completes, each on a timer at its first request's recorded offset from `at`.
+    fn spawn_children(&mut self, at: u64, lane: u32, turn: u32, at_issue: bool) {
+        let plan = self.lanes[lane as usize].tree.plan.clone();
+        for c in plan.spawned_by(turn, at_issue) {
+            let st = &mut self.lanes[lane as usize].tree.streams[c as usize];
+            if !st.spawned {
+                st.spawned = true;
+                self.schedule(at, lane, c);
+            }
         }
     }
 

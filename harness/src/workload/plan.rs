@@ -1,10 +1,13 @@
-//! A trace compiled for replay: its conversations (root + subagent streams), per-turn end-to-start
-//! delays, spawn anchors, join and replay-predecessor prerequisites, and compact prompt plans.
+//! A trace compiled for replay, as agentx-harness 1.0.12's Weka loader builds it: the root
+//! conversation, each subagent's conversations and the flattened agents found in the root's
+//! requests ([`crate::trace::chains`]); the branches that spawn and join them; per-turn
+//! end-to-start delays and recorded-interval predecessors; compact prompt plans.
 
 use std::sync::Arc;
 
 use crate::prompt::{ConversationPlan, TraceIds, sha_key};
-use crate::trace::{Entry, Request, Trace};
+use crate::trace::chains::{self, EPS, Item, req_end};
+use crate::trace::{Entry, Request, Subagent, Trace};
 
 /// What kind of conversation a stream is (`source_kind` in records).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -12,6 +15,8 @@ use crate::trace::{Entry, Request, Trace};
 pub enum SourceKind {
     Main,
     Subagent,
+    /// An agent found among the root's requests (`<trace>::fa:NNN`, `::aux:NNN`, `::wg:G_M`).
+    Flat,
 }
 
 /// A turn's position: (stream index, turn index within the stream).
@@ -22,15 +27,18 @@ pub type TurnRef = (u16, u32);
 pub struct TurnTiming {
     /// Recorded start, seconds (absolute root-trace time).
     pub t: f64,
-    /// Recorded end (`t + api_time`; api time derived from the next think time when absent).
+    /// Recorded end (`t + api_time`; a missing api time counts as zero, as the reference's).
     pub end: f64,
-    /// End-to-start delay from the completion of the stream's previous turn (for a child's first
-    /// turn: from its anchor's completion), nanoseconds.
+    /// End-to-start delay from the completion of the stream's previous turn; for a child's first
+    /// turn, its offset from the spawn (see [`BranchPlan::at_issue`]), nanoseconds.
     pub delay_ns: u64,
-    /// Turns of other streams that must have finished first (join children, replay predecessors).
+    /// Turns of other streams that must have finished first (the join's children, and the latest
+    /// turn of each other stream of the same agent scope that had ended by this turn's start).
     pub preds: Vec<TurnRef>,
     /// Index of the entry in the trace's `requests` list (`source_outer_idx`).
     pub outer_idx: u32,
+    /// Index within the subagent entry's `requests` (`source_inner_idx`; none for root requests).
+    pub inner_idx: Option<u32>,
     /// Position in the trace's global recorded order.
     pub order: u32,
 }
@@ -38,46 +46,86 @@ pub struct TurnTiming {
 /// One conversation of a trace.
 #[derive(Debug, Clone)]
 pub struct StreamPlan {
-    /// `<trace id>` for the root, `<trace id>::sa:<agent id>` for a subagent.
+    /// `<trace>` for the root; `<trace>::sa:<agent>[:fa:NNN|:aux:NNN|:wg:G_M]` for a subagent's
+    /// conversations; `<trace>::fa:NNN` (or `aux`, `wg`) for a flattened agent.
     pub conversation_id: Arc<str>,
     pub kind: SourceKind,
     pub prompts: Arc<ConversationPlan>,
     pub turns: Vec<TurnTiming>,
-    /// Root turn whose completion spawns this child stream.
-    pub anchor: Option<u32>,
-    /// Root turn that joins this child (None: background subagent).
-    pub join: Option<u32>,
+    /// The branch that spawns this stream (none for the root).
+    pub branch: Option<u16>,
+}
+
+/// Children spawned together by one root turn and joined (or not) by one later root turn.
+#[derive(Debug, Clone)]
+pub struct BranchPlan {
+    /// Root turn that spawns the children.
+    pub spawn_turn: u32,
+    /// Root turn that waits for every child (none: the children run in the background).
+    pub join_turn: Option<u32>,
+    /// Recorded spawn time, seconds (the earliest subagent start, or the earliest first request).
+    pub start: f64,
+    /// The branch began before the spawning turn's recorded end: its children are dispatched when
+    /// that turn is sent, each at its first request's offset from the turn's start; otherwise when
+    /// the turn completes, at the offset from the branch's start.
+    pub at_issue: bool,
+    pub children: Vec<u16>,
 }
 
 /// A trace ready for replay.
 #[derive(Debug)]
 pub struct TracePlan {
     pub id: Arc<str>,
-    /// Recorded span of request start times.
+    /// Recorded span of request start times over every replayed conversation.
     pub t_min: f64,
     pub t_max: f64,
-    /// Stream 0 is the root conversation.
+    /// Stream 0 is the root conversation; then each subagent's conversations; then flattened agents.
     pub streams: Vec<StreamPlan>,
-    /// For each root turn, the child streams it spawns.
+    pub branches: Vec<BranchPlan>,
+    /// For each root turn, the branches it spawns.
     pub spawns: Vec<Vec<u16>>,
-    /// Every turn in global recorded order (start time, then file order).
+    /// Every turn in global recorded order.
     pub order: Vec<TurnRef>,
-    /// Subagent entries dropped because no main turn precedes them.
+    /// Subagent entries dropped because no root turn precedes them.
     pub orphans: usize,
+    /// Flattened agents found among the root's requests, and inside subagents.
+    pub flat_agents: usize,
 }
 
-fn secs_to_ns(s: f64) -> u64 {
-    if s.is_finite() && s > 0.0 { (s * 1e9).round() as u64 } else { 0 }
+/// End-to-start delay: the previous request's recorded idle gap, `t_k − (t_{k−1} + api_{k−1})`,
+/// in float ms as the reference computes it.
+fn gap_ns(prev: &Request, next: &Request) -> u64 {
+    let api_ms = prev.api_time.filter(|a| a.is_finite()).map_or(0.0, |a| a * 1000.0);
+    let ms = (next.t * 1000.0 - prev.t * 1000.0 - api_ms).max(0.0);
+    (ms * 1e6).round() as u64
 }
 
-/// The recorded end of a request; when `api_time` is missing, derive it from the next request's
-/// `think_time` (think = next start − this end), else assume the request took no time.
-fn recorded_end(r: &Request, next: Option<&Request>) -> f64 {
-    match (r.api_time, next.and_then(|n| n.think_time.map(|th| (n.t, th)))) {
-        (Some(a), _) => r.t + a,
-        (None, Some((nt, th))) => (nt - th).max(r.t),
-        (None, None) => r.t,
+/// Recorded end of a subagent: `t + duration_ms`, else its latest inner request end, else `t`.
+fn subagent_end(s: &Subagent) -> f64 {
+    if let Some(d) = s.duration_ms {
+        let d = if d.is_finite() && d > 0.0 { d / 1000.0 } else { 0.0 };
+        return s.t + d;
     }
+    s.inner().map(req_end).fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e)))).unwrap_or(s.t)
+}
+
+/// Children grouped into one branch: ((spawning turn, joining turn), start, children).
+type Group = ((u32, Option<u32>), f64, Vec<u16>);
+
+/// A stream under construction.
+struct Raw<'a> {
+    id: String,
+    kind: SourceKind,
+    reqs: Vec<&'a Request>,
+    outer: Vec<u32>,
+    inner: Vec<Option<u32>>,
+    /// Sort key of the global order: (outer index of the entry, chain index) per request.
+    order_key: (u32, u32),
+    system: u64,
+    /// Scope of recorded-interval predecessors: 0 the root and its flattened agents, k + 1 the
+    /// k-th subagent's conversations.
+    scope: usize,
+    branch: Option<u16>,
 }
 
 impl TracePlan {
@@ -89,174 +137,263 @@ impl TracePlan {
         }
         let id: Arc<str> = Arc::from(trace.id.as_str());
         let trace_key = sha_key(&[b"blocks", &seed.to_le_bytes(), trace.id.as_bytes()]);
-        // Collect streams: root requests and subagent groups (orphans dropped).
-        struct Raw<'a> {
-            reqs: Vec<(&'a Request, u32)>,
-            agent: Option<&'a str>,
-            anchor: Option<u32>,
-            join: Option<u32>,
-            system: u64,
-        }
-        let mut root = Raw { reqs: Vec::new(), agent: None, anchor: None, join: None, system: trace.tool_tokens + trace.system_tokens };
-        let mut children: Vec<Raw> = Vec::new();
+        let declared = (trace.tool_tokens, trace.system_tokens);
+
+        // The root's requests, split into the main chain and flattened agents.
+        let normals: Vec<Item> = trace.requests.iter().enumerate().filter_map(|(i, e)| e.request().map(|r| (i as u32, r))).collect();
+        let split = if normals.len() > 1 { Some(chains::split(&normals, declared, trace.block_size)) } else { None };
+        let main: Vec<Item> = split.as_ref().map_or_else(|| normals.clone(), |s| s.main.clone());
+        let mut flat_agents = split.as_ref().map_or(0, |s| s.workers.len());
+
+        let mut raws: Vec<Raw> = vec![Raw {
+            id: trace.id.clone(),
+            kind: SourceKind::Main,
+            reqs: main.iter().map(|&(_, r)| r).collect(),
+            outer: main.iter().map(|&(k, _)| k).collect(),
+            inner: vec![None; main.len()],
+            order_key: (0, 0),
+            system: trace.tool_tokens + trace.system_tokens,
+            scope: 0,
+            branch: None,
+        }];
+        let root_outer = raws[0].outer.clone();
+        let root_reqs = raws[0].reqs.clone();
+        // Root turns in outer order (the join scan's order).
+        let mut by_outer: Vec<usize> = (0..root_outer.len()).collect();
+        by_outer.sort_by_key(|&p| root_outer[p]);
+        let preceding = |outer: u32| (0..root_outer.len()).filter(|&p| root_outer[p] < outer).max();
+        let join_after = |outer: u32, end: f64| {
+            by_outer.iter().copied().find(|&p| root_outer[p] > outer && root_reqs[p].t + EPS >= end).map(|p| p as u32)
+        };
+
+        // Subagents: each a branch child set, grouped by (spawning turn, joining turn).
+        let mut groups: Vec<Group> = Vec::new();
         let mut orphans = 0;
-        let mut pending_join: Vec<usize> = Vec::new();
+        let mut scope = 0;
         for (i, e) in trace.requests.iter().enumerate() {
-            match e {
-                Entry::NonStreaming(r) | Entry::Streaming(r) => {
-                    let idx = root.reqs.len() as u32;
-                    for c in pending_join.drain(..) {
-                        children[c].join = Some(idx);
-                    }
-                    root.reqs.push((r, i as u32));
+            let Entry::Subagent(sa) = e else { continue };
+            let outer = i as u32;
+            let Some(spawn) = preceding(outer) else {
+                orphans += 1;
+                continue;
+            };
+            scope += 1;
+            let key = (spawn as u32, join_after(outer, subagent_end(sa)));
+            let inner: Vec<Item> = sa.inner().enumerate().map(|(j, r)| (j as u32, r)).collect();
+            let sa_declared = (sa.tool_tokens, sa.system_tokens);
+            let nested = chains::split(&inner, sa_declared, trace.block_size);
+            flat_agents += nested.workers.len();
+            let base = format!("{}::sa:{}", trace.id, sa.agent_id);
+            let mut children = Vec::new();
+            let chain_sets = std::iter::once((base.clone(), nested.main.clone(), sa_declared))
+                .chain(nested.workers.iter().map(|w| (format!("{base}:{}", w.suffix), w.items.clone(), w.init_tokens)));
+            for (ci, (cid, items, init)) in chain_sets.enumerate() {
+                children.push(raws.len() as u16);
+                raws.push(Raw {
+                    id: cid,
+                    kind: SourceKind::Subagent,
+                    reqs: items.iter().map(|&(_, r)| r).collect(),
+                    outer: vec![outer; items.len()],
+                    inner: items.iter().map(|&(j, _)| Some(j)).collect(),
+                    order_key: (outer, ci as u32),
+                    system: init.0 + init.1,
+                    scope,
+                    branch: None,
+                });
+            }
+            match groups.iter_mut().find(|g| g.0 == key) {
+                Some(g) => {
+                    g.1 = g.1.min(sa.t);
+                    g.2.extend(children);
                 }
-                Entry::Subagent(s) => {
-                    if root.reqs.is_empty() {
-                        orphans += 1;
-                        continue;
+                None => groups.push((key, sa.t, children)),
+            }
+        }
+        // Flattened agents: spawned by the last root turn before their first request (turn 0 when
+        // none), joined by the first later root turn at or after their end.
+        let mut flat_groups: Vec<Group> = Vec::new();
+        if let Some(s) = &split {
+            for w in &s.workers {
+                let first = w.items[0].0;
+                let end = w.items.iter().map(|&(_, r)| req_end(r)).fold(f64::NEG_INFINITY, f64::max);
+                let key = (preceding(first).unwrap_or(0) as u32, join_after(first, end));
+                let c = raws.len() as u16;
+                raws.push(Raw {
+                    id: format!("{}::{}", trace.id, w.suffix),
+                    kind: SourceKind::Flat,
+                    reqs: w.items.iter().map(|&(_, r)| r).collect(),
+                    outer: w.items.iter().map(|&(k, _)| k).collect(),
+                    inner: vec![None; w.items.len()],
+                    order_key: (0, 0),
+                    system: w.init_tokens.0 + w.init_tokens.1,
+                    scope: 0,
+                    branch: None,
+                });
+                match flat_groups.iter_mut().find(|g| g.0 == key) {
+                    Some(g) => {
+                        g.1 = g.1.min(w.items[0].1.t);
+                        g.2.push(c);
                     }
-                    pending_join.push(children.len());
-                    children.push(Raw {
-                        reqs: s.inner().map(|r| (r, i as u32)).collect(),
-                        agent: Some(&s.agent_id),
-                        anchor: Some(root.reqs.len() as u32 - 1),
-                        join: None,
-                        system: s.tool_tokens + s.system_tokens,
-                    });
+                    None => flat_groups.push((key, w.items[0].1.t, vec![c])),
                 }
             }
         }
-        let mut raws = vec![root];
-        raws.extend(children);
+        let mut branches = Vec::new();
+        for ((spawn, join), start, children) in groups.into_iter().chain(flat_groups) {
+            let parent = root_reqs[spawn as usize];
+            let at_issue = parent.api_time.is_some_and(|a| a.is_finite() && a > 0.0)
+                && start * 1000.0 < (parent.t * 1000.0 + parent.api_time.unwrap_or(0.0) * 1000.0);
+            let b = branches.len() as u16;
+            for &c in &children {
+                raws[c as usize].branch = Some(b);
+            }
+            branches.push(BranchPlan { spawn_turn: spawn, join_turn: join, start, at_issue, children });
+        }
 
-        // Global recorded order: by start time, then file order.
-        let mut order: Vec<(f64, u32, u16, u32)> = Vec::new();
-        let mut seq = 0u32;
-        for (s, raw) in raws.iter().enumerate() {
-            for (k, (r, _)) in raw.reqs.iter().enumerate() {
-                order.push((r.t, seq, s as u16, k as u32));
-                seq += 1;
+        // Global recorded order: (t, outer index, chain index, turn), ties in emission order (the
+        // root, then subagents, then flattened agents, as the reference's stable sort).
+        let mut order: Vec<(f64, u32, u32, u32, usize, u16)> = Vec::new();
+        for kind_rank in [SourceKind::Main, SourceKind::Flat, SourceKind::Subagent] {
+            for (s, raw) in raws.iter().enumerate().filter(|(_, r)| r.kind == kind_rank) {
+                for (k, r) in raw.reqs.iter().enumerate() {
+                    let (o, c, kk) = match raw.kind {
+                        SourceKind::Subagent => (raw.order_key.0, raw.order_key.1, k as u32),
+                        _ => (raw.outer[k], 0, 0),
+                    };
+                    order.push((r.t, o, c, kk, order.len(), s as u16));
+                }
             }
         }
-        // File order for ties: root turns and children interleave by outer index.
-        order.sort_by(|a, b| {
-            a.0.total_cmp(&b.0).then_with(|| {
-                let oa = raws[a.2 as usize].reqs[a.3 as usize].1;
-                let ob = raws[b.2 as usize].reqs[b.3 as usize].1;
-                oa.cmp(&ob).then(a.1.cmp(&b.1))
-            })
+        // Stream-local turn index of each entry.
+        let mut turn_of = Vec::with_capacity(order.len());
+        {
+            let mut next = vec![0u32; raws.len()];
+            for o in &order {
+                turn_of.push(next[o.5 as usize]);
+                next[o.5 as usize] += 1;
+            }
+        }
+        let mut idx: Vec<usize> = (0..order.len()).collect();
+        idx.sort_by(|&a, &b| {
+            let (x, y) = (&order[a], &order[b]);
+            x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2)).then(x.3.cmp(&y.3)).then(x.4.cmp(&y.4))
         });
+        let sorted: Vec<TurnRef> = idx.iter().map(|&i| (order[i].5, turn_of[i])).collect();
         let mut order_of: Vec<Vec<u32>> = raws.iter().map(|r| vec![0; r.reqs.len()]).collect();
-        for (pos, o) in order.iter().enumerate() {
-            order_of[o.2 as usize][o.3 as usize] = pos as u32;
+        for (pos, &(s, k)) in sorted.iter().enumerate() {
+            order_of[s as usize][k as usize] = pos as u32;
         }
 
-        // Theoretical prefix-cache hits: walk every request in global order over one seen-set.
-        // Dense ids are assigned in that same order, so "seen" ⇔ id < ids assigned so far. Blocks
-        // in the common prefix with the stream's previous request were seen: only the rest is
-        // looked up.
+        // Theoretical prefix-cache hits: one seen-set per trace, walked in global order; a
+        // request's hit is the run of its leading blocks already seen. Dense ids are assigned in
+        // that same order, so "seen" ⇔ id < ids assigned before this request.
         let mut ids = TraceIds::default();
         let mut hits: Vec<Vec<(u32, u32)>> = raws.iter().map(|r| vec![(0, 0); r.reqs.len()]).collect();
-        let mut prev: Vec<&[u64]> = vec![&[]; raws.len()];
-        for o in &order {
-            let r = raws[o.2 as usize].reqs[o.3 as usize].0;
-            let l = crate::trace::stats::lcp(prev[o.2 as usize], &r.hash_ids);
-            let mut hit = l as u32;
-            for &h in &r.hash_ids[l..] {
-                let assigned = ids.len();
-                if ids.dense(h) < assigned {
+        for &(s, k) in &sorted {
+            let r = raws[s as usize].reqs[k as usize];
+            let assigned = ids.len();
+            let mut hit = 0u32;
+            let mut leading = true;
+            for &h in &r.hash_ids {
+                if ids.dense(h) < assigned && leading {
                     hit += 1;
+                } else {
+                    leading = false;
                 }
             }
-            hits[o.2 as usize][o.3 as usize] = (hit, r.hash_ids.len() as u32);
-            prev[o.2 as usize] = &r.hash_ids;
+            hits[s as usize][k as usize] = (hit, r.hash_ids.len() as u32);
         }
-
-        // Ends and delays.
-        let ends: Vec<Vec<f64>> = raws
-            .iter()
-            .map(|raw| (0..raw.reqs.len()).map(|k| recorded_end(raw.reqs[k].0, raw.reqs.get(k + 1).map(|x| x.0))).collect())
-            .collect();
 
         let mut streams = Vec::with_capacity(raws.len());
         for (s, raw) in raws.iter().enumerate() {
-            let reqs: Vec<&Request> = raw.reqs.iter().map(|x| x.0).collect();
-            let conversation_id: Arc<str> = match raw.agent {
-                None => id.clone(),
-                Some(a) => Arc::from(format!("{}::sa:{a}", trace.id)),
-            };
+            let conversation_id: Arc<str> = if s == 0 { id.clone() } else { Arc::from(raw.id.as_str()) };
             let conv_key = sha_key(&[b"conv", &seed.to_le_bytes(), conversation_id.as_bytes()]);
             let prompts =
-                Arc::new(ConversationPlan::build(trace_key, conv_key, trace.block_size, Some(raw.system), &reqs, &hits[s], &mut ids));
-            let mut turns = Vec::with_capacity(reqs.len());
-            for (k, r) in reqs.iter().enumerate() {
-                let prev_end = if k > 0 { Some(ends[s][k - 1]) } else { raw.anchor.map(|a| ends[0][a as usize]) };
-                let delay_ns = prev_end.map(|pe| secs_to_ns(r.t - pe)).unwrap_or(0);
+                Arc::new(ConversationPlan::build(trace_key, conv_key, trace.block_size, Some(raw.system), &raw.reqs, &hits[s], &mut ids));
+            let mut turns = Vec::with_capacity(raw.reqs.len());
+            for (k, r) in raw.reqs.iter().enumerate() {
+                let delay_ns = if k > 0 {
+                    gap_ns(raw.reqs[k - 1], r)
+                } else if let Some(b) = raw.branch {
+                    let b = &branches[b as usize];
+                    let origin = if b.at_issue { root_reqs[b.spawn_turn as usize].t } else { b.start };
+                    let ms = (r.t * 1000.0 - origin * 1000.0).max(0.0);
+                    (ms * 1e6).round() as u64
+                } else {
+                    0
+                };
                 turns.push(TurnTiming {
                     t: r.t,
-                    end: ends[s][k],
+                    end: req_end(r),
                     delay_ns,
                     preds: Vec::new(),
-                    outer_idx: raw.reqs[k].1,
+                    outer_idx: raw.outer[k],
+                    inner_idx: raw.inner[k],
                     order: order_of[s][k],
                 });
             }
-            streams.push(StreamPlan {
-                conversation_id,
-                kind: if s == 0 { SourceKind::Main } else { SourceKind::Subagent },
-                prompts,
-                turns,
-                anchor: raw.anchor,
-                join: raw.join,
-            });
+            streams.push(StreamPlan { conversation_id, kind: raw.kind, prompts, turns, branch: raw.branch });
         }
 
-        // Prerequisites. Join: the joining root turn waits for each child's last turn. Replay
-        // predecessors (root ↔ child only; siblings run in parallel): turn B waits for the latest
-        // turn A of the other stream that ended (recorded) by B's start and precedes B in global
-        // order; a root turn only waits on children spawned before it. Every edge points to an
-        // earlier turn in global order, so prerequisites cannot form a cycle.
-        let n_streams = streams.len();
-        for c in 1..n_streams {
-            let last = streams[c].turns.len() as u32 - 1;
-            if let Some(j) = streams[c].join {
-                let jo = streams[0].turns[j as usize].order;
-                let lo = streams[c].turns[last as usize].order;
-                if lo < jo {
-                    streams[0].turns[j as usize].preds.push((c as u16, last));
+        // Joins: the joining root turn waits for every child of its branch.
+        for b in &branches {
+            if let Some(j) = b.join_turn {
+                for &c in &b.children {
+                    let last = streams[c as usize].turns.len() as u32 - 1;
+                    streams[0].turns[j as usize].preds.push((c, last));
                 }
             }
         }
-        for c in 1..n_streams {
-            let anchor = streams[c].anchor.unwrap_or(0);
-            // Root turn B ← child c.
-            for b in (anchor + 1) as usize..streams[0].turns.len() {
-                let (tb, ob) = (streams[0].turns[b].t, streams[0].turns[b].order);
-                if let Some(a) = latest_before(&streams[c].turns, tb, ob)
-                    && !streams[0].turns[b].preds.contains(&(c as u16, a))
-                {
-                    streams[0].turns[b].preds.push((c as u16, a));
-                }
+        // Recorded-interval predecessors within each agent scope (the reference's
+        // `infer_cross_stream_predecessors`).
+        let n_scopes = raws.iter().map(|r| r.scope).max().unwrap_or(0) + 1;
+        for sc in 0..n_scopes {
+            let members: Vec<usize> = (0..raws.len()).filter(|&s| raws[s].scope == sc).collect();
+            if members.len() < 2 {
+                continue;
             }
-            // Child turn B ← root (turns after the anchor).
-            for b in 0..streams[c].turns.len() {
-                let (tb, ob) = (streams[c].turns[b].t, streams[c].turns[b].order);
-                if let Some(a) = latest_before(&streams[0].turns, tb, ob)
-                    && a > anchor
-                {
-                    streams[c].turns[b].preds.push((0, a));
+            let iv = |s: usize, k: usize| {
+                let r = raws[s].reqs[k];
+                let start = r.t * 1000.0;
+                (start, start + r.api_time.filter(|a| a.is_finite()).unwrap_or(0.0).max(0.0) * 1000.0)
+            };
+            for &s in &members {
+                for k in 0..raws[s].reqs.len() {
+                    let (ts, _) = iv(s, k);
+                    let mut frontier: Vec<(f64, f64, u16, u32)> = Vec::new();
+                    for &o in &members {
+                        if o == s {
+                            continue;
+                        }
+                        let latest = (0..raws[o].reqs.len())
+                            .map(|j| (iv(o, j), j))
+                            .filter(|&((st, en), _)| st < ts && en <= ts)
+                            .max_by(|a, b| a.0.1.total_cmp(&b.0.1).then(a.0.0.total_cmp(&b.0.0)).then(a.1.cmp(&b.1)));
+                        if let Some(((st, en), j)) = latest {
+                            frontier.push((st, en, o as u16, j as u32));
+                        }
+                    }
+                    for (i, c) in frontier.iter().enumerate() {
+                        let dominated = frontier.iter().enumerate().any(|(m, l)| m != i && c.0 < l.0 && c.1 <= l.0);
+                        let p = (c.2, c.3);
+                        if !dominated && !streams[s].turns[k].preds.contains(&p) {
+                            streams[s].turns[k].preds.push(p);
+                        }
+                    }
                 }
             }
         }
 
         let mut spawns = vec![Vec::new(); streams[0].turns.len()];
-        for (c, s) in streams.iter().enumerate().skip(1) {
-            if let Some(a) = s.anchor {
-                spawns[a as usize].push(c as u16);
-            }
+        for (b, br) in branches.iter().enumerate() {
+            spawns[br.spawn_turn as usize].push(b as u16);
         }
-        let (t_min, t_max) = trace.time_span();
-        Ok(TracePlan { id, t_min, t_max, streams, spawns, order: order.iter().map(|o| (o.2, o.3)).collect(), orphans })
+        let (mut t_min, mut t_max) = (f64::INFINITY, f64::NEG_INFINITY);
+        for t in streams.iter().flat_map(|s| &s.turns) {
+            t_min = t_min.min(t.t);
+            t_max = t_max.max(t.t);
+        }
+        Ok(TracePlan { id, t_min, t_max, streams, branches, spawns, order: sorted, orphans, flat_agents })
     }
 
     pub fn root_turns(&self) -> usize {
@@ -267,9 +404,13 @@ impl TracePlan {
     pub fn total_turns(&self) -> usize {
         self.streams.iter().map(|s| s.turns.len()).sum()
     }
-}
 
-/// Index of the last turn that ended (recorded) by `t` and precedes `order` globally.
-fn latest_before(turns: &[TurnTiming], t: f64, order: u32) -> Option<u32> {
-    turns.iter().enumerate().rev().find(|(_, a)| a.end <= t && a.order < order).map(|(i, _)| i as u32)
+    /// The children root turn `turn` spawns: when it is sent (`at_issue`) or when it completes.
+    pub fn spawned_by(&self, turn: u32, at_issue: bool) -> impl Iterator<Item = u16> + '_ {
+        self.spawns[turn as usize]
+            .iter()
+            .map(|&b| &self.branches[b as usize])
+            .filter(move |b| b.at_issue == at_issue)
+            .flat_map(|b| b.children.iter().copied())
+    }
 }

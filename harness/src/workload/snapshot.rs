@@ -3,9 +3,8 @@
 //! agentx-harness 1.0.12 (`TrajectorySource`) draws t* per (trace, lane) uniformly in
 //! `[start + lo·D, start + hi·D]` of the span of the root *and all its descendants*, in float
 //! milliseconds (`t · 1000`), with numpy's `default_rng(sha256 seed).uniform`. It then takes every
-//! conversation alive at t*: the root from its first turn at or after t*, each subagent stream from
-//! its first turn at or after t* — including a stream whose spawning root turn was sent before t*
-//! but which had not started yet. Each live stream with an earlier turn is primed with that turn;
+//! conversation alive at t*: the root from its first turn at or after t*, each child of a branch
+//! that had begun (or whose spawning root turn was sent) by t* from its first turn at or after t*. Each live stream with an earlier turn is primed with that turn;
 //! a root whose next turn is the join of a live subagent waits for it. Times here are the trace's
 //! recorded seconds; comparisons are made in milliseconds exactly as the harness makes them.
 
@@ -70,27 +69,29 @@ pub fn snapshot_at(plan: &TracePlan, t_star: f64) -> Option<Snapshot> {
     let mut live = Vec::new();
     let mut finished = Vec::new();
     let mut join_targets = Vec::new();
-    for (c, s) in plan.streams.iter().enumerate().skip(1) {
-        let start = s.turns.first().map(|t| ms(t.t));
-        if start.is_some_and(|st| t_star < st) {
-            // Not started at t*: live only if its spawning root turn was already sent.
-            let spawn_done = s.anchor.is_some_and(|a| {
-                let ts = ms(plan.streams[0].turns[a as usize].t);
-                t_star >= ts && root_next.is_none_or(|n| n > a)
-            });
-            if !spawn_done {
+    for b in &plan.branches {
+        if t_star < ms(b.start) {
+            // Not begun at t*: live only if its spawning root turn was already sent.
+            let spawn_ts = ms(plan.streams[0].turns[b.spawn_turn as usize].t);
+            let not_sent = t_star < spawn_ts || root_next.is_some_and(|n| n <= b.spawn_turn);
+            if not_sent {
                 continue;
             }
         }
-        match next_at_or_after(plan, c, t_star) {
-            Some(next) => {
-                let ts = ms(s.turns[next as usize].t);
-                live.push(LiveStream { stream: c as u16, next, offset_ms: (ts - t_star).max(0.0), waiting: false });
-                if let Some(j) = s.join {
-                    join_targets.push(j);
+        let mut any = false;
+        for &c in &b.children {
+            let s = &plan.streams[c as usize];
+            match next_at_or_after(plan, c as usize, t_star) {
+                Some(next) => {
+                    let ts = ms(s.turns[next as usize].t);
+                    live.push(LiveStream { stream: c, next, offset_ms: (ts - t_star).max(0.0), waiting: false });
+                    any = true;
                 }
+                None => finished.push(c),
             }
-            None => finished.push(c as u16),
+        }
+        if any && let Some(j) = b.join_turn {
+            join_targets.push(j);
         }
     }
     match root_next {
@@ -126,6 +127,6 @@ pub fn legacy_split(plan: &TracePlan, base_seed: u64, lane: u32, lo_ratio: f64, 
     let next = k as u32 + 1;
     let live = vec![LiveStream { stream: 0, next, offset_ms: 0.0, waiting: false }];
     // Subagents spawned before the split are over; later ones spawn as the root reaches them.
-    let finished = (1..plan.streams.len()).filter(|&c| plan.streams[c].anchor.is_some_and(|a| a < next)).map(|c| c as u16).collect();
+    let finished = plan.branches.iter().filter(|b| b.spawn_turn < next).flat_map(|b| b.children.iter().copied()).collect();
     Some(Snapshot { t_star_ms: f64::NAN, live, finished })
 }

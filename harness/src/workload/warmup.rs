@@ -161,7 +161,8 @@ impl Workload {
         }
         if f.stream == 0 {
             let tree = &mut self.lanes[lane as usize].tree;
-            for &c in &tree.plan.spawns[f.turn as usize] {
+            let plan = tree.plan.clone();
+            for c in plan.spawned_by(f.turn, false) {
                 tree.streams[c as usize].spawned = true;
             }
         }
