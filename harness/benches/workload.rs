@@ -40,6 +40,11 @@ fn trace_sets(c: &mut Criterion) {
     g.bench_function("synthetic_compile_pool", |b| b.iter(|| black_box(default_pool(42).len())));
     if let Some(p) = corpus() {
         g.bench_function("real_read_gzip", |b| b.iter(|| black_box(read_traces(&[&p], &ReadOptions::default()).unwrap().traces.len())));
+        // Compiling into replay plans includes splitting flattened agents (62 in this corpus).
+        let traces = read_traces(&[&p], &ReadOptions::default()).unwrap().traces;
+        g.bench_function("real_compile_plans", |b| {
+            b.iter(|| black_box(traces.iter().map(|t| TracePlan::build(t, 42).unwrap().streams.len()).sum::<usize>()))
+        });
     }
     g.finish();
 }

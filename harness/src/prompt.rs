@@ -28,8 +28,10 @@ use crate::trace::Request;
 pub const PAGE_TOKENS: usize = 64;
 /// Tokens the cache-bust marker occupies in the built-in vocabulary: `[rid:`, four 3-hex tokens, `]\n\n`.
 pub const MARKER_TOKENS: usize = 6;
-/// System prefix assumed when a trace does not give `tool_tokens`/`system_tokens`: the median
+/// System prefix assumed when the caller does not know the setup prefix (`None`): the median
 /// tools + system size of the real AgentX corpus (14,938 tokens), rounded down to whole blocks.
+/// A trace that declares 0 / 0 (as the latest captures do) has no system message: the reference
+/// replay never invents one.
 pub const DEFAULT_SYSTEM_TOKENS: u64 = 14_912;
 
 /// Root of every page-hash chain.
@@ -533,7 +535,7 @@ impl std::hash::Hasher for MixHasher {
 impl ConversationPlan {
     /// Build the plan of one conversation from its requests in order. `hits` gives each request's
     /// (hit blocks, total blocks) for the theoretical hit rate; `system_tokens` is the turn-0 setup
-    /// prefix (tools + system) when the trace records it.
+    /// prefix (tools + system) as the trace declares it (0: all user content; `None`: unknown).
     pub fn build(
         trace_key: u64,
         conv_key: u64,
@@ -544,7 +546,7 @@ impl ConversationPlan {
         ids: &mut TraceIds,
     ) -> Self {
         let bs = u64::from(block_size.max(1));
-        let sys_tokens = system_tokens.filter(|&s| s > 0).unwrap_or(DEFAULT_SYSTEM_TOKENS);
+        let sys_tokens = system_tokens.unwrap_or(DEFAULT_SYSTEM_TOKENS);
         let system_blocks = sys_tokens.div_ceil(bs) as u32;
         let mut turns = Vec::with_capacity(requests.len());
         let mut store: Vec<u32> = Vec::new();

@@ -286,15 +286,19 @@ impl TracePlan {
 
         // Theoretical prefix-cache hits: one seen-set per trace, walked in global order; a
         // request's hit is the run of its leading blocks already seen. Dense ids are assigned in
-        // that same order, so "seen" ⇔ id < ids assigned before this request.
+        // that same order, so "seen" ⇔ id < ids assigned before this request. The prefix shared
+        // with the last request of the same conversation walked so far is seen (and in the set)
+        // already: only the rest is looked up.
         let mut ids = TraceIds::default();
         let mut hits: Vec<Vec<(u32, u32)>> = raws.iter().map(|r| vec![(0, 0); r.reqs.len()]).collect();
+        let mut last: Vec<&[u64]> = vec![&[]; raws.len()];
         for &(s, k) in &sorted {
             let r = raws[s as usize].reqs[k as usize];
+            let shared = crate::trace::stats::lcp(last[s as usize], &r.hash_ids);
             let assigned = ids.len();
-            let mut hit = 0u32;
+            let mut hit = shared as u32;
             let mut leading = true;
-            for &h in &r.hash_ids {
+            for &h in &r.hash_ids[shared..] {
                 if ids.dense(h) < assigned && leading {
                     hit += 1;
                 } else {
@@ -302,6 +306,7 @@ impl TracePlan {
                 }
             }
             hits[s as usize][k as usize] = (hit, r.hash_ids.len() as u32);
+            last[s as usize] = &r.hash_ids;
         }
 
         let mut streams = Vec::with_capacity(raws.len());
