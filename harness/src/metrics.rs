@@ -1,5 +1,5 @@
-//! Point aggregates: the InferenceX agentic aggregate (spec `agentx.md` §6–§7, §10) computed with
-//! polars from the per-request records. One definition per metric, as the spec writes it:
+//! Point aggregates: the InferenceX agentic aggregate (spec `agentx.md` §6–§7, §10) computed from
+//! the per-request records (a polars record table; statistics by [`Stats::of`]). One definition per metric, as the spec writes it:
 //! statistics over successful profiling records, percentiles by linear interpolation between
 //! order statistics, interactivity as the reciprocal of an ITL statistic (never a mean of 1/ITL).
 
@@ -8,9 +8,6 @@ use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
-
-/// Percentiles reported for every latency metric.
-pub const QUANTILES: [(&str, f64); 5] = [("p50", 0.50), ("p75", 0.75), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99)];
 
 /// Statistics of one metric (population std).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -36,7 +33,8 @@ impl Stats {
     }
 }
 
-/// The spec's percentile, for reference and cross-checks: `k = (n−1)·p`, linear between order statistics.
+/// The spec's percentile (numpy's `linear`): `k = (n−1)·p`, linear between order statistics of
+/// `sorted`.
 pub fn percentile_linear(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -47,20 +45,30 @@ pub fn percentile_linear(sorted: &[f64], p: f64) -> f64 {
     sorted[lo] + (k - lo as f64) * (sorted[hi] - sorted[lo])
 }
 
-/// Statistics of a column with polars, over values that are finite and > 0.
+/// Statistics of a record-table column over its values that are > 0 (nulls and non-positive
+/// values are not observations of the metric).
 fn stats(df: &DataFrame, name: &str) -> PolarsResult<Stats> {
-    let mut exprs =
-        vec![col(name).count().cast(DataType::Float64).alias("n"), col(name).mean().alias("mean"), col(name).std(0).alias("std")];
-    for (k, q) in QUANTILES {
-        exprs.push(col(name).quantile(lit(q), QuantileMethod::Linear).alias(k));
+    Ok(Stats::of(column(df, name, |v| v > 0.0)?))
+}
+
+/// A column's non-null values that pass `keep`.
+fn column(df: &DataFrame, name: &str, keep: impl Fn(f64) -> bool) -> PolarsResult<Vec<f64>> {
+    Ok(df.column(name)?.f64()?.to_vec().into_iter().flatten().filter(|&v| keep(v)).collect())
+}
+
+impl Stats {
+    /// Count, mean, population std and the linear percentiles of `values` (all zero when empty).
+    pub fn of(mut values: Vec<f64>) -> Stats {
+        if values.is_empty() {
+            return Stats::default();
+        }
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
+        let q = |p: f64| percentile_linear(&values, p);
+        Stats { n, mean, p50: q(0.50), p75: q(0.75), p90: q(0.90), p95: q(0.95), p99: q(0.99), std: var.sqrt() }
     }
-    let out = df.clone().lazy().filter(col(name).gt(lit(0.0))).select(exprs).collect()?;
-    let g = |k: &str| -> PolarsResult<f64> { Ok(out.column(k)?.f64()?.get(0).unwrap_or(0.0)) };
-    let n = g("n")? as usize;
-    if n == 0 {
-        return Ok(Stats::default());
-    }
-    Ok(Stats { n, mean: g("mean")?, p50: g("p50")?, p75: g("p75")?, p90: g("p90")?, p95: g("p95")?, p99: g("p99")?, std: g("std")? })
 }
 
 /// The successful profiling records as a polars frame (seconds and tokens).
@@ -373,24 +381,9 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     Ok((round_json(Value::Object(agg)), summary))
 }
 
-/// Statistics over values ≥ 0 (QPS windows may be empty).
+/// Statistics over every value (QPS windows may be empty).
 fn stats_nonneg(df: &DataFrame, name: &str) -> PolarsResult<Stats> {
-    let mut exprs = vec![col(name).mean().alias("mean"), col(name).std(0).alias("std")];
-    for (k, q) in QUANTILES {
-        exprs.push(col(name).quantile(lit(q), QuantileMethod::Linear).alias(k));
-    }
-    let out = df.clone().lazy().select(exprs).collect()?;
-    let g = |k: &str| -> PolarsResult<f64> { Ok(out.column(k)?.f64()?.get(0).unwrap_or(0.0)) };
-    Ok(Stats {
-        n: df.height(),
-        mean: g("mean")?,
-        p50: g("p50")?,
-        p75: g("p75")?,
-        p90: g("p90")?,
-        p95: g("p95")?,
-        p99: g("p99")?,
-        std: g("std")?,
-    })
+    Ok(Stats::of(column(df, name, |_| true)?))
 }
 
 /// Rounds every float to 5 decimals; finite integral floats ≥ 1 become integers (spec §6.1).
@@ -417,7 +410,7 @@ mod tests {
     use crate::records::tests::rec;
 
     #[test]
-    fn polars_percentiles_match_a_hand_computation() {
+    fn percentiles_match_a_hand_computation() {
         // E2EL values 1, 2, 3, 4, 10 s: k = (n−1)·p.
         let recs: Vec<Record> =
             [1000u64, 2000, 3000, 4000, 10000].iter().enumerate().map(|(i, &e)| rec(i as u64 * 100, 100, e, 100, 11)).collect();
