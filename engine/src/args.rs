@@ -450,18 +450,9 @@ fn lookup_flag(name: &str) -> Option<(&'static str, Arity, FlagStatus)> {
     FLAGS.iter().find(|(c, al, _, _)| *c == n || al.contains(&n.as_str())).map(|&(c, _, a, s)| (c, a, s))
 }
 
-/// Levenshtein distance (small inputs only); also used for the harness's "did you mean" hints.
+/// Levenshtein distance; also used for the harness's "did you mean" hints.
 pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
+    strsim::levenshtein(a, b)
 }
 
 fn suggest(name: &str) -> Option<String> {

@@ -730,13 +730,6 @@ impl Engine {
         self.now = self.now.max(to);
     }
 
-    /// Convenience wrapper around [`advance`](Self::advance).
-    pub fn advance_collect(&mut self, to: Time) -> Vec<Output> {
-        let mut v = Vec::new();
-        self.advance(to, &mut v);
-        v
-    }
-
     // ----- KV accounting -------------------------------------------------------
 
     fn free_tokens(&self, rank: usize) -> u64 {

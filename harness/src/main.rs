@@ -48,6 +48,9 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<ExitCode> {
+    // Warnings reach stderr; `RUST_LOG` (e.g. `RUST_LOG=harness=debug`) asks for more.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().with_target(false).init();
     match Cli::parse().command {
         Command::Validate(a) => cmd::validate::run(&a),
         Command::Plan(a) => cmd::plan::run(&a),

@@ -72,69 +72,14 @@ pub struct Args {
 /// Errors in `--engine`'s flag string.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SplitError {
-    #[error("--engine: unterminated {0} quote in {1:?}; close it or escape the quote with \\")]
-    Unterminated(char, String),
-    #[error("--engine: the flag string ends with a lone backslash")]
-    TrailingBackslash,
+    #[error("--engine: {0:?} does not split as a shell would: close every quote and do not end with a lone backslash")]
+    Unbalanced(String),
 }
 
 /// Splits a flag string as a POSIX shell would (single and double quotes, backslash escapes),
 /// without expanding anything.
 pub fn shell_split(s: &str) -> Result<Vec<String>, SplitError> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut it = s.chars();
-    while let Some(c) = it.next() {
-        match c {
-            c if c.is_whitespace() => {
-                if in_word {
-                    out.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            '\\' => {
-                cur.push(it.next().ok_or(SplitError::TrailingBackslash)?);
-                in_word = true;
-            }
-            '\'' => {
-                in_word = true;
-                loop {
-                    match it.next() {
-                        Some('\'') => break,
-                        Some(x) => cur.push(x),
-                        None => return Err(SplitError::Unterminated('\'', s.to_string())),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match it.next() {
-                        Some('"') => break,
-                        Some('\\') => match it.next() {
-                            Some(x @ ('"' | '\\' | '$' | '`')) => cur.push(x),
-                            Some(x) => {
-                                cur.push('\\');
-                                cur.push(x);
-                            }
-                            None => return Err(SplitError::Unterminated('"', s.to_string())),
-                        },
-                        Some(x) => cur.push(x),
-                        None => return Err(SplitError::Unterminated('"', s.to_string())),
-                    }
-                }
-            }
-            c => {
-                cur.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if in_word {
-        out.push(cur);
-    }
-    Ok(out)
+    shlex::split(s).ok_or_else(|| SplitError::Unbalanced(s.to_string()))
 }
 
 fn bar() -> indicatif::ProgressBar {
@@ -290,8 +235,8 @@ mod tests {
         let v = shell_split(r#"--model-path a/b --served-model-name 'my model' --x "q \"z\"" c\ d  "#).unwrap();
         assert_eq!(v, ["--model-path", "a/b", "--served-model-name", "my model", "--x", "q \"z\"", "c d"]);
         assert_eq!(shell_split("''").unwrap(), [""]);
-        assert!(matches!(shell_split("--a 'open"), Err(SplitError::Unterminated('\'', _))));
-        assert!(shell_split("--a \"x").unwrap_err().to_string().contains("unterminated"));
-        assert_eq!(shell_split("x\\").unwrap_err(), SplitError::TrailingBackslash);
+        assert!(matches!(shell_split("--a 'open"), Err(SplitError::Unbalanced(_))));
+        assert!(shell_split("--a \"x").unwrap_err().to_string().contains("close every quote"));
+        assert!(shell_split("x\\").is_err());
     }
 }

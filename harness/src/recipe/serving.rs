@@ -514,19 +514,11 @@ pub fn ladder(c: &Conc, step: u32) -> Vec<u32> {
     }
 }
 
-/// Shell-style quoting for display only (launches never go through a shell).
+/// Shell-style quoting for display only (launches never go through a shell): pasting it into a
+/// shell gives back the same words.
 pub fn shell_quote(words: &[String]) -> String {
-    words
-        .iter()
-        .map(|w| {
-            if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c)) {
-                w.clone()
-            } else {
-                format!("'{}'", w.replace('\'', "'\\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    // Only a NUL byte cannot be quoted; argv strings never hold one.
+    shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" "))
 }
 
 #[cfg(test)]
@@ -562,6 +554,9 @@ mod tests {
 
     #[test]
     fn quoting_is_display_safe() {
-        assert_eq!(shell_quote(&s(&["a", "b c", "it's"])), "a 'b c' 'it'\\''s'");
+        let words = s(&["a", "b c", "it's", "$HOME", "--x=\"q\""]);
+        let quoted = shell_quote(&words);
+        assert!(quoted.starts_with("a "), "{quoted}");
+        assert_eq!(shlex::split(&quoted).unwrap(), words);
     }
 }

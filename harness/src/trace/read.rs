@@ -201,9 +201,8 @@ fn handle_records(
                     f(t)?;
                 }
                 Err(e) if opts.skip_invalid => {
-                    let msg = format!("skipped: {e}");
-                    tracing::warn!("{msg}");
-                    warnings.push(msg);
+                    // Returned, not logged: each command prints its set's warnings once.
+                    warnings.push(format!("skipped: {e}"));
                 }
                 Err(e) => return Err(e),
             },

@@ -546,15 +546,6 @@ impl Workload {
         self.lanes.iter().filter(|l| !l.tree.drained()).count()
     }
 
-    /// Ids of the traces the lanes hold now, by lane.
-    pub fn lane_traces(&self) -> Vec<Arc<str>> {
-        self.lanes.iter().map(|l| l.tree.plan.id.clone()).collect()
-    }
-
-    pub fn is_finished(&self) -> bool {
-        self.phase == RunPhase::Done
-    }
-
     /// Whether profiling has started (and not yet ended).
     pub fn is_profiling(&self) -> bool {
         matches!(self.phase, RunPhase::Profiling { .. })
