@@ -21,7 +21,7 @@ pub mod repo;
 pub mod report;
 pub mod results;
 pub mod run;
-pub mod target;
+pub mod targets;
 pub mod trace;
 pub mod twin;
 pub mod workload;

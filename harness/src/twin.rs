@@ -10,7 +10,7 @@ use crate::fit::{Metric, residual_pct};
 use crate::plan::Plan;
 use crate::results::{RunSummary, Status, write_json};
 use crate::run::{Job, PointRunner};
-use crate::target::sim::{ProfileChoice, SimRunner};
+use crate::targets::sim::{ProfileChoice, SimRunner};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -64,7 +64,7 @@ pub fn run_twins(
     plan: &Plan,
     run: &RunSummary,
     out: &Path,
-    pools: Arc<crate::target::pools::PointPools>,
+    pools: Arc<crate::targets::pools::PointPools>,
     trace_set: &str,
     seed: u64,
     duration_s: Option<f64>,

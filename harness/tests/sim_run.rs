@@ -7,7 +7,7 @@ use common::*;
 use harness::plan::{self, Inputs, Labels, PlanRequest};
 use harness::repo::Repo;
 use harness::run::{Job, PointRunner};
-use harness::target::sim::SimRunner;
+use harness::targets::sim::SimRunner;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -117,13 +117,13 @@ fn short_full_sweep_through_the_cli_passes_the_gate() {
 #[test]
 fn short_context_models_replay_only_traces_that_fit() {
     let pool = harness::workload::default_pool(42);
-    let (kept, note) = harness::target::sim::fit_pool(&pool, 163_840).unwrap();
+    let (kept, note) = harness::targets::sim::fit_pool(&pool, 163_840).unwrap();
     assert!(!kept.is_empty() && kept.len() < pool.len(), "{} of {}", kept.len(), pool.len());
-    assert!(kept.iter().all(|t| harness::target::sim::trace_max_tokens(t) <= 163_840));
+    assert!(kept.iter().all(|t| harness::targets::sim::trace_max_tokens(t) <= 163_840));
     assert!(note.unwrap().contains("163840"));
-    let (all, none) = harness::target::sim::fit_pool(&pool, 10_000_000).unwrap();
+    let (all, none) = harness::targets::sim::fit_pool(&pool, 10_000_000).unwrap();
     assert_eq!((all.len(), none), (pool.len(), None));
-    assert!(harness::target::sim::fit_pool(&pool, 10).is_err());
+    assert!(harness::targets::sim::fit_pool(&pool, 10).is_err());
 }
 
 #[test]

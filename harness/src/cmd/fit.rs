@@ -126,7 +126,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     let runner = points[0].0.row.get("runner").and_then(|v| v.as_str()).unwrap_or_default().to_string();
     let base = match &a.base {
         Some(b) => GpuSpec::lookup(b).with_context(|| format!("--base {b}"))?,
-        None => crate::target::sim::hardware_for_runner(&runner)?,
+        None => crate::targets::sim::hardware_for_runner(&runner)?,
     };
     let prefix = points[0].0.row.get("model-prefix").and_then(|v| v.as_str()).unwrap_or("model").to_string();
     let name = a.name.clone().unwrap_or_else(|| format!("{}-fitted-{prefix}", base.name));

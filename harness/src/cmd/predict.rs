@@ -5,7 +5,7 @@
 use super::RepoArgs;
 use crate::plan::{self, Inputs, Labels, PlanRequest};
 use crate::run::{self, RunOptions};
-use crate::target::sim::{ProfileChoice, SimRunner};
+use crate::targets::sim::{ProfileChoice, SimRunner};
 use anyhow::{Context, bail};
 use engine::GpuSpec;
 use engine::profiles::WorkloadScales;
@@ -58,9 +58,9 @@ fn best_profile(point: &crate::plan::PlanPoint, model: Option<&str>) -> anyhow::
         .ok_or_else(|| anyhow::anyhow!("--profile best: point {} has no `runner`; pass --profile NAME", point.id))?;
     let model = match model {
         Some(m) => Some(engine::ModelSpec::lookup(m).with_context(|| format!("--model {m}"))?),
-        None => crate::target::pools::point_model(point),
+        None => crate::targets::pools::point_model(point),
     };
-    let g = crate::target::sim::best_for_runner(runner, model.as_ref()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let g = crate::targets::sim::best_for_runner(runner, model.as_ref()).map_err(|e| anyhow::anyhow!("{e}"))?;
     let name = g.name.clone();
     Ok((g, name))
 }
@@ -130,30 +130,30 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
                 // The fit's corpus file is a synthesis: the family corpus synthesizes the same
                 // traces in memory (same statistics and seed).
                 (
-                    crate::target::pools::AUTO.to_string(),
+                    crate::targets::pools::AUTO.to_string(),
                     format!(" (the fit's corpus file {s} is not here; synthesized in memory instead, as `{}` writes it)", c.command),
                 )
             } else {
                 (
-                    crate::target::pools::AUTO.to_string(),
+                    crate::targets::pools::AUTO.to_string(),
                     format!(
                         " (the fit's trace set {s} is not on this machine; this config's family corpus instead, see docs/calibration.md)"
                     ),
                 )
             }
         }
-        (None, None) => (crate::target::pools::AUTO.to_string(), String::new()),
+        (None, None) => (crate::targets::pools::AUTO.to_string(), String::new()),
     };
     let (pools, trace_set) = if scales.is_identity() {
         // Compiled one trace at a time: a synthesized published corpus is gigabytes as hash ids.
-        let pools = crate::target::pools::PointPools::new(&spec, a.seed);
+        let pools = crate::targets::pools::PointPools::new(&spec, a.seed);
         let set = pools.pool_for(&first).map_err(anyhow::Error::msg)?.trace_set;
         (pools, format!("{set}{note}"))
     } else {
         let traces = crate::fit::load_traces(&spec)?;
         let pool = crate::fit::compile(&traces, scales, a.seed);
         let trace_set = format!("{spec}{note}, fitted workload scales: {}", scales.describe());
-        (crate::target::pools::PointPools::fixed(pool, trace_set.clone()), trace_set)
+        (crate::targets::pools::PointPools::fixed(pool, trace_set.clone()), trace_set)
     };
     let mut r = SimRunner::with_pools(Arc::new(pools));
     r.duration_s = a.duration;

@@ -5,7 +5,7 @@ use crate::metrics::{self, PointContext};
 use crate::recipe::serving::Launch;
 use crate::records;
 use crate::results::write_json;
-use crate::target::sim::{self, ProfileChoice, Progress};
+use crate::targets::sim::{self, ProfileChoice, Progress};
 use crate::workload::{Workload, WorkloadConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -101,7 +101,7 @@ fn show(b: &indicatif::ProgressBar, p: &Progress, clock: &str, secs: f64) {
 }
 
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
-    let pool = crate::target::pools::load(&a.traces, a.seed).map_err(anyhow::Error::msg)?;
+    let pool = crate::targets::pools::load(&a.traces, a.seed).map_err(anyhow::Error::msg)?;
     let trace_set = a.traces.clone();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let out =
@@ -161,7 +161,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let t0 = std::time::Instant::now();
         let run = rt.block_on(async {
-            let mut t = crate::target::http::HttpTarget::new(&url, "").map_err(anyhow::Error::msg)?;
+            let mut t = crate::targets::http::HttpTarget::new(&url, "").map_err(anyhow::Error::msg)?;
             t.identify(&mut ctx, a.tokenizer.as_deref(), &url).await.map_err(anyhow::Error::msg)?;
             let mut wl = t.workload(cfg, &pool, &mut ctx).map_err(anyhow::Error::msg)?;
             if let Some(k) = a.time_scale {
@@ -179,7 +179,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
             let scale = t.time_scale;
             let clock = if scale == 1.0 { "real".to_string() } else { format!("server (x{scale}) ") };
             Ok::<_, anyhow::Error>(
-                crate::target::http::replay(&t, &mut wl, &cancel, || Ok(()), |p| show(&b, p, &clock, t0.elapsed().as_secs_f64() * scale))
+                crate::targets::http::replay(&t, &mut wl, &cancel, || Ok(()), |p| show(&b, p, &clock, t0.elapsed().as_secs_f64() * scale))
                     .await,
             )
         })?;
@@ -188,7 +188,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         }
         let st = match &run.stopped {
             Some(s) => crate::results::Status::Failed { reason: s.clone() },
-            None => crate::target::point_status(run.interrupted, run.outcome.as_ref(), &mut ctx, "the workload stopped before finishing"),
+            None => crate::targets::point_status(run.interrupted, run.outcome.as_ref(), &mut ctx, "the workload stopped before finishing"),
         };
         (run.records, st)
     };

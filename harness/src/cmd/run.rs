@@ -5,7 +5,7 @@ use super::RepoArgs;
 use crate::plan::{self, Inputs, Labels, Plan, PlanRequest};
 use crate::results::{RunSummary, Status};
 use crate::run::{self, PointRunner, RunOptions};
-use crate::target::sim::{ProfileChoice, SimRunner};
+use crate::targets::sim::{ProfileChoice, SimRunner};
 use crate::trace::TraceSource;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -266,10 +266,10 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--twin compares a live run with its virtual-clock twin; use it with --target local, local:engine or url:URL");
     }
     // A bad --traces must fail before any point runs.
-    if args.traces != crate::target::pools::AUTO {
+    if args.traces != crate::targets::pools::AUTO {
         args.traces.parse::<TraceSource>().map_err(|e| anyhow::anyhow!("--traces {}: {e}", args.traces))?;
     }
-    let pools = Arc::new(crate::target::pools::PointPools::new(&args.traces, args.seed));
+    let pools = Arc::new(crate::targets::pools::PointPools::new(&args.traces, args.seed));
     let runner: Box<dyn PointRunner> = match args.target.as_str() {
         "sim" => {
             let mut r = SimRunner::with_pools(pools.clone());
@@ -280,7 +280,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             }
             Box::new(r)
         }
-        t if t == "local" || t == "local:engine" || t.starts_with("url:") => Box::new(crate::target::http::HttpRunner {
+        t if t == "local" || t == "local:engine" || t.starts_with("url:") => Box::new(crate::targets::http::HttpRunner {
             url: t.strip_prefix("url:").map(str::to_string),
             engine_twin: t == "local:engine",
             pools: pools.clone(),
@@ -315,7 +315,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         n,
         args.target,
         runner.max_parallel(),
-        if args.traces == crate::target::pools::AUTO { "auto (each config's model family's corpus)" } else { args.traces.as_str() },
+        if args.traces == crate::targets::pools::AUTO { "auto (each config's model family's corpus)" } else { args.traces.as_str() },
         args.seed,
         out.display()
     );

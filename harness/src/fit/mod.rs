@@ -545,8 +545,8 @@ pub fn simulate_point_timed(
             .ok_or("no model profile: pass --model")?;
         let m = ModelSpec::lookup(&name).map_err(|e| e.to_string())?;
         let engine = Engine::new(cfg, m, gpu.clone(), seed).map_err(|e| e.to_string())?;
-        let (pool, _) = crate::target::sim::fit_pool(pool, engine.limits().context_length).map_err(|e| e.to_string())?;
-        let wl = Workload::new(crate::target::sim::workload_config(point, seed, duration_s), pool).map_err(|e| e.to_string())?;
+        let (pool, _) = crate::targets::sim::fit_pool(pool, engine.limits().context_length).map_err(|e| e.to_string())?;
+        let wl = Workload::new(crate::targets::sim::workload_config(point, seed, duration_s), pool).map_err(|e| e.to_string())?;
         Ok((engine, wl))
     };
     let (mut engine, mut wl) = match setup() {
@@ -555,7 +555,7 @@ pub fn simulate_point_timed(
     };
     t[0] = t0.elapsed().as_secs_f64();
     let t1 = std::time::Instant::now();
-    let run = crate::target::sim::simulate(&mut engine, &mut wl, &AtomicBool::new(false), |_| {});
+    let run = crate::targets::sim::simulate(&mut engine, &mut wl, &AtomicBool::new(false), |_| {});
     t[1] = t1.elapsed().as_secs_f64();
     let t2 = std::time::Instant::now();
     let ctx = PointContext {
@@ -566,7 +566,7 @@ pub fn simulate_point_timed(
         concurrency: point.conc,
         ..Default::default()
     };
-    let out = crate::target::sim::sim_outcome(run, &engine, ctx);
+    let out = crate::targets::sim::sim_outcome(run, &engine, ctx);
     let r = if out.status != Status::Done {
         Err(format!("{:?}", out.status))
     } else {

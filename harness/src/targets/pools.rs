@@ -109,7 +109,7 @@ pub fn load(spec: &str, seed: u64) -> Result<Vec<Arc<TracePlan>>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::sim::{best_hardware, hardware_kind};
+    use crate::targets::sim::{best_hardware, hardware_kind};
     use engine::{GpuSpec, ModelSpec};
 
     #[test]
@@ -154,7 +154,7 @@ mod tests {
         assert_eq!(pa.plans.len(), 12);
         assert!(Arc::ptr_eq(&pa.plans, &pb.plans), "compiled once");
         // Inputs are whole 64-token blocks and long: the published corpus's contexts.
-        let max_in = pa.plans.iter().map(|p| crate::target::sim::trace_max_tokens(p)).max().unwrap();
+        let max_in = pa.plans.iter().map(|p| crate::targets::sim::trace_max_tokens(p)).max().unwrap();
         assert!(max_in > 100_000, "{max_in}");
     }
 }
