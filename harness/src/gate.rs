@@ -204,7 +204,7 @@ pub fn fmt_num(x: f64) -> String {
 
 /// JUnit XML (one test case per check) for CI systems.
 pub fn junit(v: &Verdict) -> String {
-    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;");
+    let esc = crate::html::escape;
     let failures = v.checks.iter().filter(|c| !c.passed).count();
     let mut o = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"sweep gate {}\" tests=\"{}\" failures=\"{failures}\">\n",

@@ -9,6 +9,7 @@ pub mod engine_cmd;
 pub mod fit;
 pub mod gate;
 pub mod golden_al;
+pub mod html;
 pub mod kv;
 pub mod metrics;
 pub mod pareto;

@@ -279,7 +279,7 @@ fn kv_html(run: &RunSummary) -> String {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    crate::html::escape(s)
 }
 
 /// The self-contained HTML report (no external resources).

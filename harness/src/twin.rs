@@ -176,7 +176,7 @@ impl Residuals {
 
     /// The residual table for `report.html`.
     pub fn html(&self) -> String {
-        let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        let esc = crate::html::escape;
         let mut o = format!(
             "<h2>Twin residuals (live vs. virtual clock)</h2>\n<p>Same recipe, traces ({}), seed {} and duration on the virtual clock. Cells: live / twin / residual; highlighted when |residual| &gt; {} %.</p>\n<table id=\"twin\"><tr><th>point</th><th>twin profiles</th>",
             esc(&self.trace_set),

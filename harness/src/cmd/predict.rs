@@ -230,7 +230,7 @@ fn append_fit_section(out: &Path, name: &str, f: &engine::profiles::FitRecord) -
     crate::problem::atomic_write(&path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
     let hp = out.join("report.html");
     let html = std::fs::read_to_string(&hp).with_context(|| format!("reading {}", hp.display()))?;
-    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let esc = crate::html::escape;
     let mut t = format!(
         "<h2>Hardware profile <code>{}</code>: its fit</h2>\n<p>{} point(s) of <code>{}</code>, traces {}, seed {}, loss {:.4}.</p>\n<table id=\"fit\"><tr><th>point</th><th>metric</th><th>measured</th><th>predicted</th><th>residual</th></tr>\n",
         esc(name),

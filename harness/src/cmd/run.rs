@@ -87,46 +87,15 @@ pub struct Args {
     pub slurm: crate::run::slurm::SlurmArgs,
 }
 
-/// `YYYYMMDDTHHMMSSZ` for a Unix time (UTC; civil-from-days, no time-zone database needed).
+/// `YYYYMMDDTHHMMSSZ` for a Unix time (UTC).
 pub fn utc_stamp(unix: u64) -> String {
-    let days = (unix / 86_400) as i64;
-    let secs = unix % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z", secs / 3600, (secs / 60) % 60, secs % 60)
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix);
+    humantime::format_rfc3339_seconds(t).to_string().replace(['-', ':'], "")
 }
 
 /// `*` and `?` glob match.
 pub fn glob_match(pat: &str, s: &str) -> bool {
-    let (p, s): (Vec<char>, Vec<char>) = (pat.chars().collect(), s.chars().collect());
-    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
-    while j < s.len() {
-        if i < p.len() && (p[i] == '?' || p[i] == s[j]) {
-            i += 1;
-            j += 1;
-        } else if i < p.len() && p[i] == '*' {
-            star = Some(i);
-            mark = j;
-            i += 1;
-        } else if let Some(st) = star {
-            i = st + 1;
-            mark += 1;
-            j = mark;
-        } else {
-            return false;
-        }
-    }
-    while i < p.len() && p[i] == '*' {
-        i += 1;
-    }
-    i == p.len()
+    crate::changelog::wildcard(pat, s, true)
 }
 
 fn filter_configs(plan: &mut Plan, glob: &str) {

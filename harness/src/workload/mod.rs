@@ -240,7 +240,9 @@ impl RequestSpec {
     /// The `/v1/chat/completions` body (AgentX §4.2): the full accumulated conversation as text,
     /// `stream`, `ignore_eos`, `stream_options.include_usage` and `max_completion_tokens`; never
     /// `temperature`, `tools` or `min_tokens`. `extra` keys are merged in (they cannot override
-    /// the locked fields). Send it with the header `X-Correlation-ID: <correlation_id>`.
+    /// the locked fields). The reference form the tests hold the HTTP client's pieced body
+    /// (`body::BodyPieces`) to.
+    #[cfg(test)]
     pub fn http_body(
         &self,
         model: &str,
