@@ -6,7 +6,7 @@ use crate::recipe::serving::Launch;
 use crate::records;
 use crate::results::write_json;
 use crate::targets::sim::{self, ProfileChoice, Progress};
-use crate::workload::{Workload, WorkloadConfig};
+use crate::workload::WorkloadConfig;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -142,16 +142,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         };
         let choice = ProfileChoice { model: a.model.clone(), hardware: Some(a.hardware.clone()) };
         let mut engine = sim::build_engine(&launch, None, None, &choice, a.seed)?;
-        let (pool, note) = sim::fit_pool(&pool, engine.limits().context_length)?;
-        if let Some(n) = note {
-            ctx.trace_set = format!("{} ({n})", ctx.trace_set);
-        }
-        let mut wl = Workload::new(cfg, pool)?;
         ctx.result_kind = "predicted".into();
         ctx.target = "sim".into();
-        ctx.profiles = sim::profiles_json(&engine);
-        let run = sim::simulate(&mut engine, &mut wl, &cancel, |p| show(&b, p, "virtual", p.now_ns as f64 / 1e9));
-        let o = sim::sim_outcome(run, &engine, ctx.clone());
+        let o = sim::run_point(&mut engine, &pool, cfg, ctx.clone(), &cancel, |p| show(&b, p, "virtual", p.now_ns as f64 / 1e9));
         ctx = o.ctx;
         (o.records, o.status)
     } else {

@@ -30,7 +30,7 @@ use crate::metrics::{PointContext, Summary};
 use crate::plan::PlanPoint;
 use crate::results::{RunSummary, Status};
 use crate::trace::{Entry, InnerRequest, ReadOptions, Request, Trace, TraceSource};
-use crate::workload::{TracePlan, Workload};
+use crate::workload::TracePlan;
 
 /// Why a fit could not run.
 #[derive(Debug, thiserror::Error)]
@@ -502,12 +502,6 @@ pub fn compile(traces: &[Trace], s: WorkloadScales, seed: u64) -> Vec<Arc<TraceP
     traces.iter().filter_map(|t| compile_one(t, s, seed).ok()).map(Arc::new).collect()
 }
 
-/// Drops the program part of a command line: everything before the first `--flag`.
-fn flags_only(argv: &[String]) -> &[String] {
-    let i = argv.iter().position(|a| a.starts_with("--")).unwrap_or(argv.len());
-    &argv[i..]
-}
-
 /// Runs one plan point on the virtual clock with an explicit hardware profile; its summary.
 pub fn simulate_point(
     point: &PlanPoint,
@@ -532,8 +526,9 @@ pub fn simulate_point_timed(
 ) -> (Result<Summary, String>, [f64; 3]) {
     let mut t = [0.0; 3];
     let t0 = std::time::Instant::now();
-    let setup = || -> Result<(Engine, Workload), String> {
+    let setup = || -> Result<Engine, String> {
         let launch = point.launch.as_ref().ok_or("point has no resolved server command")?;
+        let flags_only = crate::targets::sim::flags_only;
         let mut cfg = EngineConfig::from_args(flags_only(&launch.worker_argv), &launch.env).map_err(|e| e.to_string())?;
         if let Some(r) = &launch.router_argv {
             cfg = cfg.with_router_args(flags_only(r)).map_err(|e| e.to_string())?;
@@ -544,20 +539,14 @@ pub fn simulate_point_timed(
             .or_else(|| point.row.get("model").and_then(Value::as_str).map(str::to_string))
             .ok_or("no model profile: pass --model")?;
         let m = ModelSpec::lookup(&name).map_err(|e| e.to_string())?;
-        let engine = Engine::new(cfg, m, gpu.clone(), seed).map_err(|e| e.to_string())?;
-        let (pool, _) = crate::targets::sim::fit_pool(pool, engine.limits().context_length).map_err(|e| e.to_string())?;
-        let wl = Workload::new(crate::targets::sim::workload_config(point, seed, duration_s), pool).map_err(|e| e.to_string())?;
-        Ok((engine, wl))
+        Engine::new(cfg, m, gpu.clone(), seed).map_err(|e| e.to_string())
     };
-    let (mut engine, mut wl) = match setup() {
+    let mut engine = match setup() {
         Ok(x) => x,
         Err(e) => return (Err(e), t),
     };
     t[0] = t0.elapsed().as_secs_f64();
     let t1 = std::time::Instant::now();
-    let run = crate::targets::sim::simulate(&mut engine, &mut wl, &AtomicBool::new(false), |_| {});
-    t[1] = t1.elapsed().as_secs_f64();
-    let t2 = std::time::Instant::now();
     let ctx = PointContext {
         identity: crate::run::identity(point),
         num_gpus: point.gpus.max(1),
@@ -566,7 +555,10 @@ pub fn simulate_point_timed(
         concurrency: point.conc,
         ..Default::default()
     };
-    let out = crate::targets::sim::sim_outcome(run, &engine, ctx);
+    let cfg = crate::targets::sim::workload_config(point, seed, duration_s);
+    let out = crate::targets::sim::run_point(&mut engine, pool, cfg, ctx, &AtomicBool::new(false), |_| {});
+    t[1] = t1.elapsed().as_secs_f64();
+    let t2 = std::time::Instant::now();
     let r = if out.status != Status::Done {
         Err(format!("{:?}", out.status))
     } else {

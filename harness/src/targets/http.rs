@@ -18,6 +18,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::h1;
+use super::ledger::{Close, Command, Ledger};
 use crate::metrics::PointContext;
 use crate::prompt::{TokenText, TokenizerVocab, WordVocab};
 use crate::records::{Record, RecordError, is_overflow_message};
@@ -25,7 +26,7 @@ use crate::results::Status;
 use crate::run::launcher::{Server, free_port};
 use crate::run::{Job, Outcome as PointOutcome, PointRunner};
 use crate::workload::body::{BodyPieces, MessageCache};
-use crate::workload::{Action, Event, Failure, Outcome as WlOutcome, RequestId, RequestSpec, TracePlan, Workload};
+use crate::workload::{Event, Failure, Outcome as WlOutcome, RequestId, RequestSpec, TracePlan, Workload};
 
 /// An OpenAI-compatible server.
 #[derive(Clone)]
@@ -703,7 +704,7 @@ pub async fn replay(
     wl: &mut Workload,
     cancel: &AtomicBool,
     mut alive: impl FnMut() -> Result<(), String>,
-    mut progress: impl FnMut(&super::sim::Progress),
+    mut progress: impl FnMut(&super::ledger::Progress),
 ) -> LiveRun {
     let clock = Clock::new(target.time_scale);
     let mut cpu = super::scrape::CpuSampler::new();
@@ -728,11 +729,11 @@ pub async fn replay(
         })
     };
     let (tx, mut rx) = mpsc::unbounded_channel::<(RequestId, Record, Option<Failure>)>();
-    let mut records: Vec<Record> = Vec::new();
-    // Record index, task and wall-clock start of each request in flight.
-    let mut inflight: HashMap<RequestId, (usize, tokio::task::JoinHandle<()>, Instant)> = HashMap::new();
-    let mut wake: Option<u64> = None;
+    let mut ledger = Ledger::new();
+    // Task and wall-clock start of each request in flight.
+    let mut inflight: HashMap<RequestId, (tokio::task::JoinHandle<()>, Instant)> = HashMap::new();
     let mut actions = Vec::new();
+    let mut commands = Vec::new();
     let mut run = LiveRun {
         records: Vec::new(),
         outcome: None,
@@ -745,7 +746,6 @@ pub async fn replay(
         wall_seconds: 0.0,
     };
     let mut unreachable_checked = 0u64;
-    let mut prog = super::sim::Progress::default();
     let mut event = Some(Next::Event(Event::Start));
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
@@ -756,14 +756,13 @@ pub async fn replay(
                 Next::Event(ev) => wl.handle(now, ev, &mut actions),
                 Next::Done { id, failure, ended } => wl.handle_done_at(now, ended, id, failure, &mut actions),
             }
-            for a in actions.drain(..) {
-                match a {
-                    Action::Send(spec) => {
-                        let idx = records.len();
-                        records.push(super::record_for(&spec, now));
-                        let rec = records[idx].clone();
-                        let (t, tx) = (target.clone(), tx.clone());
+            ledger.apply(now, &mut actions, &mut commands);
+            for c in commands.drain(..) {
+                match c {
+                    Command::Send(spec) => {
                         let id = spec.id;
+                        let rec = ledger.open_record(id).expect("a sent request is open").clone();
+                        let (t, tx) = (target.clone(), tx.clone());
                         let h = tokio::spawn(async move {
                             // Synthesis off the I/O threads, so no stream's chunks wait behind it.
                             let (t2, s2) = (t.clone(), spec.clone());
@@ -778,42 +777,30 @@ pub async fn replay(
                             let (rec, f) = t.send_body(&spec, body, rec, move || clock.now()).await;
                             let _ = tx.send((id, rec, f));
                         });
-                        inflight.insert(id, (idx, h, Instant::now()));
-                        prog.sent += 1;
+                        inflight.insert(id, (h, Instant::now()));
                     }
-                    Action::Cancel(id) => {
-                        if let Some((idx, h, _)) = inflight.remove(&id) {
+                    Command::Cancel(id) => {
+                        if let Some((h, _)) = inflight.remove(&id) {
                             h.abort();
-                            records[idx].was_cancelled = true;
-                            records[idx].end_ns = now;
                         }
                     }
-                    Action::Wake(t) => wake = Some(t),
-                    Action::ProfilingStarted { at, deadline } => {
-                        run.profiling = Some((at, deadline));
-                        prog.profiling = true;
-                    }
-                    Action::ProfilingEnded { .. } => prog.profiling = false,
-                    Action::Finished(o) => run.outcome = Some(o),
                 }
             }
-            if run.outcome.is_some() {
+            if ledger.is_finished() {
                 break;
             }
         }
+        let wake = ledger.wake();
         let sleep_to = wake.map(|w| clock.instant(w)).unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         tokio::select! {
             Some((id, rec, f)) = rx.recv() => {
-                if let Some((idx, _, _)) = inflight.remove(&id) {
-                    prog.done += 1;
-                    prog.output_tokens += rec.output_tokens.unwrap_or(0);
-                    if rec.error.is_some() { prog.errors += 1; }
+                if inflight.remove(&id).is_some() {
                     // A refused or dropped connection may mean the server is gone: check (at most
                     // every 20 ms of wall time: a dying server drops streams a moment before its
                     // listener closes) and stop before the failure reaches the workload, rather
                     // than failing every session into a live abort.
                     let conn = rec.error.as_ref().is_some_and(|e| e.kind == "connection_error" || e.kind == "connection_dropped");
-                    records[idx] = rec;
+                    let Some(ended) = ledger.end(id, Some(rec)).map(|r| r.end_ns) else { continue };
                     let wall_ms = clock.t0.elapsed().as_millis() as u64 + 20;
                     if conn && wall_ms >= unreachable_checked + 20 {
                         unreachable_checked = wall_ms;
@@ -821,57 +808,55 @@ pub async fn replay(
                             run.stopped = Some(format!(
                                 "the server at {} stopped accepting connections mid-point; the {} records so far are kept",
                                 target.base_url,
-                                records.len()
+                                ledger.len()
                             ));
                             break;
                         }
                     }
                     // Its stream's delays count from when it ended on the server's clock (stamped
                     // under a time scale), not from when the end reached this client.
-                    event = Some(Next::Done { id, failure: f, ended: records[idx].end_ns });
+                    event = Some(Next::Done { id, failure: f, ended });
                 }
             }
             _ = tokio::time::sleep_until(sleep_to.into()), if wake.is_some() => {
-                wake = None;
+                ledger.woke();
                 event = Some(Next::Event(Event::Wake));
             }
             _ = tick.tick() => {
-                prog.now_ns = clock.now();
+                let now = clock.now();
+                ledger.progress.now_ns = now;
                 cpu.tick();
-                for (id, (idx, h, sent)) in inflight.iter_mut() {
+                for (id, (h, sent)) in inflight.iter_mut() {
                     if sent.elapsed() >= target.request_timeout {
                         h.abort();
-                        let mut rec = records[*idx].clone();
+                        let Some(open) = ledger.open_record(*id) else { continue };
+                        let mut rec = open.clone();
                         rec.error = Some(timed_out(target.request_timeout));
-                        rec.end_ns = prog.now_ns;
+                        rec.end_ns = now;
                         // Answered through the channel like any end; not again before then.
                         *sent = Instant::now();
                         let _ = tx.send((*id, rec, Some(Failure::Error)));
                     }
                 }
-                progress(&prog);
+                progress(&ledger.progress);
                 if cancel.load(Ordering::Relaxed) {
                     run.interrupted = true;
                     break;
                 }
                 if let Err(e) = alive() {
-                    run.stopped = Some(format!("server died mid-point ({e}); the {} records so far are kept", records.len()));
+                    run.stopped = Some(format!("server died mid-point ({e}); the {} records so far are kept", ledger.len()));
                     break;
                 }
             }
         }
     }
     let now = clock.now();
-    for (_, (idx, h, _)) in inflight.drain() {
+    for (_, (h, _)) in inflight.drain() {
         h.abort();
-        let r = &mut records[idx];
-        if run.stopped.is_some() {
-            r.error = Some(RecordError { kind: "connection_dropped".into(), message: "server died".into(), status: None });
-        } else {
-            r.was_cancelled = true;
-        }
-        r.end_ns = now;
     }
+    run.profiling = ledger.profiling;
+    run.outcome = ledger.outcome.take();
+    let records = ledger.finish(now, if run.stopped.is_some() { Close::ServerGone } else { Close::Cancelled });
     // One last scrape so the window's counters include the drained requests.
     scraper.abort();
     if run.stopped.is_none() {

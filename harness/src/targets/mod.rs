@@ -4,6 +4,7 @@
 
 pub mod h1;
 pub mod http;
+pub mod ledger;
 pub mod pools;
 pub mod scrape;
 pub mod sim;

@@ -10,13 +10,14 @@
 //!
 //! The same seed and inputs give byte-identical records.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use engine::{Engine, EngineConfig, FinishReason, GpuSpec, ModelSpec, Output, SubmitError, Time};
 use serde_json::{Map, Value, json};
 
+use super::ledger::{Close, Command, Ledger};
 use crate::metrics::PointContext;
 use crate::prompt::{PAGE_TOKENS, PageHashCache};
 use crate::recipe::serving::Launch;
@@ -200,16 +201,7 @@ pub fn server_metrics_json(engine: &Engine, elapsed_ns: u64) -> Value {
     })
 }
 
-/// Live view of a virtual-clock run (for progress bars).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Progress {
-    pub now_ns: u64,
-    pub profiling: bool,
-    pub sent: u64,
-    pub done: u64,
-    pub errors: u64,
-    pub output_tokens: u64,
-}
+pub use super::ledger::Progress;
 
 /// What a virtual-clock run produced.
 #[derive(Debug)]
@@ -225,85 +217,56 @@ pub struct SimRun {
     pub events: u64,
 }
 
-struct Open {
-    idx: usize,
-    /// Cancelled by the workload: its finish event is not reported back.
-    cancelled: bool,
-}
-
 /// Runs `wl` against `engine` to the end (or until `cancel` is set), from virtual time 0.
 pub fn simulate(engine: &mut Engine, wl: &mut Workload, cancel: &AtomicBool, mut progress: impl FnMut(&Progress)) -> SimRun {
-    let mut records: Vec<Record> = Vec::new();
-    let mut open: HashMap<RequestId, Open> = HashMap::new();
+    let mut ledger = Ledger::new();
     let mut immediate: VecDeque<(RequestId, Failure)> = VecDeque::new();
     let mut outq: VecDeque<Output> = VecDeque::new();
     let mut outs: Vec<Output> = Vec::new();
     let mut actions: Vec<Action> = Vec::new();
+    let mut commands: Vec<Command> = Vec::new();
     let cap = (wl.config().concurrency as usize) * 8 + 64;
     let mut hashes = PageHashCache::new(PAGE_TOKENS, cap);
-    let mut wake: Option<u64> = None;
     let mut now: u64 = 0;
     let mut event = Event::Start;
     let mut run = SimRun { records: Vec::new(), outcome: None, profiling: None, end_ns: 0, interrupted: false, events: 0 };
-    let mut prog = Progress::default();
-    let mut profiling = false;
     loop {
         actions.clear();
         wl.handle(now, event, &mut actions);
         run.events += 1;
-        for a in actions.drain(..) {
-            match a {
-                Action::Send(spec) => {
-                    let idx = records.len();
-                    records.push(super::record_for(&spec, now));
-                    prog.sent += 1;
+        ledger.apply(now, &mut actions, &mut commands);
+        for c in commands.drain(..) {
+            match c {
+                Command::Send(spec) => {
                     let page_hashes: Arc<[u64]> = hashes.page_hashes(&spec.prompt);
                     let prompt = engine::Prompt::from_chained(page_hashes, PAGE_TOKENS as u32, spec.prompt.total_tokens())
                         .expect("page hashes cover every full page");
                     let max_new = spec.max_tokens.clamp(1, u32::MAX as u64) as u32;
-                    let req = engine::Request::new(spec.id, prompt, max_new);
-                    match engine.submit(Time(now), req) {
-                        Ok(()) => {
-                            open.insert(spec.id, Open { idx, cancelled: false });
+                    if let Err(e) = engine.submit(Time(now), engine::Request::new(spec.id, prompt, max_new)) {
+                        let (kind, failure) = match e {
+                            SubmitError::PromptTooLong { .. } | SubmitError::ContextExceeded { .. } | SubmitError::ExceedsKvPool { .. } => {
+                                ("context_overflow".to_string(), Failure::ContextOverflow)
+                            }
+                            _ => (format!("http_{}", e.status_code()), Failure::Error),
+                        };
+                        if let Some(r) = ledger.open_record(spec.id) {
+                            r.error = Some(RecordError { kind, message: e.to_string(), status: Some(e.status_code()) });
                         }
-                        Err(e) => {
-                            let (kind, failure) = match e {
-                                SubmitError::PromptTooLong { .. }
-                                | SubmitError::ContextExceeded { .. }
-                                | SubmitError::ExceedsKvPool { .. } => ("context_overflow".to_string(), Failure::ContextOverflow),
-                                _ => (format!("http_{}", e.status_code()), Failure::Error),
-                            };
-                            records[idx].error = Some(RecordError { kind, message: e.to_string(), status: Some(e.status_code()) });
-                            prog.errors += 1;
-                            immediate.push_back((spec.id, failure));
-                        }
+                        ledger.end(spec.id, None);
+                        immediate.push_back((spec.id, failure));
                     }
                 }
-                Action::Cancel(id) => {
-                    if let Some(o) = open.get_mut(&id) {
-                        o.cancelled = true;
-                        let r = &mut records[o.idx];
-                        r.was_cancelled = true;
-                        r.end_ns = now;
-                        engine.abort(Time(now), id);
-                    }
+                Command::Cancel(id) => {
+                    engine.abort(Time(now), id);
                 }
-                Action::Wake(t) => wake = Some(t),
-                Action::ProfilingStarted { at, deadline } => {
-                    run.profiling = Some((at, deadline));
-                    profiling = true;
-                }
-                Action::ProfilingEnded { .. } => profiling = false,
-                Action::Finished(o) => run.outcome = Some(o),
             }
         }
-        if run.outcome.is_some() {
+        if ledger.is_finished() {
             break;
         }
         if run.events % 512 == 1 {
-            prog.now_ns = now;
-            prog.profiling = profiling;
-            progress(&prog);
+            ledger.progress.now_ns = now;
+            progress(&ledger.progress);
             if cancel.load(Ordering::Relaxed) {
                 run.interrupted = true;
                 break;
@@ -318,26 +281,18 @@ pub fn simulate(engine: &mut Engine, wl: &mut Workload, cancel: &AtomicBool, mut
             }
             if let Some(o) = outq.pop_front() {
                 match o {
-                    Output::Tokens { id, time, count, first, .. } => {
-                        if let Some(op) = open.get(&id)
-                            && !op.cancelled
-                        {
-                            let r = &mut records[op.idx];
+                    Output::Tokens { id, time, first, .. } => {
+                        if let Some(r) = ledger.open_record(id) {
                             if first {
                                 r.first_token_ns = Some(time.0);
                             }
                             r.last_chunk_ns = Some(time.0);
                             r.chunks += 1;
-                            prog.output_tokens += count as u64;
                         }
                         continue;
                     }
                     Output::Finished { id, time, reason, usage, error } => {
-                        let Some(op) = open.remove(&id) else { continue };
-                        let r = &mut records[op.idx];
-                        if op.cancelled {
-                            continue;
-                        }
+                        let Some(r) = ledger.open_record(id) else { continue };
                         now = now.max(time.0);
                         r.end_ns = time.0;
                         r.input_tokens = Some(usage.prompt_tokens);
@@ -348,19 +303,17 @@ pub fn simulate(engine: &mut Engine, wl: &mut Workload, cancel: &AtomicBool, mut
                             (None, FinishReason::Abort) => Some("request aborted by the server".to_string()),
                             _ => None,
                         };
-                        prog.done += 1;
-                        break Some(match err {
-                            Some(m) => {
-                                r.error = Some(RecordError { kind: "server_error".into(), message: m, status: Some(500) });
-                                prog.errors += 1;
-                                Event::Failed(id, Failure::Error)
-                            }
-                            None => Event::Completed(id),
-                        });
+                        let failed = err.is_some();
+                        if let Some(m) = err {
+                            r.error = Some(RecordError { kind: "server_error".into(), message: m, status: Some(500) });
+                        }
+                        ledger.end(id, None);
+                        break Some(if failed { Event::Failed(id, Failure::Error) } else { Event::Completed(id) });
                     }
                 }
             }
             let te = engine.next_event_time().map(|t| t.0);
+            let wake = ledger.wake();
             let engine_first = match (te, wake) {
                 (Some(t), Some(w)) => t <= w,
                 (Some(_), None) => true,
@@ -374,7 +327,7 @@ pub fn simulate(engine: &mut Engine, wl: &mut Workload, cancel: &AtomicBool, mut
                 }
                 (_, Some(w)) => {
                     now = now.max(w);
-                    wake = None;
+                    ledger.woke();
                     break Some(Event::Wake);
                 }
                 _ => break None,
@@ -385,18 +338,14 @@ pub fn simulate(engine: &mut Engine, wl: &mut Workload, cancel: &AtomicBool, mut
             None => break,
         }
     }
+    run.profiling = ledger.profiling;
+    run.outcome = ledger.outcome.take();
+    let mut prog = ledger.progress;
     // Requests still open at an interruption are recorded as cancelled.
-    for op in open.values() {
-        let r = &mut records[op.idx];
-        if !r.was_cancelled && r.error.is_none() {
-            r.was_cancelled = true;
-            r.end_ns = now;
-        }
-    }
+    run.records = ledger.finish(now, Close::Cancelled);
     run.end_ns = now;
     prog.now_ns = now;
     progress(&prog);
-    run.records = records;
     run
 }
 
@@ -471,30 +420,12 @@ impl PointRunner for SimRunner {
             Ok(e) => e,
             Err(e) => return fail(ctx, e.to_string()),
         };
-        ctx.profiles = profiles_json(&engine);
-        let context = engine.limits().context_length;
         let set = match self.pools.pool_for(p) {
             Ok(s) => s,
             Err(e) => return fail(ctx, e),
         };
         ctx.trace_set = set.trace_set.clone();
-        let pool = match fit_pool(&set.plans, context) {
-            Ok((pool, note)) => {
-                if let Some(n) = note {
-                    ctx.trace_set = format!("{} ({n})", set.trace_set);
-                }
-                pool
-            }
-            Err(e) => return fail(ctx, e.to_string()),
-        };
-        let cfg = workload_config(p, job.seed, self.duration_s);
-        ctx.benchmark_id = cfg.run_id.clone();
-        let mut wl = match Workload::new(cfg, pool) {
-            Ok(w) => w,
-            Err(e) => return fail(ctx, SimError::Workload(e.to_string()).to_string()),
-        };
-        let run = simulate(&mut engine, &mut wl, &job.cancel, |_| {});
-        sim_outcome(run, &engine, ctx)
+        run_point(&mut engine, &set.plans, workload_config(p, job.seed, self.duration_s), ctx, &job.cancel, |_| {})
     }
 }
 
@@ -524,6 +455,37 @@ pub fn fit_pool(pool: &[Arc<TracePlan>], context: u64) -> Result<(Vec<Arc<TraceP
     }
     let note = format!("whole-trace filter at the context length {context}: {} of {} traces", kept.len(), pool.len());
     Ok((kept, Some(note)))
+}
+
+/// One point on the virtual clock, the same for `sweep run`, `sweep replay --engine`, the fit and
+/// the twin: the trace pool filtered at the engine's context length, the workload, the simulation
+/// and the outcome, with the profiles and trace set named in `ctx`.
+pub fn run_point(
+    engine: &mut Engine,
+    pool: &[Arc<TracePlan>],
+    cfg: WorkloadConfig,
+    mut ctx: PointContext,
+    cancel: &AtomicBool,
+    progress: impl FnMut(&Progress),
+) -> PointOutcome {
+    ctx.profiles = profiles_json(engine);
+    ctx.benchmark_id = cfg.run_id.clone();
+    let fail = |ctx: PointContext, reason: String| PointOutcome { status: Status::Failed { reason }, records: Vec::new(), ctx };
+    let pool = match fit_pool(pool, engine.limits().context_length) {
+        Ok((pool, note)) => {
+            if let Some(n) = note {
+                ctx.trace_set = format!("{} ({n})", ctx.trace_set);
+            }
+            pool
+        }
+        Err(e) => return fail(ctx, e.to_string()),
+    };
+    let mut wl = match Workload::new(cfg, pool) {
+        Ok(w) => w,
+        Err(e) => return fail(ctx, SimError::Workload(e.to_string()).to_string()),
+    };
+    let run = simulate(engine, &mut wl, cancel, progress);
+    sim_outcome(run, engine, ctx)
 }
 
 /// Turns a finished simulation into a point outcome (status, records, context).

@@ -1,0 +1,216 @@
+//! The bookkeeping both drivers share: what the workload's actions mean for the point's records,
+//! the requests open, progress, the profiling window, the wake-up and the outcome. A driver hands
+//! each batch of actions to [`Ledger::apply`], carries out the [`Command`]s it gets back on its
+//! transport (the engine in process, or HTTP), reports each request's end with [`Ledger::end`],
+//! and closes the point with [`Ledger::finish`]. So a request counts, is cancelled and is closed
+//! the same way on the virtual clock and in real time; each driver keeps only its clock and
+//! transport.
+
+use std::collections::HashMap;
+
+use crate::records::{Record, RecordError};
+use crate::workload::{Action, Outcome, RequestId, RequestSpec};
+
+/// Live view of a run (for progress bars).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    pub now_ns: u64,
+    pub profiling: bool,
+    pub sent: u64,
+    pub done: u64,
+    pub errors: u64,
+    pub output_tokens: u64,
+}
+
+/// What the transport must do.
+#[derive(Debug)]
+pub enum Command {
+    /// Start this request (its record is open).
+    Send(Box<RequestSpec>),
+    /// Stop this request; its record is closed as cancelled, and its end is not reported.
+    Cancel(RequestId),
+}
+
+/// How the requests still open at the end are closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Close {
+    /// The run ended (deadline, interruption): they are cancelled.
+    Cancelled,
+    /// The server went away: they are dropped connections.
+    ServerGone,
+}
+
+/// Records and state of one point's replay.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    records: Vec<Record>,
+    open: HashMap<RequestId, usize>,
+    pub progress: Progress,
+    /// (profiling start, deadline) on the driver's clock, ns.
+    pub profiling: Option<(u64, u64)>,
+    /// How the workload ended (set by its `Finished` action).
+    pub outcome: Option<Outcome>,
+    wake: Option<u64>,
+}
+
+impl Ledger {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records the workload's `actions` taken at `now` and appends what the transport must do.
+    pub fn apply(&mut self, now: u64, actions: &mut Vec<Action>, out: &mut Vec<Command>) {
+        for a in actions.drain(..) {
+            match a {
+                Action::Send(spec) => {
+                    self.open.insert(spec.id, self.records.len());
+                    self.records.push(super::record_for(&spec, now));
+                    self.progress.sent += 1;
+                    out.push(Command::Send(spec));
+                }
+                Action::Cancel(id) => {
+                    if let Some(idx) = self.open.remove(&id) {
+                        let r = &mut self.records[idx];
+                        r.was_cancelled = true;
+                        r.end_ns = now;
+                        out.push(Command::Cancel(id));
+                    }
+                }
+                Action::Wake(t) => self.wake = Some(t),
+                Action::ProfilingStarted { at, deadline } => {
+                    self.profiling = Some((at, deadline));
+                    self.progress.profiling = true;
+                }
+                Action::ProfilingEnded { .. } => self.progress.profiling = false,
+                Action::Finished(o) => self.outcome = Some(o),
+            }
+        }
+    }
+
+    /// When the workload wants to be woken next (until [`Ledger::woke`]).
+    pub fn wake(&self) -> Option<u64> {
+        self.wake
+    }
+
+    /// The wake-up was delivered.
+    pub fn woke(&mut self) {
+        self.wake = None;
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.outcome.is_some()
+    }
+
+    /// Records so far.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The record of an open request (none once it ended or was cancelled).
+    pub fn open_record(&mut self, id: RequestId) -> Option<&mut Record> {
+        let idx = *self.open.get(&id)?;
+        Some(&mut self.records[idx])
+    }
+
+    /// The request ended; `record`, when given, replaces what was recorded so far. Counts it and
+    /// returns its final record, or `None` when it is not open (cancelled before, or unknown): its
+    /// end must not reach the workload then.
+    pub fn end(&mut self, id: RequestId, record: Option<Record>) -> Option<&Record> {
+        let idx = self.open.remove(&id)?;
+        if let Some(r) = record {
+            self.records[idx] = r;
+        }
+        let r = &self.records[idx];
+        self.progress.done += 1;
+        self.progress.output_tokens += r.output_tokens.unwrap_or(0);
+        if r.error.is_some() {
+            self.progress.errors += 1;
+        }
+        Some(r)
+    }
+
+    /// Closes the requests still open at `now` and hands over every record, in the order sent.
+    pub fn finish(mut self, now: u64, close: Close) -> Vec<Record> {
+        for &idx in self.open.values() {
+            let r = &mut self.records[idx];
+            match close {
+                Close::ServerGone => {
+                    r.error = Some(RecordError { kind: "connection_dropped".into(), message: "server died".into(), status: None });
+                }
+                Close::Cancelled => r.was_cancelled = true,
+            }
+            r.end_ns = now;
+        }
+        self.progress.now_ns = now;
+        self.records
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{Event, Workload, WorkloadConfig, default_pool};
+
+    /// A real workload's first actions.
+    fn started() -> (Ledger, Vec<Command>) {
+        let cfg = WorkloadConfig { concurrency: 2, duration_ns: 60_000_000_000, ..WorkloadConfig::default() };
+        let mut wl = Workload::new(cfg, default_pool(1)).unwrap();
+        let mut actions = Vec::new();
+        wl.handle(0, Event::Start, &mut actions);
+        let mut l = Ledger::new();
+        let mut out = Vec::new();
+        l.apply(0, &mut actions, &mut out);
+        (l, out)
+    }
+
+    #[test]
+    fn sends_open_records_and_ends_close_them_once() {
+        let (mut l, out) = started();
+        let ids: Vec<RequestId> = out
+            .iter()
+            .map(|c| match c {
+                Command::Send(s) => s.id,
+                Command::Cancel(_) => panic!("nothing to cancel yet"),
+            })
+            .collect();
+        assert!(!ids.is_empty());
+        assert_eq!((l.len(), l.progress.sent), (ids.len(), ids.len() as u64));
+        assert!(l.open_record(ids[0]).is_some());
+        let mut rec = l.open_record(ids[0]).unwrap().clone();
+        rec.output_tokens = Some(7);
+        rec.end_ns = 5;
+        assert_eq!(l.end(ids[0], Some(rec)).map(|r| r.end_ns), Some(5));
+        // Ended: not open any more, and a second end is not reported.
+        assert!(l.open_record(ids[0]).is_none());
+        assert!(l.end(ids[0], None).is_none());
+        assert_eq!((l.progress.done, l.progress.output_tokens), (1, 7));
+    }
+
+    #[test]
+    fn cancel_closes_the_record_and_hides_its_end() {
+        let (mut l, out) = started();
+        let Command::Send(s) = &out[0] else { panic!() };
+        let id = s.id;
+        let mut out = Vec::new();
+        l.apply(9, &mut vec![Action::Cancel(id), Action::Cancel(id)], &mut out);
+        assert_eq!(out.len(), 1, "a cancel is carried out once");
+        assert!(l.end(id, None).is_none());
+        let recs = l.finish(10, Close::Cancelled);
+        assert!(recs[0].was_cancelled);
+        assert_eq!(recs[0].end_ns, 9);
+    }
+
+    #[test]
+    fn finish_closes_what_is_open_as_the_ending_says() {
+        let (l, _) = started();
+        let recs = l.finish(42, Close::Cancelled);
+        assert!(recs.iter().all(|r| r.was_cancelled && r.end_ns == 42 && r.error.is_none()));
+        let (l, _) = started();
+        let recs = l.finish(42, Close::ServerGone);
+        assert!(recs.iter().all(|r| !r.was_cancelled && r.error.as_ref().is_some_and(|e| e.kind == "connection_dropped")));
+    }
+}
