@@ -3,7 +3,7 @@
 //! statistics over successful profiling records, percentiles by linear interpolation between
 //! order statistics, interactivity as the reciprocal of an ITL statistic (never a mean of 1/ITL).
 
-use crate::records::{Phase, Record};
+use crate::records::{Record, RecordPhase};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -75,7 +75,7 @@ impl Stats {
 pub fn record_frame(records: &[Record]) -> PolarsResult<DataFrame> {
     let fin = |x: Option<f64>| x.filter(|v| v.is_finite());
     let s = |ns: Option<u64>| ns.map(|v| v as f64 / 1e9);
-    let ok: Vec<&Record> = records.iter().filter(|r| r.phase == Phase::Profiling && r.ok()).collect();
+    let ok: Vec<&Record> = records.iter().filter(|r| r.phase == RecordPhase::Profiling && r.ok()).collect();
     df!(
         "ttft" => ok.iter().map(|r| s(r.ttft_ns())).collect::<Vec<_>>(),
         "e2el" => ok.iter().map(|r| s(r.e2el_ns())).collect::<Vec<_>>(),
@@ -200,8 +200,8 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     let inv_itl_std = stats(&df, "inv_itl")?.std;
     let inv_e2e_std = stats(&df, "inv_e2e_per_token")?.std;
 
-    let ok: Vec<&Record> = records.iter().filter(|r| r.phase == Phase::Profiling && r.ok()).collect();
-    let prof: Vec<&Record> = records.iter().filter(|r| r.phase == Phase::Profiling).collect();
+    let ok: Vec<&Record> = records.iter().filter(|r| r.phase == RecordPhase::Profiling && r.ok()).collect();
+    let prof: Vec<&Record> = records.iter().filter(|r| r.phase == RecordPhase::Profiling).collect();
     let sum_isl: u64 = ok.iter().filter_map(|r| r.input_tokens).sum();
     let sum_osl: u64 = ok.iter().filter_map(|r| r.output_tokens).sum();
     let duration = match (ok.iter().map(|r| r.start_ns).min(), ok.iter().map(|r| r.end_ns).max()) {
@@ -235,7 +235,7 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
 
     // Accounting.
     let records_total = records.len();
-    let warmup_dropped = records.iter().filter(|r| r.phase != Phase::Profiling).count();
+    let warmup_dropped = records.iter().filter(|r| r.phase != RecordPhase::Profiling).count();
     let error_dropped = records.iter().filter(|r| r.error.is_some()).count();
     let mut cats: BTreeMap<String, u64> = BTreeMap::new();
     for r in records {
@@ -430,7 +430,7 @@ mod tests {
     fn throughput_interactivity_and_accounting() {
         let mut recs = vec![rec(0, 500, 10_500, 10_000, 101), rec(1000, 500, 5_500, 20_000, 51)];
         let mut warm = rec(0, 1, 2, 5, 1);
-        warm.phase = Phase::Warmup;
+        warm.phase = RecordPhase::Warmup;
         recs.push(warm);
         let mut bad = rec(2000, 1, 2, 5, 1);
         bad.error = Some(RecordError { kind: "http_500".into(), message: "x".into(), status: Some(500) });

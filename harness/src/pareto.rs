@@ -3,7 +3,7 @@
 //! interactivity; on any other view a point is on the displayed frontier only if it is a North
 //! Star winner and non-dominated in the displayed coordinates.
 
-use crate::records::{Phase, Record};
+use crate::records::{Record, RecordPhase};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -60,7 +60,7 @@ pub struct Samples {
 
 impl Samples {
     pub fn from_records(records: &[Record], gpus: u32) -> Samples {
-        let ok: Vec<&Record> = records.iter().filter(|r| r.phase == Phase::Profiling && r.ok()).collect();
+        let ok: Vec<&Record> = records.iter().filter(|r| r.phase == RecordPhase::Profiling && r.ok()).collect();
         let duration = match (ok.iter().map(|r| r.start_ns).min(), ok.iter().map(|r| r.end_ns).max()) {
             (Some(a), Some(b)) if b > a => (b - a) as f64 / 1e9,
             _ => 0.0,

@@ -8,7 +8,7 @@ use std::path::Path;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Phase {
+pub enum RecordPhase {
     Warmup,
     Profiling,
 }
@@ -49,7 +49,7 @@ pub fn is_overflow_message(m: &str) -> bool {
 /// (Unix time for live runs, virtual time for the simulator).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {
-    pub phase: Phase,
+    pub phase: RecordPhase,
     pub conversation_id: String,
     pub turn_index: u32,
     pub x_correlation_id: String,
@@ -232,7 +232,11 @@ fn from_aiperf(v: &Value) -> Result<Record, String> {
         }
     };
     Ok(Record {
-        phase: if md.get("benchmark_phase").and_then(Value::as_str) == Some("warmup") { Phase::Warmup } else { Phase::Profiling },
+        phase: if md.get("benchmark_phase").and_then(Value::as_str) == Some("warmup") {
+            RecordPhase::Warmup
+        } else {
+            RecordPhase::Profiling
+        },
         conversation_id: s("conversation_id"),
         turn_index: u("turn_index").unwrap_or(0) as u32,
         x_correlation_id: s("x_correlation_id"),
@@ -267,7 +271,7 @@ pub(crate) mod tests {
     pub fn rec(start_ms: u64, ttft_ms: u64, e2el_ms: u64, isl: u64, osl: u64) -> Record {
         let ns = 1_000_000;
         Record {
-            phase: Phase::Profiling,
+            phase: RecordPhase::Profiling,
             conversation_id: "t1".into(),
             turn_index: 0,
             x_correlation_id: "x".into(),

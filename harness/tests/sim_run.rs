@@ -57,7 +57,7 @@ fn same_seed_gives_byte_identical_records_and_another_seed_differs() {
 #[test]
 fn records_carry_usage_timing_and_cache_hits_from_the_engine() {
     let out = run_point("dsv41flash-fp4-gb300-sglang-agentic-dspark/tp4-c4", 42, 120.0);
-    let ok: Vec<_> = out.records.iter().filter(|r| r.ok() && r.phase == harness::records::Phase::Profiling).collect();
+    let ok: Vec<_> = out.records.iter().filter(|r| r.ok() && r.phase == harness::records::RecordPhase::Profiling).collect();
     assert!(!ok.is_empty());
     for r in &ok {
         let (f, l) = (r.first_token_ns.unwrap(), r.last_chunk_ns.unwrap());

@@ -8,7 +8,7 @@ use crate::tokenize::{Backend, TemplateFamily};
 
 /// Errors in the front-end flags.
 #[derive(Debug, thiserror::Error)]
-pub enum ArgsError {
+pub enum ServeArgsError {
     #[error("flag {flag} needs a value")]
     MissingValue { flag: String },
     #[error("flag {flag}: invalid value {value:?}: {reason}")]
@@ -117,14 +117,14 @@ fn split(arg: &str) -> (&str, Option<&str>) {
     }
 }
 
-fn invalid(flag: &str, value: &str, reason: impl Into<String>) -> ArgsError {
-    ArgsError::Invalid { flag: flag.into(), value: value.into(), reason: reason.into() }
+fn invalid(flag: &str, value: &str, reason: impl Into<String>) -> ServeArgsError {
+    ServeArgsError::Invalid { flag: flag.into(), value: value.into(), reason: reason.into() }
 }
 
 impl ServeConfig {
     /// Reads the front-end flags from SGLang-style argv and `SGLANG_*` variables;
     /// returns the config and argv without the server-only flags.
-    pub fn from_argv(argv: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(ServeConfig, Vec<String>), ArgsError> {
+    pub fn from_argv(argv: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(ServeConfig, Vec<String>), ServeArgsError> {
         let mut c = ServeConfig { launch_command: argv.to_vec(), ..ServeConfig::default() };
         let mut rest = Vec::new();
         let mut served = None;
@@ -165,7 +165,7 @@ impl ServeConfig {
                     None => {
                         let v = argv.get(i + 1).filter(|v| !v.starts_with("--")).cloned();
                         if v.is_none() {
-                            return Err(ArgsError::MissingValue { flag: flag.into() });
+                            return Err(ServeArgsError::MissingValue { flag: flag.into() });
                         }
                         Some(v.unwrap())
                     }
@@ -175,7 +175,7 @@ impl ServeConfig {
             };
             let consumed = if takes_value && inline.is_none() { 2 } else { 1 };
             let v = value.as_deref().unwrap_or("");
-            let num = |v: &str| -> Result<f64, ArgsError> {
+            let num = |v: &str| -> Result<f64, ServeArgsError> {
                 v.parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| invalid(flag, v, "expected a number"))
             };
             match flag {

@@ -309,7 +309,7 @@ fn against_cmd(s: &StatsArgs, against: &Path, opts: &ReadOptions) -> anyhow::Res
 }
 
 fn dry_run_cmd(d: &DryRunArgs) -> anyhow::Result<ExitCode> {
-    use crate::trace::stats::Summary;
+    use crate::trace::stats::DistSummary;
     use crate::workload::driver::{Service, drive};
     use crate::workload::{Outcome, Phase, RequestKind, Workload, compile_pool};
 
@@ -343,7 +343,7 @@ fn dry_run_cmd(d: &DryRunArgs) -> anyhow::Result<ExitCode> {
     }
     let mut isl: Vec<f64> = prof.iter().map(|r| r.spec.prompt.total_tokens() as f64).collect();
     let mut osl: Vec<f64> = prof.iter().map(|r| r.spec.max_tokens as f64).collect();
-    let (isl, osl) = (Summary::of(&mut isl), Summary::of(&mut osl));
+    let (isl, osl) = (DistSummary::of(&mut isl), DistSummary::of(&mut osl));
     let count = |k: RequestKind| log.records.iter().filter(|r| r.spec.kind == k).count();
     let st = wl.stats();
     println!("dry run: {} at concurrency {} (seed {}), idealised server (predicted, no engine)", source.name(), d.concurrency, d.seed);

@@ -14,7 +14,7 @@ pub struct Args {
 
 /// What was checked, for the success line.
 #[derive(Debug, Default, PartialEq)]
-pub struct Summary {
+pub struct ValidationSummary {
     pub master_configs: usize,
     pub master_files: usize,
     pub recipes: usize,
@@ -24,10 +24,10 @@ pub struct Summary {
     pub warnings: Vec<String>,
 }
 
-pub fn check(args: &Args) -> Result<Summary, Problems> {
+pub fn check(args: &Args) -> Result<ValidationSummary, Problems> {
     let repo = args.repo.repo()?;
     let mut p = Problems::default();
-    let mut s = Summary { master_files: repo.master_files.len(), ..Default::default() };
+    let mut s = ValidationSummary { master_files: repo.master_files.len(), ..Default::default() };
     let master = if repo.master_files.is_empty() { None } else { p.take(Master::load(&repo.master_files)) };
     let runners = repo.runners_file.as_deref().and_then(|f| p.take(Runners::load(f)));
     let golden = repo.golden_dir.as_deref().and_then(|d| p.take(crate::golden_al::GoldenAl::load_dir(d)));

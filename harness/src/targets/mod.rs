@@ -10,7 +10,7 @@ pub mod scrape;
 pub mod sim;
 
 use crate::metrics::PointContext;
-use crate::records::{Phase as RecPhase, Record};
+use crate::records::{Record, RecordPhase};
 use crate::results::Status;
 use crate::workload::{Outcome, Phase, RequestSpec, SourceKind};
 
@@ -38,8 +38,8 @@ pub fn record_for(spec: &RequestSpec, now: u64) -> Record {
     let (hit, total) = spec.theoretical_hit();
     Record {
         phase: match spec.phase {
-            Phase::Warmup => RecPhase::Warmup,
-            Phase::Profiling => RecPhase::Profiling,
+            Phase::Warmup => RecordPhase::Warmup,
+            Phase::Profiling => RecordPhase::Profiling,
         },
         conversation_id: spec.conversation_id.to_string(),
         turn_index: spec.turn_index,

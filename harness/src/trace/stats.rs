@@ -20,7 +20,7 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Summary of one distribution.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
-pub struct Summary {
+pub struct DistSummary {
     pub n: usize,
     pub mean: f64,
     pub p50: f64,
@@ -29,7 +29,7 @@ pub struct Summary {
     pub max: f64,
 }
 
-impl Summary {
+impl DistSummary {
     pub fn of(values: &mut [f64]) -> Self {
         values.sort_by(f64::total_cmp);
         let n = values.len();
@@ -79,7 +79,7 @@ pub struct TraceStats {
     pub output_tokens: u64,
     /// Σ hit blocks / Σ blocks over all requests (theoretical prefix-cache hit rate).
     pub theoretical_cache_hit_rate: f64,
-    pub rows: Vec<(String, Summary)>,
+    pub rows: Vec<(String, DistSummary)>,
 }
 
 impl Collector {
@@ -138,17 +138,17 @@ impl Collector {
 
     pub fn finish(mut self, name: &str) -> TraceStats {
         let rows = vec![
-            ("ISL (tokens)".to_string(), Summary::of(&mut self.isl)),
-            ("OSL (tokens)".to_string(), Summary::of(&mut self.osl)),
-            ("think time (s)".to_string(), Summary::of(&mut self.think)),
-            ("turns per trace".to_string(), Summary::of(&mut self.turns)),
-            ("api time (s)".to_string(), Summary::of(&mut self.api)),
-            ("first ISL (tokens)".to_string(), Summary::of(&mut self.first_isl)),
-            ("new blocks per turn".to_string(), Summary::of(&mut self.new_blocks)),
-            ("prefix hit per request".to_string(), Summary::of(&mut self.hit_rate)),
-            ("trace span (s)".to_string(), Summary::of(&mut self.duration)),
-            ("subagents per trace".to_string(), Summary::of(&mut self.subagents_per_trace)),
-            ("inner requests per subagent".to_string(), Summary::of(&mut self.inner_per_subagent)),
+            ("ISL (tokens)".to_string(), DistSummary::of(&mut self.isl)),
+            ("OSL (tokens)".to_string(), DistSummary::of(&mut self.osl)),
+            ("think time (s)".to_string(), DistSummary::of(&mut self.think)),
+            ("turns per trace".to_string(), DistSummary::of(&mut self.turns)),
+            ("api time (s)".to_string(), DistSummary::of(&mut self.api)),
+            ("first ISL (tokens)".to_string(), DistSummary::of(&mut self.first_isl)),
+            ("new blocks per turn".to_string(), DistSummary::of(&mut self.new_blocks)),
+            ("prefix hit per request".to_string(), DistSummary::of(&mut self.hit_rate)),
+            ("trace span (s)".to_string(), DistSummary::of(&mut self.duration)),
+            ("subagents per trace".to_string(), DistSummary::of(&mut self.subagents_per_trace)),
+            ("inner requests per subagent".to_string(), DistSummary::of(&mut self.inner_per_subagent)),
         ];
         TraceStats {
             name: name.to_string(),
@@ -178,7 +178,7 @@ pub fn stats_of(name: &str, traces: &[Trace]) -> TraceStats {
 }
 
 impl TraceStats {
-    pub fn row(&self, name: &str) -> Option<&Summary> {
+    pub fn row(&self, name: &str) -> Option<&DistSummary> {
         self.rows.iter().find(|(n, _)| n == name).map(|(_, s)| s)
     }
 }
@@ -233,10 +233,10 @@ pub fn markdown_table(sets: &[TraceStats]) -> String {
     if let Some(first) = sets.first() {
         for (name, _) in &first.rows {
             for (stat, get) in [
-                ("p50", (|s: &Summary| s.p50) as fn(&Summary) -> f64),
-                ("p90", |s: &Summary| s.p90),
-                ("p99", |s: &Summary| s.p99),
-                ("mean", |s: &Summary| s.mean),
+                ("p50", (|s: &DistSummary| s.p50) as fn(&DistSummary) -> f64),
+                ("p90", |s: &DistSummary| s.p90),
+                ("p99", |s: &DistSummary| s.p99),
+                ("mean", |s: &DistSummary| s.mean),
             ] {
                 line(name, stat, sets.iter().map(|s| s.row(name).map(get).unwrap_or(f64::NAN)).collect());
             }
