@@ -386,6 +386,76 @@ fn stats_nonneg(df: &DataFrame, name: &str) -> PolarsResult<Stats> {
     Ok(Stats::of(column(df, name, |_| true)?))
 }
 
+/// A metric compared between a measured point and its simulated twin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Metric {
+    TputPerGpu,
+    E2elP75,
+    E2elP90,
+    IntvtyP90,
+    TtftP50,
+    TtftP90,
+    TtftP99,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 7] =
+        [Metric::TputPerGpu, Metric::E2elP75, Metric::E2elP90, Metric::IntvtyP90, Metric::TtftP50, Metric::TtftP90, Metric::TtftP99];
+
+    /// The key used in seed YAML tables, profiles and `residuals.json`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::TputPerGpu => "tput_per_gpu",
+            Metric::E2elP75 => "e2el_p75",
+            Metric::E2elP90 => "e2el_p90",
+            Metric::IntvtyP90 => "interactivity_p90",
+            Metric::TtftP50 => "ttft_p50",
+            Metric::TtftP90 => "ttft_p90",
+            Metric::TtftP99 => "ttft_p99",
+        }
+    }
+
+    pub fn from_key(k: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.key() == k)
+    }
+
+    /// Weight in the fit's loss: the headline pair (throughput per GPU, E2EL p90) counts fully,
+    /// the rest less; TTFT tails are noisy (one long prefill moves p99), so they count least.
+    pub fn weight(self) -> f64 {
+        match self {
+            Metric::TputPerGpu | Metric::E2elP90 => 1.0,
+            Metric::E2elP75 | Metric::IntvtyP90 => 0.5,
+            Metric::TtftP50 | Metric::TtftP90 => 0.25,
+            Metric::TtftP99 => 0.1,
+        }
+    }
+
+    pub fn of(self, s: &Summary) -> f64 {
+        match self {
+            Metric::TputPerGpu => s.tput_per_gpu,
+            Metric::E2elP75 => s.e2el.p75,
+            Metric::E2elP90 => s.e2el.p90,
+            Metric::IntvtyP90 => s.intvty_p90,
+            Metric::TtftP50 => s.ttft.p50,
+            Metric::TtftP90 => s.ttft.p90,
+            Metric::TtftP99 => s.ttft.p99,
+        }
+    }
+
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::TputPerGpu => "tok/s/GPU",
+            Metric::IntvtyP90 => "tok/s/user",
+            _ => "s",
+        }
+    }
+}
+
+/// `(predicted − measured) / measured`, in percent.
+pub fn residual_pct(measured: f64, predicted: f64) -> f64 {
+    if measured == 0.0 { f64::NAN } else { (predicted - measured) / measured * 100.0 }
+}
+
 /// Rounds every float to 5 decimals; finite integral floats ≥ 1 become integers (spec §6.1).
 pub fn round_json(v: Value) -> Value {
     match v {

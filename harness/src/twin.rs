@@ -5,17 +5,14 @@
 //! Against `sweep engine serve` the twin uses the server's own model and hardware profiles (from
 //! `/server_info`), so the two differ only by what real time adds: HTTP, tokenization, scheduling
 //! jitter. Against a real server it uses `--hardware` (e.g. a fitted profile) or the runner's.
+//!
+//! This module is the residuals' data and rendering only (reports read it); running the twins is
+//! `run::twin`.
 
-use crate::fit::{Metric, residual_pct};
-use crate::plan::Plan;
-use crate::results::{RunSummary, Status, write_json};
-use crate::run::{Job, PointRunner};
-use crate::targets::sim::{ProfileChoice, SimRunner};
+use crate::metrics::Metric;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 /// Residuals above this (in percent, absolute) are flagged in reports.
 pub const FLAG_PCT: f64 = 10.0;
@@ -56,79 +53,6 @@ pub struct Residuals {
     pub live_time_scale: Option<f64>,
     pub flag_pct: f64,
     pub points: Vec<TwinPoint>,
-}
-
-/// Runs the twins of a finished live run and writes `residuals.json` into `out`.
-#[allow(clippy::too_many_arguments)]
-pub fn run_twins(
-    plan: &Plan,
-    run: &RunSummary,
-    out: &Path,
-    pools: Arc<crate::targets::pools::PointPools>,
-    trace_set: &str,
-    seed: u64,
-    duration_s: Option<f64>,
-    fallback: &ProfileChoice,
-) -> Result<Residuals, String> {
-    let mut res = Residuals {
-        run_id: run.run_id.clone(),
-        live_target: run.target.clone(),
-        trace_set: trace_set.to_string(),
-        seed,
-        duration_s,
-        live_time_scale: None,
-        flag_pct: FLAG_PCT,
-        points: Vec::new(),
-    };
-    for p in &run.points {
-        let (Status::Done, Some(live)) = (&p.status, &p.summary) else { continue };
-        let Some(point) = plan.points().find(|x| x.id == p.id) else { continue };
-        // A live reference engine names its profiles in /server_info; use exactly those.
-        let info = &p.profiles;
-        let named = |k: &str| {
-            info.get(format!("{k}_profile"))
-                .or_else(|| info.pointer(&format!("/engine_info/{k}_profile")))
-                .or_else(|| info.pointer(&format!("/profiles/{k}")))
-                .and_then(|v| v.as_str())
-                .map(str::to_string)
-        };
-        let (hw, model) = (named("hardware"), named("model"));
-        if let Some(ts) = info.get("time_scale").and_then(|v| v.as_f64()) {
-            res.live_time_scale = Some(ts);
-        }
-        let choice = ProfileChoice { model: model.or_else(|| fallback.model.clone()), hardware: hw.or_else(|| fallback.hardware.clone()) };
-        let mut sim = SimRunner::with_pools(pools.clone());
-        sim.duration_s = duration_s;
-        sim.profiles = choice;
-        let dir = crate::results::point_dir(out, &p.id).join("twin");
-        let job = Job { point: point.clone(), dir: dir.clone(), cancel: Arc::new(AtomicBool::new(false)), seed, turn: None };
-        let o = sim.run(&job);
-        let hw_name = o.ctx.profiles.get("hardware_profile").and_then(|v| v.as_str()).unwrap_or("?").to_string();
-        let model_name = o.ctx.profiles.get("model_profile").and_then(|v| v.as_str()).unwrap_or("?").to_string();
-        let mut tp = TwinPoint {
-            id: p.id.clone(),
-            live_result_kind: p.result_kind.clone(),
-            twin_hardware_profile: hw_name,
-            twin_model_profile: model_name,
-            status: "ok".into(),
-            metrics: BTreeMap::new(),
-        };
-        match (&o.status, crate::metrics::aggregate(&o.records, &o.ctx)) {
-            (Status::Done, Ok((agg, s))) => {
-                std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-                write_json(&dir.join("agg.json"), &agg).map_err(|e| e.to_string())?;
-                for m in Metric::ALL {
-                    let (a, b) = (m.of(live), m.of(&s));
-                    tp.metrics.insert(m.key().into(), MetricResidual { measured: a, predicted: b, residual_pct: residual_pct(a, b) });
-                }
-            }
-            (Status::Done, Err(e)) => tp.status = format!("twin aggregate failed: {e}"),
-            (st, _) => tp.status = format!("twin failed: {st:?}"),
-        }
-        res.points.push(tp);
-    }
-    write_json(&out.join("residuals.json"), &res).map_err(|e| e.to_string())?;
-    Ok(res)
 }
 
 /// Reads `residuals.json` of a run directory, when there is one.

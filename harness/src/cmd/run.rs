@@ -259,7 +259,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             tokenizer: args.tokenizer.clone(),
         }),
         "slurm" => {
-            let inner = crate::run::slurm::inner_args(args);
+            let inner = inner_args(args);
             let r = crate::run::slurm::SlurmRunner::new(args.slurm.clone(), inner, &plan, &out, &run_id, &repo.root, args.resume)
                 .map_err(anyhow::Error::msg)?;
             Box::new(r)
@@ -296,7 +296,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.twin {
         // The twins replay the traces the live points replayed (compiled once, shared).
         let fallback = ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() };
-        let r = crate::twin::run_twins(&plan, &summary, &out, pools.clone(), &args.traces, args.seed, args.duration, &fallback)
+        let r = crate::run::twin::run_twins(&plan, &summary, &out, pools.clone(), &args.traces, args.seed, args.duration, &fallback)
             .map_err(anyhow::Error::msg)?;
         eprintln!("twin: {} point(s) replayed on the virtual clock; {}", r.points.len(), out.join("residuals.json").display());
     }
@@ -363,9 +363,116 @@ fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool, one_
     Ok((if verdict.passed { ExitCode::SUCCESS } else { ExitCode::FAILURE }, verdict.passed))
 }
 
+/// The `sweep run` arguments a job repeats from this invocation (everything that shapes the
+/// plan and the point), with the inner target.
+pub fn inner_args(a: &Args) -> Vec<String> {
+    let mut v: Vec<String> = vec!["run".into()];
+    v.extend(a.labels.iter().cloned());
+    let mut opt = |k: &str, val: Option<String>| {
+        if let Some(x) = val {
+            v.push(k.to_string());
+            v.push(x);
+        }
+    };
+    opt("--target", Some(a.slurm.inner_target.clone()));
+    opt("--base", a.base.clone());
+    opt("--configs", a.configs.clone());
+    opt("--duration", a.duration.map(|d| d.to_string()));
+    opt("--traces", Some(a.traces.clone()));
+    opt("--seed", Some(a.seed.to_string()));
+    opt("--jobs", a.jobs.map(|j| j.to_string()));
+    opt("--server-timeout", Some(a.server_timeout.to_string()));
+    opt("--model", a.model.clone());
+    opt("--hardware", a.hardware.clone());
+    let r = &a.repo;
+    opt("--root", r.root.as_ref().map(|p| p.display().to_string()));
+    for m in &r.master {
+        opt("--master", Some(m.display().to_string()));
+    }
+    opt("--runners", r.runners.as_ref().map(|p| p.display().to_string()));
+    opt("--changelog", r.changelog.as_ref().map(|p| p.display().to_string()));
+    opt("--golden-al", r.golden_al.as_ref().map(|p| p.display().to_string()));
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(clap::Parser)]
+    struct RunCli {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    #[test]
+    fn a_job_repeats_every_option_that_shapes_the_plan_and_the_point() {
+        use clap::Parser;
+        let outer = RunCli::try_parse_from([
+            "run",
+            "full-sweep-fail-fast",
+            "agentx-fast",
+            "--base",
+            "abc123",
+            "--configs",
+            "dsv41flash-*",
+            "--duration",
+            "90.5",
+            "--traces",
+            "traces/a b.jsonl",
+            "--seed",
+            "7",
+            "--jobs",
+            "3",
+            "--server-timeout",
+            "600",
+            "--model",
+            "deepseek-v3",
+            "--hardware",
+            "h200",
+            "--root",
+            "/r",
+            "--master",
+            "m1.yaml",
+            "--master",
+            "m2.yaml",
+            "--runners",
+            "run.yaml",
+            "--changelog",
+            "cl.yaml",
+            "--golden-al",
+            "gal",
+            "--target",
+            "slurm",
+            "--slurm-inner-target",
+            "local",
+            "--slurm-partition",
+            "gpu",
+            "--only",
+            "x/y-c1",
+            "--out",
+            "/o",
+            "--resume",
+        ])
+        .unwrap()
+        .a;
+        let inner = inner_args(&outer);
+        assert_eq!(inner[0], "run");
+        let back = RunCli::try_parse_from(&inner).unwrap().a;
+        assert_eq!(back.labels, outer.labels);
+        assert_eq!(back.target, "local", "the job runs its point on the inner target");
+        assert_eq!((back.base, back.configs, back.duration), (outer.base.clone(), outer.configs.clone(), outer.duration));
+        assert_eq!((back.traces, back.seed, back.jobs), (outer.traces.clone(), outer.seed, outer.jobs));
+        assert_eq!((back.server_timeout, back.model, back.hardware), (outer.server_timeout, outer.model.clone(), outer.hardware.clone()));
+        assert_eq!(back.repo.root, outer.repo.root);
+        assert_eq!(back.repo.master, outer.repo.master);
+        assert_eq!(
+            (back.repo.runners, back.repo.changelog, back.repo.golden_al),
+            (outer.repo.runners, outer.repo.changelog, outer.repo.golden_al)
+        );
+        // Selection, output and resumption are the outer run's: the job gets --point and --out.
+        assert!(back.only.is_empty() && back.out.is_none() && !back.resume && back.slurm.partition.is_none());
+    }
 
     #[test]
     fn utc_stamp_matches_known_instants() {

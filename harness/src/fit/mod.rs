@@ -45,70 +45,7 @@ pub enum FitError {
     Params(String),
 }
 
-/// A metric compared between a measured point and its simulated twin.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Metric {
-    TputPerGpu,
-    E2elP75,
-    E2elP90,
-    IntvtyP90,
-    TtftP50,
-    TtftP90,
-    TtftP99,
-}
-
-impl Metric {
-    pub const ALL: [Metric; 7] =
-        [Metric::TputPerGpu, Metric::E2elP75, Metric::E2elP90, Metric::IntvtyP90, Metric::TtftP50, Metric::TtftP90, Metric::TtftP99];
-
-    /// The key used in seed YAML tables, profiles and `residuals.json`.
-    pub fn key(self) -> &'static str {
-        match self {
-            Metric::TputPerGpu => "tput_per_gpu",
-            Metric::E2elP75 => "e2el_p75",
-            Metric::E2elP90 => "e2el_p90",
-            Metric::IntvtyP90 => "interactivity_p90",
-            Metric::TtftP50 => "ttft_p50",
-            Metric::TtftP90 => "ttft_p90",
-            Metric::TtftP99 => "ttft_p99",
-        }
-    }
-
-    pub fn from_key(k: &str) -> Option<Metric> {
-        Metric::ALL.into_iter().find(|m| m.key() == k)
-    }
-
-    /// Weight in the fit's loss: the headline pair (throughput per GPU, E2EL p90) counts fully,
-    /// the rest less; TTFT tails are noisy (one long prefill moves p99), so they count least.
-    pub fn weight(self) -> f64 {
-        match self {
-            Metric::TputPerGpu | Metric::E2elP90 => 1.0,
-            Metric::E2elP75 | Metric::IntvtyP90 => 0.5,
-            Metric::TtftP50 | Metric::TtftP90 => 0.25,
-            Metric::TtftP99 => 0.1,
-        }
-    }
-
-    pub fn of(self, s: &Summary) -> f64 {
-        match self {
-            Metric::TputPerGpu => s.tput_per_gpu,
-            Metric::E2elP75 => s.e2el.p75,
-            Metric::E2elP90 => s.e2el.p90,
-            Metric::IntvtyP90 => s.intvty_p90,
-            Metric::TtftP50 => s.ttft.p50,
-            Metric::TtftP90 => s.ttft.p90,
-            Metric::TtftP99 => s.ttft.p99,
-        }
-    }
-
-    pub fn unit(self) -> &'static str {
-        match self {
-            Metric::TputPerGpu => "tok/s/GPU",
-            Metric::IntvtyP90 => "tok/s/user",
-            _ => "s",
-        }
-    }
-}
+pub use crate::metrics::{Metric, residual_pct};
 
 /// Each metric's default weight.
 pub fn default_weights() -> BTreeMap<Metric, f64> {
@@ -139,11 +76,6 @@ pub fn loss_definition(weights: &BTreeMap<Metric, f64>) -> String {
         "sum over points and measured metrics of w * ln(predicted / measured)^2, divided by the sum of the weights; weights: {}; a point that fails on the virtual clock adds 25 per weight",
         w.join(", ")
     )
-}
-
-/// `(predicted − measured) / measured`, in percent.
-pub fn residual_pct(measured: f64, predicted: f64) -> f64 {
-    if measured == 0.0 { f64::NAN } else { (predicted - measured) / measured * 100.0 }
 }
 
 /// One measured point: its arm and concurrency (or plan point id) and the metrics it has.

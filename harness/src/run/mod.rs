@@ -6,6 +6,7 @@
 pub mod collect;
 pub mod launcher;
 pub mod slurm;
+pub mod twin;
 
 use crate::metrics::{self, PointContext};
 use crate::pareto::{self, Samples};
