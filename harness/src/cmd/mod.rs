@@ -9,6 +9,7 @@ pub mod results;
 pub mod run;
 pub mod trace;
 pub mod validate;
+pub mod workload_args;
 
 use crate::problem::Problems;
 use crate::repo::Repo;

@@ -55,7 +55,7 @@ pub struct DryRunArgs {
     #[arg(long, default_value = "sweep")]
     pub run_id: String,
     #[command(flatten)]
-    pub workload: crate::workload::WorkloadArgs,
+    pub workload: super::workload_args::WorkloadArgs,
     /// Idealised server: fixed time to first token, ms.
     #[arg(long, default_value_t = 300.0)]
     pub ttft_ms: f64,
