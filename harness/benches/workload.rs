@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use harness::prompt::{PAGE_TOKENS, PageHashCache, Prompt, TokenText, TokenizerVocab, WordVocab, mix64};
+use harness::targets::body::{BodyPieces, MessageCache};
 use harness::trace::synth::{Generator, SynthParams};
 use harness::trace::{ReadOptions, read_traces};
-use harness::workload::body::{BodyPieces, MessageCache};
 use harness::workload::driver::{Service, drive};
 use harness::workload::{TracePlan, Workload, WorkloadConfig, default_pool};
 

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::body::{BodyPieces, MessageCache};
 use super::h1;
 use super::ledger::{Close, Command, Ledger};
 use crate::metrics::PointContext;
@@ -25,7 +26,6 @@ use crate::records::{Record, RecordError, is_overflow_message};
 use crate::results::Status;
 use crate::run::launcher::{Server, free_port};
 use crate::run::{Job, Outcome as PointOutcome, PointRunner};
-use crate::workload::body::{BodyPieces, MessageCache};
 use crate::workload::{Event, Failure, Outcome as WlOutcome, RequestId, RequestSpec, TracePlan, Workload};
 
 /// An OpenAI-compatible server.

@@ -2,6 +2,7 @@
 //! discrete-event loop drives the workload and the engine together). [`http`]: any
 //! OpenAI-compatible server over streaming HTTP, in real time.
 
+pub mod body;
 pub mod h1;
 pub mod http;
 pub mod ledger;

@@ -35,7 +35,6 @@
 //!   a root-conversation warmup failure cancels the run; the live abort fires when failed/total
 //!   profiling records exceeds 10 % after max(C, 10) records.
 
-pub mod body;
 pub mod driver;
 pub mod pcg64;
 pub mod plan;
@@ -177,7 +176,7 @@ impl RequestSpec {
     /// `stream`, `ignore_eos`, `stream_options.include_usage` and `max_completion_tokens`; never
     /// `temperature`, `tools` or `min_tokens`. `extra` keys are merged in (they cannot override
     /// the locked fields). The reference form the tests hold the HTTP client's pieced body
-    /// (`body::BodyPieces`) to.
+    /// (`targets::body::BodyPieces`) to.
     #[cfg(test)]
     pub fn http_body(
         &self,

@@ -741,7 +741,8 @@ fn http_body_has_the_locked_agentx_shape() {
         let b = r.spec.http_body("served", &v, Some(&extra));
         // The serialized body the live client sends is the same document, extra keys aside.
         let direct: serde_json::Value =
-            serde_json::from_slice(&r.spec.http_body_pieces("served", &v, &body::MessageCache::default()).concat()).unwrap();
+            serde_json::from_slice(&r.spec.http_body_pieces("served", &v, &crate::targets::body::MessageCache::default()).concat())
+                .unwrap();
         assert_eq!(direct, r.spec.http_body("served", &v, None));
         assert_eq!(b["model"], "served");
         assert_eq!(b["stream"], true);

@@ -13,8 +13,8 @@ use std::sync::Mutex;
 
 use bytes::{Bytes, BytesMut};
 
-use super::RequestSpec;
 use crate::prompt::{MixHasher, Prompt, TokenText};
+use crate::workload::RequestSpec;
 
 /// Serialized messages by content key, bounded in bytes: two generations, the older dropped
 /// whole when the newer fills half the budget (a message used since moves to the newer one), so
@@ -217,7 +217,7 @@ mod tests {
     }
 
     fn pieces_match_the_whole_body(vocab: &dyn TokenText) {
-        use super::super::{TracePlan, Workload, WorkloadConfig, driver};
+        use crate::workload::{TracePlan, Workload, WorkloadConfig, driver};
         let traces = crate::trace::synth::generate(6, 3);
         let plans: Vec<_> = traces.iter().map(|t| std::sync::Arc::new(TracePlan::build(t, 1).unwrap())).collect();
         let cfg = WorkloadConfig { concurrency: 3, duration_ns: 1_200 * 1_000_000_000, warmup: false, ..Default::default() };
