@@ -1,4 +1,4 @@
-//! `sweep trace gen|stats|dry-run` end to end through the binary.
+//! `sweep trace gen|stats|dry-run|conversations` end to end through the binary.
 
 use std::process::Command;
 
@@ -92,4 +92,39 @@ fn gen_like_then_stats_against_verdicts_and_exit_codes() {
     let o = sweep(&["trace", "gen", "--like", stats.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("c.stats.yaml:3") && err.contains("main_turn"), "{err}");
+}
+
+#[test]
+fn conversations_lists_the_flattened_agents_of_a_trace_and_survives_a_closed_pipe() {
+    // A main conversation and a worker that forks off its first prompt while it runs: two
+    // conversations, the worker spawned by root turn 0 when it is sent.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("f.jsonl");
+    let t = r#"{"id":"f","block_size":64,"hash_id_scope":"local","requests":[
+        {"t":0,"type":"s","model":"m","in":640,"out":5,"hash_ids":[1,2,3],"api_time":6},
+        {"t":5,"type":"s","model":"m","in":640,"out":5,"hash_ids":[1,2,3,50],"api_time":3},
+        {"t":10,"type":"s","model":"m","in":640,"out":5,"hash_ids":[1,2,3,4],"api_time":1},
+        {"t":12,"type":"s","model":"m","in":640,"out":5,"hash_ids":[1,2,3,50,51],"api_time":3},
+        {"t":20,"type":"s","model":"m","in":640,"out":5,"hash_ids":[1,2,3,4,5],"api_time":1}]}"#;
+    std::fs::write(&p, t.replace('\n', "") + "\n").unwrap();
+    let o = sweep(&["trace", "conversations", "--json", p.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let convs: Vec<serde_json::Value> = String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(convs.len(), 2);
+    assert_eq!((convs[0]["conversation"].as_str(), convs[0]["requests"].clone()), (Some("f"), serde_json::json!([0, 2, 4])));
+    assert_eq!(convs[1]["conversation"], "f::fa:000");
+    assert_eq!(convs[1]["kind"], "flat");
+    assert_eq!(convs[1]["requests"], serde_json::json!([1, 3]));
+    assert_eq!((convs[1]["spawn"].as_u64(), convs[1]["at_issue"].as_bool()), (Some(0), Some(true)));
+    // A reader that stops early (`| head`) is not an error.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sweep"))
+        .args(["trace", "conversations", "synthetic"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
 }
