@@ -378,18 +378,11 @@ fn dry_run_cmd(d: &DryRunArgs) -> anyhow::Result<ExitCode> {
 fn conversations_cmd(c: &ConversationsArgs) -> anyhow::Result<()> {
     match list_conversations(c) {
         // The reader went away (`| head`): what it wanted was written.
-        Err(e)
-            if e.downcast_ref::<crate::trace::TraceError>().is_some_and(is_broken_pipe)
-                || e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
-        {
+        Err(e) if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) => {
             Ok(())
         }
         r => r,
     }
-}
-
-fn is_broken_pipe(e: &crate::trace::TraceError) -> bool {
-    matches!(e, crate::trace::TraceError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 fn list_conversations(c: &ConversationsArgs) -> anyhow::Result<()> {

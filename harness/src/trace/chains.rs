@@ -12,6 +12,9 @@
 //! Every rule, tie-break and threshold here is the reference's (with InferenceX's defaults), so
 //! both replays send the same conversations.
 
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
+
 use super::Request;
 use super::stats::lcp;
 
@@ -176,7 +179,7 @@ fn split_off_preamble<'a>(items: &[Item<'a>]) -> (Option<Item<'a>>, Vec<Item<'a>
         return (None, items.to_vec());
     }
     if first.1.output_tokens > TITLE_GEN_MAX_OUTPUT {
-        let others: std::collections::HashSet<u64> = rest.iter().flat_map(|(_, o)| o.hash_ids.iter().copied()).collect();
+        let others: HashSet<u64> = rest.iter().flat_map(|(_, o)| o.hash_ids.iter().copied()).collect();
         if h.iter().any(|b| others.contains(b)) {
             return (None, items.to_vec());
         }
@@ -200,9 +203,9 @@ fn detect<'a>(items: &[Item<'a>]) -> Detection<'a> {
     let mut ordered = items.to_vec();
     ordered.sort_by(|a, b| a.1.t.total_cmp(&b.1.t).then(a.0.cmp(&b.0)));
     let mut chains: Vec<Chain<'a>> = Vec::new();
-    let mut chain_of: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
-    let mut req_of: std::collections::HashMap<u32, &'a Request> = std::collections::HashMap::new();
-    let mut forks_by_tail: std::collections::BTreeMap<u32, Vec<usize>> = std::collections::BTreeMap::new();
+    let mut chain_of: HashMap<u32, usize> = HashMap::new();
+    let mut req_of: HashMap<u32, &'a Request> = HashMap::new();
+    let mut forks_by_tail: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
 
     // Phase 1: greedy forward pass, forking on every request that extends no finished tail.
     for &(key, r) in &ordered {
@@ -247,17 +250,17 @@ fn detect<'a>(items: &[Item<'a>]) -> Detection<'a> {
     }
 
     // Phase 2: splice join seams onto tails that nothing extended, in tail-key order.
-    let mut alias: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
-    let resolve = |alias: &std::collections::HashMap<usize, usize>, mut i: usize| {
+    let mut alias: HashMap<usize, usize> = HashMap::new();
+    let resolve = |alias: &HashMap<usize, usize>, mut i: usize| {
         while let Some(&j) = alias.get(&i) {
             i = j;
         }
         i
     };
     let mut seams = 0;
-    let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<u32>> = forks_by_tail.keys().map(|&k| std::cmp::Reverse(k)).collect();
-    let mut processed: std::collections::HashSet<u32> = std::collections::HashSet::new();
-    while let Some(std::cmp::Reverse(fk)) = heap.pop() {
+    let mut heap: BinaryHeap<Reverse<u32>> = forks_by_tail.keys().map(|&k| Reverse(k)).collect();
+    let mut processed: HashSet<u32> = HashSet::new();
+    while let Some(Reverse(fk)) = heap.pop() {
         if !processed.insert(fk) {
             continue;
         }
@@ -296,7 +299,7 @@ fn detect<'a>(items: &[Item<'a>]) -> Detection<'a> {
         }
         if rekeyed {
             processed.remove(&new_tail);
-            heap.push(std::cmp::Reverse(new_tail));
+            heap.push(Reverse(new_tail));
         }
     }
     for c in chains.iter_mut() {
@@ -403,7 +406,7 @@ type Cand = (f64, f64, u32, usize);
 
 /// Workers forked off one parent request that run concurrently, in groups of at least three:
 /// chain index → (group, member).
-fn worker_groups(det: &Detection) -> std::collections::HashMap<usize, (usize, usize)> {
+fn worker_groups(det: &Detection) -> HashMap<usize, (usize, usize)> {
     // Bucketed by fork point in first-seen order.
     let mut buckets: Vec<((usize, u32), Vec<Cand>)> = Vec::new();
     for &ci in &det.workers {
@@ -430,7 +433,7 @@ fn worker_groups(det: &Detection) -> std::collections::HashMap<usize, (usize, us
         let (x, y) = (first(a), first(b));
         x.0.total_cmp(&y.0).then(x.1.cmp(&y.1))
     });
-    let mut out = std::collections::HashMap::new();
+    let mut out = HashMap::new();
     for (g, mut comp) in groups.into_iter().enumerate() {
         comp.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
         for (m, c) in comp.iter().enumerate() {

@@ -106,7 +106,7 @@ fn subagent_end(s: &Subagent) -> f64 {
         let d = if d.is_finite() && d > 0.0 { d / 1000.0 } else { 0.0 };
         return s.t + d;
     }
-    s.inner().map(req_end).fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e)))).unwrap_or(s.t)
+    s.inner().map(req_end).reduce(f64::max).unwrap_or(s.t)
 }
 
 /// Children grouped into one branch: ((spawning turn, joining turn), start, children).
