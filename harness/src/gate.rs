@@ -1,8 +1,8 @@
 //! CI verdicts for a run: failed or invalid points, requests dropped by errors, Pareto coverage,
 //! eval scores below threshold (InferenceX thresholds format) and regressions against a baseline
-//! beyond the noise estimated from bootstrap intervals.
+//! beyond the noise model of `noise.rs` (seed replicates, else request bootstrap intervals).
 
-use crate::pareto::View;
+use crate::noise::{self, Judgement, Metric};
 use crate::results::{PointResult, RunSummary, Status};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -29,38 +29,30 @@ pub struct Verdict {
 pub struct Delta {
     pub point: String,
     pub metric: String,
-    pub base: f64,
-    pub new: f64,
-    pub change_pct: f64,
-    /// The change is larger than the combined 95 % half-widths of both points.
-    pub beyond_noise: bool,
-    /// The change is in the bad direction.
-    pub worse: bool,
+    #[serde(flatten)]
+    pub judgement: Judgement,
 }
 
-/// Compares two runs point by point on tok/s/GPU and the x views (bootstrap intervals).
+/// Compares two runs point by point on tok/s/GPU and the gated views: seed replicates where both
+/// points have them, else the request bootstrap (`noise.rs`).
 pub fn compare(base: &RunSummary, new: &RunSummary) -> Vec<Delta> {
     let mut out = Vec::new();
     for n in &new.points {
-        let (Some(b), Some(np)) = (base.point(&n.id).and_then(|b| b.pareto.as_ref()), n.pareto.as_ref()) else { continue };
-        let half = |ci: (f64, f64)| (ci.1 - ci.0).abs() / 2.0;
-        let mut push = |metric: &str, bv: f64, nv: f64, bci: (f64, f64), nci: (f64, f64), higher_better: bool| {
-            let noise = (half(bci).powi(2) + half(nci).powi(2)).sqrt();
-            let change = nv - bv;
-            out.push(Delta {
-                point: n.id.clone(),
-                metric: metric.into(),
-                base: bv,
-                new: nv,
-                change_pct: if bv != 0.0 { 100.0 * change / bv } else { 0.0 },
-                beyond_noise: change.abs() > noise,
-                worse: if higher_better { change < 0.0 } else { change > 0.0 },
+        let Some(b) = base.point(&n.id) else { continue };
+        let (Some(bp), Some(np)) = (b.pareto.as_ref(), n.pareto.as_ref()) else { continue };
+        for m in Metric::GATED {
+            let replicated = noise::welch(&b.seeds, &n.seeds, m);
+            let judgement = replicated.unwrap_or_else(|| {
+                let (bv, nv, bci, nci) = match m {
+                    Metric::Tput => (bp.y, np.y, bp.y_ci, np.y_ci),
+                    Metric::View(v) => {
+                        let ci = |p: &crate::pareto::Point| p.x_ci.get(&v).copied().unwrap_or((p.x[&v], p.x[&v]));
+                        (bp.x[&v], np.x[&v], ci(bp), ci(np))
+                    }
+                };
+                noise::bootstrap(bv, nv, bci, nci, m)
             });
-        };
-        push("tput_per_gpu", b.y, np.y, b.y_ci, np.y_ci, true);
-        for v in [View::E2eNormIntvtyP90, View::IntvtyP90, View::E2elP90] {
-            let ci = |p: &crate::pareto::Point| p.x_ci.get(&v).copied().unwrap_or((p.x[&v], p.x[&v]));
-            push(v.key(), b.x[&v], np.x[&v], ci(b), ci(np), v.higher_is_better());
+            out.push(Delta { point: n.id.clone(), metric: m.key().into(), judgement });
         }
     }
     out
@@ -166,16 +158,20 @@ pub fn evaluate(run: &RunSummary, baseline: Option<&RunSummary>, eval_checks: Ve
     checks.extend(eval_checks);
     if let Some(b) = baseline {
         for d in compare(b, run) {
-            let regressed = d.worse && d.beyond_noise;
+            let j = &d.judgement;
             checks.push(Check {
                 name: format!("regression {} {}", d.point, d.metric),
-                passed: !regressed,
+                passed: !(j.worse && j.beyond_noise),
                 detail: format!(
-                    "{} → {} ({:+.1} %{})",
-                    fmt_num(d.base),
-                    fmt_num(d.new),
-                    d.change_pct,
-                    if d.beyond_noise { ", beyond noise" } else { ", within noise" }
+                    "{} → {} ({:+.1} %, {} noise: fails beyond {:.1} %, catches {:.1} % with {:.0} % power; {})",
+                    fmt_num(j.base),
+                    fmt_num(j.new),
+                    j.change_pct,
+                    if j.beyond_noise { "beyond" } else { "within" },
+                    j.threshold_pct,
+                    j.detectable_pct,
+                    noise::POWER * 100.0,
+                    j.model
                 ),
             });
         }

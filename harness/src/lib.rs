@@ -12,6 +12,7 @@ pub mod golden_al;
 pub mod html;
 pub mod kv;
 pub mod metrics;
+pub mod noise;
 pub mod pareto;
 pub mod plan;
 pub mod problem;

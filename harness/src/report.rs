@@ -438,6 +438,7 @@ pub(crate) mod tests {
                     ..Default::default()
                 }),
                 pareto: Some(p.clone()),
+                seeds: Vec::new(),
                 launch: None,
                 wall_s: 1.0,
             })

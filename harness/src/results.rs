@@ -45,6 +45,10 @@ pub struct PointResult {
     pub pareto: Option<ParetoPoint>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch: Option<Launch>,
+    /// The point's metrics under each seed it was replayed with (the run's seed first, then
+    /// `--seed-replicates`): the noise model of the gate (`noise.rs`). Empty without replicates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seeds: Vec<crate::noise::SeedSample>,
     /// Wall-clock seconds the point took to run.
     pub wall_s: f64,
 }

@@ -100,15 +100,22 @@ pub fn compare(a: &CompareArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let w = deltas.iter().map(|d| d.point.len()).max().unwrap_or(5);
-    println!("{:<w$}  {:<20}  {:>24}  {:>8}  noise", "point", "metric", "base → new", "change");
+    println!(
+        "{:<w$}  {:<20}  {:>24}  {:>8}  {:>9}  {:>10}  verdict (noise model)",
+        "point", "metric", "base → new", "change", "threshold", "detectable"
+    );
     for d in &deltas {
-        let arrow = format!("{} → {}", gate::fmt_num(d.base), gate::fmt_num(d.new));
-        let verdict = match (d.beyond_noise, d.worse) {
+        let j = &d.judgement;
+        let arrow = format!("{} → {}", gate::fmt_num(j.base), gate::fmt_num(j.new));
+        let verdict = match (j.beyond_noise, j.worse) {
             (false, _) => "within noise",
             (true, true) => "WORSE beyond noise",
             (true, false) => "better beyond noise",
         };
-        println!("{:<w$}  {:<20}  {:>24}  {:>+7.1}%  {verdict}", d.point, d.metric, arrow, d.change_pct);
+        println!(
+            "{:<w$}  {:<20}  {:>24}  {:>+7.1}%  {:>8.1}%  {:>9.1}%  {verdict} ({})",
+            d.point, d.metric, arrow, j.change_pct, j.threshold_pct, j.detectable_pct, j.model
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -154,6 +154,7 @@ fn pending(p: &PlanPoint) -> PointResult {
         summary: None,
         pareto: None,
         launch: p.launch.clone(),
+        seeds: Vec::new(),
         wall_s: 0.0,
     }
 }
