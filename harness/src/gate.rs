@@ -34,14 +34,14 @@ pub struct Delta {
 }
 
 /// Compares two runs point by point on tok/s/GPU and the gated views: seed replicates where both
-/// points have them, else the request bootstrap (`noise.rs`).
+/// points have them (paired on shared seeds, else Welch), else the request bootstrap (`noise.rs`).
 pub fn compare(base: &RunSummary, new: &RunSummary) -> Vec<Delta> {
     let mut out = Vec::new();
     for n in &new.points {
         let Some(b) = base.point(&n.id) else { continue };
         let (Some(bp), Some(np)) = (b.pareto.as_ref(), n.pareto.as_ref()) else { continue };
         for m in Metric::GATED {
-            let replicated = noise::welch(&b.seeds, &n.seeds, m);
+            let replicated = noise::judge(&b.seeds, &n.seeds, m);
             let judgement = replicated.unwrap_or_else(|| {
                 let (bv, nv, bci, nci) = match m {
                     Metric::Tput => (bp.y, np.y, bp.y_ci, np.y_ci),

@@ -4,13 +4,19 @@
 //! the seed picks the traces, their order and where each lane starts, and one long-context
 //! session more or less moves a point's P90s by several per cent. A bootstrap over the requests
 //! of one run cannot see that (they all share the run's sessions and its batch composition), so
-//! the gate uses seed replicates: each point is also replayed with other seeds (on the virtual
-//! clock, `sweep run --seed-replicates N`), and a metric's value is the mean over the point's seeds
-//! with the spread between seeds as its noise. Two runs are compared with Welch's t-test,
-//! one-sided in the bad direction at `ALPHA`, with Student's t from `statrs`; a regression also
-//! has to exceed a practical floor (`MIN_CHANGE_PCT`). Without replicates on both sides the
-//! gate falls back to the request bootstrap and says that seed noise is not modelled.
-//! `docs/gate.md` gives the assumptions and the measured false-alarm rate and power.
+//! the gate uses seed replicates: besides the run's own seed, each point is replayed with the
+//! shared gate seeds (`sweep run --seed-replicates N`, the same N seeds in every run).
+//!
+//! - Two runs that share at least `MIN_PAIRED` seeds are compared seed by seed (common random
+//!   numbers): the mean of the per-seed differences, tested with Student's t on their spread. The
+//!   sessions cancel out, so a different `--seed` cannot fail the gate, and what is left is the
+//!   change itself and the measurement noise of a real server.
+//! - Otherwise, with at least two seeds on each side, Welch's t-test on the two sets of seeds.
+//! - Otherwise the request bootstrap of the points, labelled "seed noise not modelled".
+//!
+//! Every test is one-sided in the bad direction at `ALPHA` (`statrs` for the quantiles), and a
+//! regression also has to exceed a practical floor, `MIN_CHANGE_PCT`. `docs/gate.md` gives the
+//! assumptions and the measured false-alarm rate and power.
 
 use crate::pareto::{VIEWS, View};
 use serde::{Deserialize, Serialize};
@@ -25,6 +31,8 @@ pub const ALPHA: f64 = 0.005;
 pub const MIN_CHANGE_PCT: f64 = 1.0;
 /// The power the reported minimum detectable change is computed for.
 pub const POWER: f64 = 0.95;
+/// Seeds two runs must share to be compared seed by seed.
+pub const MIN_PAIRED: usize = 3;
 
 /// A point's metrics under one seed: tok/s/GPU and each view's x.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -125,6 +133,44 @@ fn judgement(base: f64, new: f64, higher_is_better: bool, threshold: f64, detect
     }
 }
 
+/// The judgement of one metric of a point in two runs: paired on shared seeds, else Welch on
+/// both sets of seeds; `None` when either side has fewer than two seeds.
+pub fn judge(base: &[SeedSample], new: &[SeedSample], m: Metric) -> Option<Judgement> {
+    paired(base, new, m).or_else(|| welch(base, new, m))
+}
+
+/// Student's t quantile; a zero spread makes the difference exact.
+fn t_quantile(p: f64, dof: f64) -> f64 {
+    if !dof.is_finite() {
+        return 0.0;
+    }
+    StudentsT::new(0.0, 1.0, dof).map(|d| d.inverse_cdf(p)).unwrap_or(f64::INFINITY)
+}
+
+/// The paired test over the seeds both points were replayed with.
+pub fn paired(base: &[SeedSample], new: &[SeedSample], m: Metric) -> Option<Judgement> {
+    let pairs: Vec<(f64, f64)> = base
+        .iter()
+        .filter_map(|b| {
+            let n = new.iter().find(|n| n.seed == b.seed)?;
+            Some((m.of(b)?, m.of(n)?))
+        })
+        .filter(|(b, n)| b.is_finite() && n.is_finite())
+        .collect();
+    if pairs.len() < MIN_PAIRED {
+        return None;
+    }
+    let k = pairs.len() as f64;
+    let (bm, nm) = (pairs.iter().map(|p| p.0).sum::<f64>() / k, pairs.iter().map(|p| p.1).sum::<f64>() / k);
+    let dm = nm - bm;
+    let var = pairs.iter().map(|(b, n)| (n - b - dm).powi(2)).sum::<f64>() / (k - 1.0);
+    let se = (var / k).sqrt();
+    let dof = if se > 0.0 { k - 1.0 } else { f64::INFINITY };
+    let threshold = t_quantile(1.0 - ALPHA, dof) * se;
+    let detectable = threshold + t_quantile(POWER, dof) * se;
+    Some(judgement(bm, nm, m.higher_is_better(), threshold, detectable, format!("paired on {} shared seeds", pairs.len())))
+}
+
 /// Welch's test of two points' seed replicates on one metric.
 pub fn welch(base: &[SeedSample], new: &[SeedSample], m: Metric) -> Option<Judgement> {
     let (b, n) = (Spread::of(base, m)?, Spread::of(new, m)?);
@@ -132,9 +178,8 @@ pub fn welch(base: &[SeedSample], new: &[SeedSample], m: Metric) -> Option<Judge
     let se = (vb + vn).sqrt();
     // Welch–Satterthwaite degrees of freedom; with no spread on either side the difference is exact.
     let dof = if se > 0.0 { (vb + vn).powi(2) / (vb.powi(2) / (b.n - 1) as f64 + vn.powi(2) / (n.n - 1) as f64) } else { f64::INFINITY };
-    let t = |p: f64| if dof.is_finite() { StudentsT::new(0.0, 1.0, dof).map(|d| d.inverse_cdf(p)).unwrap_or(f64::INFINITY) } else { 0.0 };
-    let threshold = t(1.0 - ALPHA) * se;
-    let detectable = threshold + t(POWER) * se;
+    let threshold = t_quantile(1.0 - ALPHA, dof) * se;
+    let detectable = threshold + t_quantile(POWER, dof) * se;
     Some(judgement(b.mean, n.mean, m.higher_is_better(), threshold, detectable, format!("seed replicates ({} + {} seeds)", b.n, n.n)))
 }
 
@@ -147,17 +192,19 @@ pub fn bootstrap(base: f64, new: f64, base_ci: (f64, f64), new_ci: (f64, f64), m
     judgement(base, new, m.higher_is_better(), threshold, threshold + z(POWER) * se, "request bootstrap (seed noise not modelled)".into())
 }
 
-/// The seeds a point's replicates use: derived from the run seed so that two runs with
-/// different seeds share none.
-pub fn replicate_seeds(seed: u64, n: usize) -> Vec<u64> {
-    (1..=n as u64)
+/// The shared gate seeds a point is also replayed with: the same in every run (so that runs can
+/// be compared seed by seed), never the run's own seed.
+pub fn replicate_seeds(run_seed: u64, n: usize) -> Vec<u64> {
+    (1u64..)
         .map(|k| {
-            // SplitMix64 of (seed, k): well spread, stable across versions.
-            let mut z = seed.wrapping_add(k.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            // SplitMix64 of k: well spread, stable across versions.
+            let mut z = k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             z ^ (z >> 31)
         })
+        .filter(|s| *s != run_seed)
+        .take(n)
         .collect()
 }
 
@@ -204,10 +251,32 @@ mod tests {
     }
 
     #[test]
-    fn replicate_seeds_differ_between_runs_and_are_stable() {
+    fn replicate_seeds_are_shared_between_runs_and_skip_the_run_seed() {
         let a = replicate_seeds(42, 3);
-        assert_eq!(a, replicate_seeds(42, 3));
-        let b = replicate_seeds(43, 3);
-        assert!(a.iter().all(|s| !b.contains(s) && *s != 42 && *s != 43));
+        assert_eq!(a, replicate_seeds(7, 3));
+        assert_eq!(a.len(), 3);
+        let b = replicate_seeds(a[0], 3);
+        assert!(!b.contains(&a[0]) && b[..2] == a[1..]);
+    }
+
+    fn seeded(pairs: &[(u64, f64)]) -> Vec<SeedSample> {
+        pairs.iter().map(|(s, y)| SeedSample { seed: *s, y: *y, x: BTreeMap::new() }).collect()
+    }
+
+    #[test]
+    fn shared_seeds_cancel_the_sessions() {
+        // Seeds move the value by ±10 %; the new run is 3 % worse on every shared seed.
+        let base = seeded(&[(1, 100.0), (2, 110.0), (3, 90.0), (4, 105.0), (42, 95.0)]);
+        let new = seeded(&[(1, 97.0), (2, 106.7), (3, 87.3), (4, 101.85), (7, 120.0)]);
+        let j = judge(&base, &new, Metric::Tput).unwrap();
+        assert!(j.model.starts_with("paired on 4"), "{j:?}");
+        assert!(j.worse && j.beyond_noise, "{j:?}");
+        // Unpaired, the same runs are within the seed noise.
+        let w = welch(&base, &new, Metric::Tput).unwrap();
+        assert!(!w.beyond_noise, "{w:?}");
+        // Equal runs under different primary seeds: no change on the shared seeds.
+        let same = seeded(&[(1, 100.0), (2, 110.0), (3, 90.0), (4, 105.0), (7, 80.0)]);
+        let j = judge(&base, &same, Metric::Tput).unwrap();
+        assert!(!j.beyond_noise && j.change_pct == 0.0, "{j:?}");
     }
 }
