@@ -10,8 +10,8 @@
 //! Weights per GPU: dense / (attention) TP plus the routed experts hit by the step's
 //! tokens (`1 − (1 − k/E)^T`, T summed over all ranks because MoE is shared).
 
-use crate::calibrate::curves::{Dtype as CurveDtype, MeasuredCurves};
-use crate::calibrate::shapes::ModelShape;
+use crate::profiles::curves::{Dtype as CurveDtype, MeasuredCurves};
+use crate::profiles::shapes::ModelShape;
 use crate::profiles::{DraftKind, GpuSpec, KvLayout, ModelSpec, Roofline};
 use crate::time::Time;
 use serde::Serialize;
