@@ -7,6 +7,8 @@
 pub mod steps;
 
 #[cfg(feature = "cuda")]
+mod chain;
+#[cfg(feature = "cuda")]
 pub mod gpu;
 #[cfg(feature = "cuda")]
 pub mod measure;
