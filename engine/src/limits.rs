@@ -84,7 +84,164 @@ fn capture_sizes(max_bs: u32, spec: bool) -> Vec<u32> {
     v
 }
 
+/// SGLang's default `--chunked-prefill-size` by GPU memory.
+fn default_chunk(gpu_gb: f64) -> i64 {
+    if gpu_gb < 20.0 {
+        2048
+    } else if gpu_gb < 60.0 {
+        4096
+    } else if gpu_gb < 160.0 {
+        8192
+    } else {
+        16384
+    }
+}
+
+/// SGLang's default largest decode CUDA-graph batch by GPU memory and TP size.
+fn default_graph_bs(gpu_gb: f64, tp_size: u32) -> u32 {
+    if gpu_gb < 20.0 {
+        8
+    } else if gpu_gb < 35.0 {
+        if tp_size < 4 { 48 } else { 160 }
+    } else if gpu_gb < 60.0 {
+        if tp_size < 4 { 32 } else { 160 }
+    } else if gpu_gb < 160.0 {
+        if tp_size < 4 { 256 } else { 512 }
+    } else {
+        512
+    }
+}
+
+/// Speculative decoding: draft counts from the flags or the model's defaults, checked
+/// against what the model supports, and the accept-length model.
+fn resolve_speculative(cfg: &EngineConfig, model: &ModelSpec) -> Result<Option<SpecLimits>, ConfigError> {
+    let Some(s) = &cfg.speculative else {
+        return Ok(None);
+    };
+    let d = &model.sglang_defaults;
+    let (steps, topk, draft, gamma) = if s.algorithm == SpecAlgorithm::Dspark {
+        let gamma = s.dspark_block_size.or(d.dspark_block_size).unwrap_or(7).max(1);
+        (1, 1, gamma + 1, Some(gamma))
+    } else if s.algorithm == SpecAlgorithm::Dflash {
+        (1, 1, s.num_draft_tokens.unwrap_or(d.spec_draft_tokens), None)
+    } else if s.num_steps.is_none() && s.eagle_topk.is_none() && s.num_draft_tokens.is_none() {
+        (d.spec_steps, d.spec_topk, d.spec_draft_tokens, None)
+    } else {
+        let steps = s.num_steps.unwrap_or(d.spec_steps).max(1);
+        let topk = s.eagle_topk.unwrap_or(1).max(1);
+        (steps, topk, s.num_draft_tokens.unwrap_or(steps + 1).max(2), None)
+    };
+    if model.family == ModelFamily::DeepseekV4 && !matches!(s.algorithm, SpecAlgorithm::Eagle | SpecAlgorithm::Dspark) {
+        return Err(ConfigError::Invalid(format!("{} supports only EAGLE/NEXTN (topk 1) and DSPARK speculative decoding", model.name)));
+    }
+    if model.family == ModelFamily::DeepseekV4 && topk != 1 {
+        return Err(ConfigError::Invalid("DeepSeek-V4 speculative decoding needs --speculative-eagle-topk 1".into()));
+    }
+    if s.algorithm == SpecAlgorithm::Dspark && model.draft.as_ref().is_some_and(|d| d.kind != DraftKind::Dspark) {
+        return Err(ConfigError::Invalid(format!("DSPARK needs a DSpark draft head; the {} profile has an MTP draft", model.name)));
+    }
+    let max_accept = match gamma {
+        Some(g) => g + 1,
+        None => steps + 1,
+    };
+    let (mean, source) = match (cfg.env.simulate_acc_len, cfg.assumed_accept_length) {
+        (Some(x), _) => (x, AcceptSource::SimulateEnv),
+        (None, Some(x)) => (x, AcceptSource::Configured),
+        (None, None) => (1.0 + DEFAULT_ACCEPT_FRACTION * (max_accept - 1) as f64, AcceptSource::Assumed),
+    };
+    Ok(Some(SpecLimits {
+        algorithm: s.algorithm,
+        num_steps: steps,
+        eagle_topk: topk,
+        num_draft_tokens: draft,
+        dspark_block_size: gamma,
+        kv_window: (steps * topk).max(draft),
+        accept: AcceptModel { mean, method: cfg.env.simulate_acc_method, max_accept, source },
+    }))
+}
+
+/// `--mem-fraction-static`, or SGLang's default: what is left after activations, CUDA
+/// graphs and the per-GPU reserve.
+fn mem_fraction(cfg: &EngineConfig, gpu_mem: f64, chunk: Option<u64>, default_graph_bs: u32, attn_dp: u32) -> f64 {
+    cfg.mem_fraction_static.unwrap_or_else(|| {
+        let gpu_gb = gpu_mem / 1e9;
+        let act_tokens = chunk.unwrap_or(2048).max(2048) as f64;
+        let mut graph_mb = 2.0 * cfg.cuda_graph_max_bs_decode.unwrap_or(default_graph_bs) as f64;
+        if attn_dp > 1 {
+            graph_mb *= 2.0;
+        }
+        let mut reserved = 512e6 + 1.5e6 * act_tokens + graph_mb * 1e6 + (cfg.tp_size * cfg.pp_size) as f64 / 8.0 * 1e9;
+        if gpu_gb > 60.0 {
+            reserved = reserved.max(10e9);
+        }
+        ((gpu_mem - reserved) / gpu_mem).clamp(0.05, 0.95)
+    })
+}
+
+/// The KV pool per rank in tokens (whole pages): the budget left after the weights,
+/// capped by `--max-total-tokens`.
+fn kv_capacity(cfg: &EngineConfig, gpu_mem: f64, frac: f64, weights: f64, kv_per_token: f64, page: u32) -> Result<u64, ConfigError> {
+    let kv_budget = gpu_mem * frac - weights;
+    if kv_budget <= 0.0 || kv_budget / kv_per_token < page as f64 {
+        return Err(ConfigError::NoKvMemory {
+            weights_gb: weights / 1e9,
+            usable_gb: gpu_mem * frac / 1e9,
+            frac,
+            suggest: Some((weights + 0.1 * gpu_mem) / gpu_mem).filter(|f| *f <= 0.95),
+        });
+    }
+    let mut capacity = (kv_budget / kv_per_token).floor() as u64 / page as u64 * page as u64;
+    if let Some(m) = cfg.max_total_tokens {
+        capacity = capacity.min(m / page as u64 * page as u64);
+    }
+    if capacity < page as u64 {
+        return Err(ConfigError::Invalid(format!(
+            "KV pool of {capacity} tokens is smaller than one page ({page}); raise --max-total-tokens"
+        )));
+    }
+    Ok(capacity)
+}
+
+/// Running cap: given (global, split over attention-DP ranks) or derived from the pool;
+/// returns (per rank, global).
+fn running_caps(cfg: &EngineConfig, model: &ModelSpec, capacity: u64, context: u64, attn_dp: u32, spec: bool) -> (u32, u32) {
+    let global = cfg.max_running_requests.or(if model.family == ModelFamily::DeepseekV4 {
+        model.sglang_defaults.max_running_requests
+    } else if spec {
+        Some(48)
+    } else {
+        None
+    });
+    let per_rank = match global {
+        Some(n) => (n / attn_dp).max(1),
+        None => {
+            let derived = ((capacity as f64 / context as f64 * 512.0) as u64).clamp(2048, 4096);
+            derived.min(capacity / 2).max(1) as u32
+        }
+    };
+    let per_rank = per_rank.min((capacity / 2).max(1) as u32);
+    (per_rank, global.unwrap_or(per_rank * attn_dp))
+}
+
+/// The largest decode CUDA-graph batch and the captured batch sizes.
+fn decode_graphs(cfg: &EngineConfig, default_graph_bs: u32, per_rank: u32, spec: bool) -> (u32, Vec<u32>) {
+    let graph_max = cfg.cuda_graph_max_bs_decode.unwrap_or(default_graph_bs.min(per_rank.max(1))).max(1);
+    let graph_list = match &cfg.cuda_graph_bs_decode {
+        Some(l) if !l.is_empty() => {
+            let mut l: Vec<u32> = l.iter().copied().filter(|&b| b <= graph_max).collect();
+            if l.last() != Some(&graph_max) {
+                l.push(graph_max);
+            }
+            l
+        }
+        _ => capture_sizes(graph_max, spec),
+    };
+    (graph_max, graph_list)
+}
+
 impl Limits {
+    /// Resolves the flags against the model and GPU, in SGLang's order: chunking,
+    /// speculation, memory fraction, KV pool, running caps, CUDA graphs.
     pub fn resolve(cfg: &EngineConfig, model: &ModelSpec, gpu: &GpuSpec) -> Result<(Limits, CostModel), ConfigError> {
         let attn_dp = cfg.attn_dp_size.max(1);
         if cfg.disable_radix_cache && cfg.schedule_policy == crate::args::SchedulePolicy::ShortestPrefillFirst {
@@ -105,146 +262,20 @@ impl Limits {
         let gpu_gb = gpu_mem / 1e9;
         let page = cfg.page_size.unwrap_or(model.sglang_defaults.page_size).max(1);
         let context = cfg.context_length.unwrap_or(model.context_length);
-
-        let default_chunk: i64 = if gpu_gb < 20.0 {
-            2048
-        } else if gpu_gb < 60.0 {
-            4096
-        } else if gpu_gb < 160.0 {
-            8192
-        } else {
-            16384
-        };
-        let chunk = cfg.chunked_prefill_size.unwrap_or(default_chunk);
+        let chunk = cfg.chunked_prefill_size.unwrap_or(default_chunk(gpu_gb));
         let chunk = (chunk > 0).then_some(chunk as u64);
-
-        // Speculative decoding.
-        let speculative = match &cfg.speculative {
-            None => None,
-            Some(s) => {
-                let d = &model.sglang_defaults;
-                let (steps, topk, draft, gamma) = if s.algorithm == SpecAlgorithm::Dspark {
-                    let gamma = s.dspark_block_size.or(d.dspark_block_size).unwrap_or(7).max(1);
-                    (1, 1, gamma + 1, Some(gamma))
-                } else if s.algorithm == SpecAlgorithm::Dflash {
-                    (1, 1, s.num_draft_tokens.unwrap_or(d.spec_draft_tokens), None)
-                } else if s.num_steps.is_none() && s.eagle_topk.is_none() && s.num_draft_tokens.is_none() {
-                    (d.spec_steps, d.spec_topk, d.spec_draft_tokens, None)
-                } else {
-                    let steps = s.num_steps.unwrap_or(d.spec_steps).max(1);
-                    let topk = s.eagle_topk.unwrap_or(1).max(1);
-                    (steps, topk, s.num_draft_tokens.unwrap_or(steps + 1).max(2), None)
-                };
-                if model.family == ModelFamily::DeepseekV4 && !matches!(s.algorithm, SpecAlgorithm::Eagle | SpecAlgorithm::Dspark) {
-                    return Err(ConfigError::Invalid(format!(
-                        "{} supports only EAGLE/NEXTN (topk 1) and DSPARK speculative decoding",
-                        model.name
-                    )));
-                }
-                if model.family == ModelFamily::DeepseekV4 && topk != 1 {
-                    return Err(ConfigError::Invalid("DeepSeek-V4 speculative decoding needs --speculative-eagle-topk 1".into()));
-                }
-                if s.algorithm == SpecAlgorithm::Dspark && model.draft.as_ref().is_some_and(|d| d.kind != DraftKind::Dspark) {
-                    return Err(ConfigError::Invalid(format!(
-                        "DSPARK needs a DSpark draft head; the {} profile has an MTP draft",
-                        model.name
-                    )));
-                }
-                let max_accept = match gamma {
-                    Some(g) => g + 1,
-                    None => steps + 1,
-                };
-                let (mean, source) = match (cfg.env.simulate_acc_len, cfg.assumed_accept_length) {
-                    (Some(x), _) => (x, AcceptSource::SimulateEnv),
-                    (None, Some(x)) => (x, AcceptSource::Configured),
-                    (None, None) => (1.0 + DEFAULT_ACCEPT_FRACTION * (max_accept - 1) as f64, AcceptSource::Assumed),
-                };
-                Some(SpecLimits {
-                    algorithm: s.algorithm,
-                    num_steps: steps,
-                    eagle_topk: topk,
-                    num_draft_tokens: draft,
-                    dspark_block_size: gamma,
-                    kv_window: (steps * topk).max(draft),
-                    accept: AcceptModel { mean, method: cfg.env.simulate_acc_method, max_accept, source },
-                })
-            }
-        };
+        let speculative = resolve_speculative(cfg, model)?;
 
         // Memory: weights + KV within gpu_mem × frac.
-        let default_graph_bs: u32 = if gpu_gb < 20.0 {
-            8
-        } else if gpu_gb < 35.0 {
-            if cfg.tp_size < 4 { 48 } else { 160 }
-        } else if gpu_gb < 60.0 {
-            if cfg.tp_size < 4 { 32 } else { 160 }
-        } else if gpu_gb < 160.0 {
-            if cfg.tp_size < 4 { 256 } else { 512 }
-        } else {
-            512
-        };
-        let frac = cfg.mem_fraction_static.unwrap_or_else(|| {
-            let act_tokens = chunk.unwrap_or(2048).max(2048) as f64;
-            let mut graph_mb = 2.0 * cfg.cuda_graph_max_bs_decode.unwrap_or(default_graph_bs) as f64;
-            if attn_dp > 1 {
-                graph_mb *= 2.0;
-            }
-            let mut reserved = 512e6 + 1.5e6 * act_tokens + graph_mb * 1e6 + (cfg.tp_size * cfg.pp_size) as f64 / 8.0 * 1e9;
-            if gpu_gb > 60.0 {
-                reserved = reserved.max(10e9);
-            }
-            ((gpu_mem - reserved) / gpu_mem).clamp(0.05, 0.95)
-        });
+        let graph_bs = default_graph_bs(gpu_gb, cfg.tp_size);
+        let frac = mem_fraction(cfg, gpu_mem, chunk, graph_bs, attn_dp);
         let weights = cost.weight_bytes_per_gpu();
         let kv_budget = gpu_mem * frac - weights;
         let kv_per_token = cost.kv_bytes_per_token_per_gpu();
-        if kv_budget <= 0.0 || kv_budget / kv_per_token < page as f64 {
-            return Err(ConfigError::NoKvMemory {
-                weights_gb: weights / 1e9,
-                usable_gb: gpu_mem * frac / 1e9,
-                frac,
-                suggest: Some((weights + 0.1 * gpu_mem) / gpu_mem).filter(|f| *f <= 0.95),
-            });
-        }
-        let mut capacity = (kv_budget / kv_per_token).floor() as u64 / page as u64 * page as u64;
-        if let Some(m) = cfg.max_total_tokens {
-            capacity = capacity.min(m / page as u64 * page as u64);
-        }
-        if capacity < page as u64 {
-            return Err(ConfigError::Invalid(format!(
-                "KV pool of {capacity} tokens is smaller than one page ({page}); raise --max-total-tokens"
-            )));
-        }
+        let capacity = kv_capacity(cfg, gpu_mem, frac, weights, kv_per_token, page)?;
 
-        // Running cap: given (global, split over attention-DP ranks) or derived.
-        let global = cfg.max_running_requests.or(if model.family == ModelFamily::DeepseekV4 {
-            model.sglang_defaults.max_running_requests
-        } else if speculative.is_some() {
-            Some(48)
-        } else {
-            None
-        });
-        let per_rank = match global {
-            Some(n) => (n / attn_dp).max(1),
-            None => {
-                let derived = ((capacity as f64 / context as f64 * 512.0) as u64).clamp(2048, 4096);
-                derived.min(capacity / 2).max(1) as u32
-            }
-        };
-        let per_rank = per_rank.min((capacity / 2).max(1) as u32);
-        let max_running = global.unwrap_or(per_rank * attn_dp);
-
-        let graph_max = cfg.cuda_graph_max_bs_decode.unwrap_or(default_graph_bs.min(per_rank.max(1))).max(1);
-        let graph_list = match &cfg.cuda_graph_bs_decode {
-            Some(l) if !l.is_empty() => {
-                let mut l: Vec<u32> = l.iter().copied().filter(|&b| b <= graph_max).collect();
-                if l.last() != Some(&graph_max) {
-                    l.push(graph_max);
-                }
-                l
-            }
-            _ => capture_sizes(graph_max, speculative.is_some()),
-        };
+        let (per_rank, max_running) = running_caps(cfg, model, capacity, context, attn_dp, speculative.is_some());
+        let (graph_max, graph_list) = decode_graphs(cfg, graph_bs, per_rank, speculative.is_some());
 
         let max_req_len = (context - 1).min(capacity - 1);
         Ok((

@@ -1,10 +1,11 @@
 //! The calibration sweep on a real GPU: ceilings, GEMM and attention curves, launch overheads,
-//! and a real decode-step chain of a dense model for checking the cost model.
+//! and a real decode-step chain of a dense model for checking the cost model (`chain.rs`).
 
+use super::chain::run_decode_steps;
 use super::curves::*;
 use super::gpu::{AttnLayout, DevBuf, Gpu, GpuError, Result, correctness_checks};
 use super::shapes::ModelShape;
-use super::steps::{StepMeasurement, StepMode};
+use super::steps::StepMeasurement;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -69,98 +70,30 @@ const REPLAYS: usize = 9;
 
 /// Runs the whole sweep, reporting progress lines through `log`.
 pub fn run(opts: &CalibrateOptions, log: &mut dyn FnMut(&str)) -> Result<CalibrationRun> {
-    let attn_model =
-        opts.models.iter().find(|m| m.head_dim == 128 && m.q_heads % m.kv_heads == 0).cloned().unwrap_or_else(ModelShape::llama_3_1_8b);
-    let layout =
-        AttnLayout { kv_heads: attn_model.kv_heads as u32, q_per_kv: (attn_model.q_heads / attn_model.kv_heads) as u32, head_dim: 128 };
-    let gpu = Gpu::new(opts.device, layout)?;
+    let gpu = open(opts)?;
     let (device, sm_count, memory_bytes) = gpu.describe()?;
     let (cuda_driver, cublas, nvrtc) = gpu.versions()?;
     log(&format!(
         "{device}: {sm_count} SMs, {:.0} GiB; CUDA {cuda_driver}, cuBLAS {cublas}, NVRTC {nvrtc}",
         memory_bytes as f64 / (1u64 << 30) as f64
     ));
-
-    let checks = correctness_checks(&gpu, opts.seed)?;
-    for c in &checks {
-        log(&format!(
-            "check {:<20} rel err {:.2e} (tolerance {:.0e}) {}",
-            c.name,
-            c.rel_err,
-            c.tolerance,
-            if c.pass { "ok" } else { "FAILED" }
-        ));
-    }
-    if let Some(bad) = checks.iter().find(|c| !c.pass) {
-        return Err(GpuError::Other(format!(
-            "correctness check {} failed (relative error {:.3e}); refusing to time a wrong kernel",
-            bad.name, bad.rel_err
-        )));
-    }
+    let checks = check(&gpu, opts.seed, log)?;
 
     let copy = measure_copy(&gpu, opts.seed)?;
     log(&format!("copy: kernel {:.0} GB/s, memcpy {:.0} GB/s (read + write)", copy.kernel_gbps, copy.memcpy_gbps));
-    let launch = measure_launch(&gpu)?;
+    let mut launch = measure_launch(&gpu)?;
     log(&format!(
         "launch: eager {:.2} µs, graph node {:.2} µs, graph replay {:.2} µs",
         launch.eager_launch_us, launch.graph_node_us, launch.graph_launch_us
     ));
-
-    let mut gemm = Vec::new();
-    let mut seen = Vec::new();
-    for model in &opts.models {
-        for shape in model.gemms() {
-            if seen.contains(&(shape.n, shape.k)) {
-                continue;
-            }
-            seen.push((shape.n, shape.k));
-            for dtype in [Dtype::Bf16, Dtype::Fp8] {
-                let c = measure_gemm(&gpu, log, &shape.name, shape.n, shape.k, dtype, &opts.ms, opts.seed)?;
-                let best = c.points.iter().map(|p| p.tflops).fold(0.0, f64::max);
-                log(&format!(
-                    "gemm {:<32} {:>6}x{:<6} {}: M={} {:.1} µs, best {:.0} TFLOP/s",
-                    shape.name,
-                    shape.n,
-                    shape.k,
-                    dtype.as_str(),
-                    c.points.first().map_or(0, |p| p.m),
-                    c.points.first().map_or(f64::NAN, |p| p.us),
-                    best
-                ));
-                gemm.push(c);
-            }
-        }
-    }
-
-    let mut moe = Vec::new();
-    for model in &opts.models {
-        if let Some(m) = &model.moe {
-            for (name, n, k) in [("expert_gate_up", 2 * m.expert_ffn, model.hidden), ("expert_down", model.hidden, m.expert_ffn)] {
-                for dtype in [Dtype::Bf16, Dtype::Fp8] {
-                    let name = format!("{}/{name}", model.name);
-                    let c = measure_moe(&gpu, log, &name, n, k, dtype, m.experts, m.top_k, &opts.ms, opts.seed)?;
-                    log(&format!(
-                        "moe  {:<32} {}: T={} {:.1} µs, T={} {:.1} µs",
-                        name,
-                        dtype.as_str(),
-                        c.points.first().map_or(0, |p| p.tokens),
-                        c.points.first().map_or(f64::NAN, |p| p.us),
-                        c.points.last().map_or(0, |p| p.tokens),
-                        c.points.last().map_or(0.0, |p| p.us)
-                    ));
-                    moe.push(c);
-                }
-            }
-        }
-    }
-
+    let gemm = measure_gemms(&gpu, opts, log)?;
+    let moe = measure_moes(&gpu, opts, log)?;
     let attention = measure_attention(&gpu, &opts.attn_batches, &opts.attn_ctx, opts.seed)?;
     for p in &attention.points {
         log(&format!("attn batch {:>4} ctx {:>7}: {:>9.1} µs {:>6.0} GB/s", p.batch, p.ctx, p.us, p.gbps));
     }
 
     let mut steps = Vec::new();
-    let mut launch = launch;
     if !opts.steps.is_empty() {
         let dense = opts.models.iter().find(|m| m.moe.is_none() && m.head_dim == 128).cloned().unwrap_or_else(ModelShape::llama_3_1_8b);
         let (chain_us, kernels, s) = run_decode_steps(&gpu, &dense, &opts.steps, opts.seed, log)?;
@@ -169,9 +102,8 @@ pub fn run(opts: &CalibrateOptions, log: &mut dyn FnMut(&str)) -> Result<Calibra
         steps = s;
     }
 
-    let date = today_utc();
     let curves = MeasuredCurves {
-        date,
+        date: today_utc(),
         device,
         driver: driver_version(),
         cuda_driver,
@@ -197,6 +129,93 @@ pub fn run(opts: &CalibrateOptions, log: &mut dyn FnMut(&str)) -> Result<Calibra
         peer: None,
     };
     Ok(CalibrationRun { curves, steps })
+}
+
+/// Opens the device with the attention kernel compiled for the first model whose layout
+/// it supports (Llama 3.1 8B's otherwise).
+fn open(opts: &CalibrateOptions) -> Result<Gpu> {
+    let attn_model =
+        opts.models.iter().find(|m| m.head_dim == 128 && m.q_heads % m.kv_heads == 0).cloned().unwrap_or_else(ModelShape::llama_3_1_8b);
+    let layout =
+        AttnLayout { kv_heads: attn_model.kv_heads as u32, q_per_kv: (attn_model.q_heads / attn_model.kv_heads) as u32, head_dim: 128 };
+    Gpu::new(opts.device, layout)
+}
+
+/// Runs the correctness checks; a failed one stops the run before anything is timed.
+fn check(gpu: &Gpu, seed: u64, log: &mut dyn FnMut(&str)) -> Result<Vec<CheckResult>> {
+    let checks = correctness_checks(gpu, seed)?;
+    for c in &checks {
+        log(&format!(
+            "check {:<20} rel err {:.2e} (tolerance {:.0e}) {}",
+            c.name,
+            c.rel_err,
+            c.tolerance,
+            if c.pass { "ok" } else { "FAILED" }
+        ));
+    }
+    if let Some(bad) = checks.iter().find(|c| !c.pass) {
+        return Err(GpuError::Other(format!(
+            "correctness check {} failed (relative error {:.3e}); refusing to time a wrong kernel",
+            bad.name, bad.rel_err
+        )));
+    }
+    Ok(checks)
+}
+
+/// GEMM curves of every distinct weight shape of the models, bf16 and FP8.
+fn measure_gemms(gpu: &Gpu, opts: &CalibrateOptions, log: &mut dyn FnMut(&str)) -> Result<Vec<GemmCurve>> {
+    let mut gemm = Vec::new();
+    let mut seen = Vec::new();
+    for model in &opts.models {
+        for shape in model.gemms() {
+            if seen.contains(&(shape.n, shape.k)) {
+                continue;
+            }
+            seen.push((shape.n, shape.k));
+            for dtype in [Dtype::Bf16, Dtype::Fp8] {
+                let c = measure_gemm(gpu, log, &shape.name, shape.n, shape.k, dtype, &opts.ms, opts.seed)?;
+                let best = c.points.iter().map(|p| p.tflops).fold(0.0, f64::max);
+                log(&format!(
+                    "gemm {:<32} {:>6}x{:<6} {}: M={} {:.1} µs, best {:.0} TFLOP/s",
+                    shape.name,
+                    shape.n,
+                    shape.k,
+                    dtype.as_str(),
+                    c.points.first().map_or(0, |p| p.m),
+                    c.points.first().map_or(f64::NAN, |p| p.us),
+                    best
+                ));
+                gemm.push(c);
+            }
+        }
+    }
+    Ok(gemm)
+}
+
+/// Routed-expert curves of the MoE models, bf16 and FP8.
+fn measure_moes(gpu: &Gpu, opts: &CalibrateOptions, log: &mut dyn FnMut(&str)) -> Result<Vec<MoeCurve>> {
+    let mut moe = Vec::new();
+    for model in &opts.models {
+        if let Some(m) = &model.moe {
+            for (name, n, k) in [("expert_gate_up", 2 * m.expert_ffn, model.hidden), ("expert_down", model.hidden, m.expert_ffn)] {
+                for dtype in [Dtype::Bf16, Dtype::Fp8] {
+                    let name = format!("{}/{name}", model.name);
+                    let c = measure_moe(gpu, log, &name, n, k, dtype, m.experts, m.top_k, &opts.ms, opts.seed)?;
+                    log(&format!(
+                        "moe  {:<32} {}: T={} {:.1} µs, T={} {:.1} µs",
+                        name,
+                        dtype.as_str(),
+                        c.points.first().map_or(0, |p| p.tokens),
+                        c.points.first().map_or(f64::NAN, |p| p.us),
+                        c.points.last().map_or(0, |p| p.tokens),
+                        c.points.last().map_or(0.0, |p| p.us)
+                    ));
+                    moe.push(c);
+                }
+            }
+        }
+    }
+    Ok(moe)
 }
 
 fn today_utc() -> String {
@@ -440,118 +459,4 @@ fn measure_attention(gpu: &Gpu, batches: &[u64], ctxs: &[u64], seed: u64) -> Res
     }
     points.sort_by_key(|p| (p.kv_bytes, p.batch));
     Ok(AttentionCurve { kv_heads: hkv as u64, q_per_kv: a.q_per_kv as u64, head_dim: d as u64, points })
-}
-
-/// Device buffers of one dense model (bf16), laid out as a serving engine holds them.
-struct DenseWeights {
-    qkv: DevBuf,
-    o: DevBuf,
-    gate_up: DevBuf,
-    down: DevBuf,
-    norms: DevBuf,
-    lm_head: DevBuf,
-}
-
-/// Runs the decode-step chain of `m` (all layers, then the LM head) as one CUDA graph per
-/// (batch, context) and times its replays. Returns the one-layer chain time at batch 1 with a
-/// 1K context, the kernels per layer, and the step measurements.
-fn run_decode_steps(
-    gpu: &Gpu,
-    m: &ModelShape,
-    steps: &[(u64, u64)],
-    seed: u64,
-    log: &mut dyn FnMut(&str),
-) -> Result<(f64, u32, Vec<StepMeasurement>)> {
-    let (l, h, d) = (m.layers as usize, m.hidden as usize, m.head_dim as usize);
-    let (hq, hkv, f, v) = (m.q_heads as usize, m.kv_heads as usize, m.ffn as usize, m.vocab as usize);
-    let qkv_n = (hq + 2 * hkv) * d;
-    let alloc_fill = |elems: usize, s: u64, scale: f32| -> Result<DevBuf> {
-        let b = gpu.alloc(elems * 2)?;
-        gpu.fill_bf16(&b, elems, s, scale)?;
-        Ok(b)
-    };
-    // Weights scaled so activations stay finite through 32 layers of random weights.
-    let ws = DenseWeights {
-        qkv: alloc_fill(l * qkv_n * h, seed + 51, 0.02)?,
-        o: alloc_fill(l * h * hq * d, seed + 52, 0.02)?,
-        gate_up: alloc_fill(l * 2 * f * h, seed + 53, 0.02)?,
-        down: alloc_fill(l * h * f, seed + 54, 0.02)?,
-        norms: alloc_fill((2 * l + 1) * h, seed + 55, 1.0)?,
-        lm_head: alloc_fill(v * h, seed + 56, 0.02)?,
-    };
-    let max_b = steps.iter().map(|s| s.0).max().unwrap_or(1) as usize;
-    let x = alloc_fill(max_b * h, seed + 57, 1.0)?;
-    let hbuf = gpu.alloc(max_b * h * 2)?;
-    let qkv = gpu.alloc(max_b * qkv_n * 2)?;
-    let attn = gpu.alloc(max_b * hq * d * 2)?;
-    let tmp = gpu.alloc(max_b * h * 2)?;
-    let gu = gpu.alloc(max_b * 2 * f * 2)?;
-    let act = gpu.alloc(max_b * f * 2)?;
-    let logits = gpu.alloc(max_b * v * 2)?;
-    // One KV pool; each layer's K and V get their own region while the pool holds them all,
-    // otherwise regions wrap (each then far larger than L2, so reads still come from HBM).
-    let pool_bytes: usize = 60 << 30;
-    let pool = alloc_fill(pool_bytes / 2, seed + 58, 1.0)?;
-    let mut out = Vec::new();
-    let mut chain = (0.0, 0u32);
-
-    let step_graph = |b: usize, c: usize, layers: usize, with_head: bool| -> Result<f64> {
-        let kv = b * hkv * c * d * 2;
-        let splits = gpu.attn_splits(b, c);
-        let scratch = gpu.alloc(gpu.attn_scratch_bytes(b, splits))?;
-        let regions = (pool_bytes / (2 * kv)).max(1);
-        let mut step = |_: usize| -> Result<()> {
-            for layer in 0..layers {
-                let base = pool.ptr + ((layer % regions) * 2 * kv) as u64;
-                let (kc, vc) = (base, base + kv as u64);
-                let nrm = ws.norms.ptr + (2 * layer * h * 2) as u64;
-                gpu.rmsnorm(b, h, x.ptr, nrm, hbuf.ptr)?;
-                let wq = ws.qkv.ptr + (layer * qkv_n * h * 2) as u64;
-                gpu.gemm_bf16(b, qkv_n, h, wq, hbuf.ptr, qkv.ptr)?;
-                gpu.rope_kv_append(b, qkv.ptr, qkv_n, kc, vc, c, c - 1)?;
-                gpu.decode_attention(b, c, qkv.ptr, qkv_n, kc, vc, attn.ptr, hq * d, scratch.ptr, splits)?;
-                let wo = ws.o.ptr + (layer * h * hq * d * 2) as u64;
-                gpu.gemm_bf16(b, h, hq * d, wo, attn.ptr, tmp.ptr)?;
-                gpu.add_inplace(b * h, x.ptr, tmp.ptr)?;
-                gpu.rmsnorm(b, h, x.ptr, nrm + (h * 2) as u64, hbuf.ptr)?;
-                let wgu = ws.gate_up.ptr + (layer * 2 * f * h * 2) as u64;
-                gpu.gemm_bf16(b, 2 * f, h, wgu, hbuf.ptr, gu.ptr)?;
-                gpu.silu_mul(b, f, gu.ptr, act.ptr)?;
-                let wd = ws.down.ptr + (layer * h * f * 2) as u64;
-                gpu.gemm_bf16(b, h, f, wd, act.ptr, tmp.ptr)?;
-                gpu.add_inplace(b * h, x.ptr, tmp.ptr)?;
-            }
-            if with_head {
-                let nrm = ws.norms.ptr + (2 * l * h * 2) as u64;
-                gpu.rmsnorm(b, h, x.ptr, nrm, hbuf.ptr)?;
-                gpu.gemm_bf16(b, v, h, ws.lm_head.ptr, hbuf.ptr, logits.ptr)?;
-            }
-            Ok(())
-        };
-        step(0)?;
-        gpu.sync()?;
-        // The residual stream must stay finite, or the timings would be of NaN arithmetic.
-        let xs: Vec<u16> = gpu.download(&x, b * h)?;
-        if xs.iter().any(|&u| !super::gpu::bf16_to_f32(u).is_finite()) {
-            return Err(GpuError::Other("decode step produced non-finite activations".into()));
-        }
-        gpu.graph_replay_us(1, 7, &mut step)
-    };
-
-    chain.0 = step_graph(1, 1024, 1, false)?;
-    chain.1 = 12;
-    log(&format!("layer chain (batch 1, ctx 1024, 12 kernels): {:.1} µs", chain.0));
-    for &(b, c) in steps {
-        let us = step_graph(b as usize, c as usize, l, true)?;
-        log(&format!("decode step batch {b:>4} ctx {c:>6}: {:>9.1} µs", us));
-        out.push(StepMeasurement {
-            mode: StepMode::Decode,
-            batch: b,
-            ctx: c,
-            tokens: b,
-            measured_us: us,
-            runner: "sweep calibrate (cudarc, CUDA graph)".into(),
-        });
-    }
-    Ok((chain.0, chain.1, out))
 }

@@ -121,143 +121,156 @@ fn invalid(flag: &str, value: &str, reason: impl Into<String>) -> ServeArgsError
     ServeArgsError::Invalid { flag: flag.into(), value: value.into(), reason: reason.into() }
 }
 
+/// Flags that take a value (the others are switches).
+const VALUED: &[&str] = &[
+    "--host",
+    "--port",
+    "--model-path",
+    "--model",
+    "--served-model-name",
+    "--api-key",
+    "--tokenizer-path",
+    "--tokenizer-backend",
+    "--tokenizer-worker-num",
+    "--chat-template",
+    "--reasoning-parser",
+    "--context-length",
+    "--random-seed",
+    "--time-scale",
+    "--tokenizer-cache-mb",
+    "--max-request-body-mb",
+    "--mean-output-tokens",
+    "--engine-model",
+    "--hardware",
+    "--router-args",
+    "--sglang-compat",
+    "--fail-fraction",
+    "--fail-after",
+];
+
+fn number(flag: &str, v: &str) -> Result<f64, ServeArgsError> {
+    v.parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| invalid(flag, v, "expected a number"))
+}
+
+/// Flags whose effect depends on others, settled once all are read.
+#[derive(Default)]
+struct Given {
+    served: Option<String>,
+    template: Option<TemplateFamily>,
+    backend: bool,
+}
+
 impl ServeConfig {
     /// Reads the front-end flags from SGLang-style argv and `SGLANG_*` variables;
     /// returns the config and argv without the server-only flags.
     pub fn from_argv(argv: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(ServeConfig, Vec<String>), ServeArgsError> {
         let mut c = ServeConfig { launch_command: argv.to_vec(), ..ServeConfig::default() };
         let mut rest = Vec::new();
-        let mut served = None;
-        let mut template = None;
-        let mut backend_given = false;
+        let mut given = Given::default();
         let mut i = 0;
         while i < argv.len() {
             let (flag, inline) = split(&argv[i]);
-            let takes_value = matches!(
-                flag,
-                "--host"
-                    | "--port"
-                    | "--model-path"
-                    | "--model"
-                    | "--served-model-name"
-                    | "--api-key"
-                    | "--tokenizer-path"
-                    | "--tokenizer-backend"
-                    | "--tokenizer-worker-num"
-                    | "--chat-template"
-                    | "--reasoning-parser"
-                    | "--context-length"
-                    | "--random-seed"
-                    | "--time-scale"
-                    | "--tokenizer-cache-mb"
-                    | "--max-request-body-mb"
-                    | "--mean-output-tokens"
-                    | "--engine-model"
-                    | "--hardware"
-                    | "--router-args"
-                    | "--sglang-compat"
-                    | "--fail-fraction"
-                    | "--fail-after"
-            );
-            let value = if takes_value {
-                match inline {
-                    Some(v) => Some(v.to_string()),
-                    None => {
-                        let v = argv.get(i + 1).filter(|v| !v.starts_with("--")).cloned();
-                        if v.is_none() {
-                            return Err(ServeArgsError::MissingValue { flag: flag.into() });
-                        }
-                        Some(v.unwrap())
-                    }
+            let takes_value = VALUED.contains(&flag);
+            let value = match inline {
+                Some(v) if takes_value => Some(v.to_string()),
+                None if takes_value => {
+                    let v = argv.get(i + 1).filter(|v| !v.starts_with("--")).cloned();
+                    Some(v.ok_or_else(|| ServeArgsError::MissingValue { flag: flag.into() })?)
                 }
-            } else {
-                None
+                _ => None,
             };
             let consumed = if takes_value && inline.is_none() { 2 } else { 1 };
-            let v = value.as_deref().unwrap_or("");
-            let num = |v: &str| -> Result<f64, ServeArgsError> {
-                v.parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| invalid(flag, v, "expected a number"))
-            };
-            match flag {
-                "--host" => c.host = v.into(),
-                "--port" => c.port = v.parse().map_err(|_| invalid(flag, v, "expected a port number 0-65535"))?,
-                "--model-path" | "--model" => c.model_path = v.into(),
-                "--served-model-name" => served = Some(v.to_string()),
-                "--api-key" => c.api_key = Some(v.into()),
-                "--tokenizer-path" => c.tokenizer_path = Some(PathBuf::from(v)),
-                "--tokenizer-backend" => {
-                    backend_given = true;
-                    c.tokenizer_backend = v.parse().map_err(|e: crate::tokenize::TokenizeError| invalid(flag, v, e.to_string()))?
-                }
-                "--tokenizer-worker-num" => {
-                    c.tokenizer_worker_num =
-                        v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected an integer >= 1"))?
-                }
-                "--chat-template" => template = Some(v.parse().map_err(|e: String| invalid(flag, v, e))?),
-                "--reasoning-parser" => c.reasoning_parser = Some(v.into()),
-                "--engine-model" => c.engine_model = Some(v.into()),
-                "--hardware" => c.hardware = v.into(),
-                // Router flags contain no quoted values; whitespace separates them.
-                "--router-args" => c.router_args = v.split_whitespace().map(str::to_string).collect(),
-                "--sglang-compat" => {
-                    c.compat_055 = match v {
-                        "0.5.5" => true,
-                        "0.5.23" => false,
-                        _ => return Err(invalid(flag, v, "expected 0.5.23 (default) or 0.5.5")),
-                    }
-                }
-                "--context-length" => {
-                    c.context_length = Some(v.parse().ok().filter(|n| *n >= 2).ok_or_else(|| invalid(flag, v, "expected an integer >= 2"))?)
-                }
-                "--random-seed" => c.seed = v.parse().map_err(|_| invalid(flag, v, "expected an unsigned integer"))?,
-                "--enable-metrics" => c.enable_metrics = true,
-                "--enable-cache-report" => c.enable_cache_report = true,
-                "--stream-response-default-include-usage" => c.stream_default_usage = true,
-                "--time-scale" => {
-                    let x = num(v)?;
-                    if x <= 0.0 {
-                        return Err(invalid(flag, v, "must be > 0 (1 = real time)"));
-                    }
-                    c.time_scale = x;
-                }
-                "--fail-fraction" => {
-                    let x = num(v)?;
-                    if !(0.0..=1.0).contains(&x) {
-                        return Err(invalid(flag, v, "expected a fraction 0-1 of requests to fail with HTTP 500"));
-                    }
-                    c.fail_fraction = x;
-                }
-                "--fail-after" => c.fail_after = v.parse().map_err(|_| invalid(flag, v, "expected a request count"))?,
-                "--tokenizer-cache-mb" => c.tokenizer_cache_bytes = (num(v)?.max(0.0) * 1048576.0) as usize,
-                "--max-request-body-mb" => {
-                    let x = num(v)?;
-                    if x <= 0.0 {
-                        return Err(invalid(flag, v, "must be > 0"));
-                    }
-                    c.max_body_bytes = (x * 1048576.0) as usize;
-                }
-                "--mean-output-tokens" => {
-                    c.mean_output_tokens = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected an integer >= 1"))?
-                }
-                _ => {}
-            }
+            c.apply(flag, value.as_deref().unwrap_or(""), &mut given)?;
             if !SERVER_ONLY.contains(&flag) {
                 rest.extend_from_slice(&argv[i..i + consumed]);
             }
             i += consumed;
         }
-        c.served_model_name = served.unwrap_or_else(|| c.model_path.clone());
-        c.chat_template = template.unwrap_or_else(|| TemplateFamily::for_model(&c.model_path));
+        c.settle(given, env);
+        Ok((c, rest))
+    }
+
+    /// Sets what one flag (value `v`, empty for a switch) changes.
+    fn apply(&mut self, flag: &str, v: &str, given: &mut Given) -> Result<(), ServeArgsError> {
+        match flag {
+            "--host" => self.host = v.into(),
+            "--port" => self.port = v.parse().map_err(|_| invalid(flag, v, "expected a port number 0-65535"))?,
+            "--model-path" | "--model" => self.model_path = v.into(),
+            "--served-model-name" => given.served = Some(v.to_string()),
+            "--api-key" => self.api_key = Some(v.into()),
+            "--tokenizer-path" => self.tokenizer_path = Some(PathBuf::from(v)),
+            "--tokenizer-backend" => {
+                given.backend = true;
+                self.tokenizer_backend = v.parse().map_err(|e: crate::tokenize::TokenizeError| invalid(flag, v, e.to_string()))?
+            }
+            "--tokenizer-worker-num" => {
+                self.tokenizer_worker_num =
+                    v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected an integer >= 1"))?
+            }
+            "--chat-template" => given.template = Some(v.parse().map_err(|e: String| invalid(flag, v, e))?),
+            "--reasoning-parser" => self.reasoning_parser = Some(v.into()),
+            "--engine-model" => self.engine_model = Some(v.into()),
+            "--hardware" => self.hardware = v.into(),
+            // Router flags contain no quoted values; whitespace separates them.
+            "--router-args" => self.router_args = v.split_whitespace().map(str::to_string).collect(),
+            "--sglang-compat" => {
+                self.compat_055 = match v {
+                    "0.5.5" => true,
+                    "0.5.23" => false,
+                    _ => return Err(invalid(flag, v, "expected 0.5.23 (default) or 0.5.5")),
+                }
+            }
+            "--context-length" => {
+                self.context_length = Some(v.parse().ok().filter(|n| *n >= 2).ok_or_else(|| invalid(flag, v, "expected an integer >= 2"))?)
+            }
+            "--random-seed" => self.seed = v.parse().map_err(|_| invalid(flag, v, "expected an unsigned integer"))?,
+            "--enable-metrics" => self.enable_metrics = true,
+            "--enable-cache-report" => self.enable_cache_report = true,
+            "--stream-response-default-include-usage" => self.stream_default_usage = true,
+            "--time-scale" => {
+                let x = number(flag, v)?;
+                if x <= 0.0 {
+                    return Err(invalid(flag, v, "must be > 0 (1 = real time)"));
+                }
+                self.time_scale = x;
+            }
+            "--fail-fraction" => {
+                let x = number(flag, v)?;
+                if !(0.0..=1.0).contains(&x) {
+                    return Err(invalid(flag, v, "expected a fraction 0-1 of requests to fail with HTTP 500"));
+                }
+                self.fail_fraction = x;
+            }
+            "--fail-after" => self.fail_after = v.parse().map_err(|_| invalid(flag, v, "expected a request count"))?,
+            "--tokenizer-cache-mb" => self.tokenizer_cache_bytes = (number(flag, v)?.max(0.0) * 1048576.0) as usize,
+            "--max-request-body-mb" => {
+                let x = number(flag, v)?;
+                if x <= 0.0 {
+                    return Err(invalid(flag, v, "must be > 0"));
+                }
+                self.max_body_bytes = (x * 1048576.0) as usize;
+            }
+            "--mean-output-tokens" => {
+                self.mean_output_tokens = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected an integer >= 1"))?
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Defaults that depend on other flags, and the environment.
+    fn settle(&mut self, given: Given, env: impl Fn(&str) -> Option<String>) {
+        self.served_model_name = given.served.unwrap_or_else(|| self.model_path.clone());
+        self.chat_template = given.template.unwrap_or_else(|| TemplateFamily::for_model(&self.model_path));
         // SGLang's default backend is huggingface, but only with a tokenizer file; with
         // no file the built-in vocabulary is the only choice.
-        if c.tokenizer_path.is_none() {
-            c.tokenizer_backend = Backend::Builtin;
-        } else if !backend_given {
-            c.tokenizer_backend = Backend::HuggingFace;
+        if self.tokenizer_path.is_none() {
+            self.tokenizer_backend = Backend::Builtin;
+        } else if !given.backend {
+            self.tokenizer_backend = Backend::HuggingFace;
         }
-        c.default_thinking =
+        self.default_thinking =
             env("SGLANG_DEFAULT_THINKING").map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes")).unwrap_or(false);
-        Ok((c, rest))
     }
 }
 

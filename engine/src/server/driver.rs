@@ -255,25 +255,11 @@ impl Driver {
     }
 }
 
-fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats: Arc<Mutex<CoreStats>>) {
-    let start = Instant::now();
-    let now = || (start.elapsed().as_nanos() as f64 * time_scale) as Nanos;
-    let wall_of = |t: Nanos| start + Duration::from_nanos((t as f64 / time_scale) as u64);
-    let engine_of = |w: Instant| (w.saturating_duration_since(start).as_nanos() as f64 * time_scale) as Nanos;
-    // The core's clock never goes back: submissions are placed at or after the last time it saw.
-    let mut last_t: Nanos = 0;
-    // Arrivals whose requests are still in the front end: the engine waits at the earliest.
-    let mut holds: HashMap<u64, Nanos> = HashMap::new();
-    let mut routes: HashMap<ReqId, mpsc::UnboundedSender<ReqEvent>> = HashMap::new();
+fn run<C: Core>(core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats: Arc<Mutex<CoreStats>>) {
+    let mut l =
+        CoreLoop { core, start: Instant::now(), time_scale, last_t: 0, holds: HashMap::new(), routes: HashMap::new(), out: Vec::new() };
     loop {
-        let limit = holds.values().min().copied();
-        let timeout = match core.next_event_time() {
-            // Held: wait for the submission (or release) that lifts it; re-check now and then.
-            Some(t) if limit.is_some_and(|l| t > l) => Duration::from_millis(100),
-            Some(t) => wall_of(t).saturating_duration_since(Instant::now()),
-            None => Duration::from_secs(3600),
-        };
-        let first = match rx.recv_timeout(timeout) {
+        let first = match rx.recv_timeout(l.timeout()) {
             Ok(c) => Some(c),
             Err(std_mpsc::RecvTimeoutError::Timeout) => None,
             Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
@@ -281,79 +267,128 @@ fn run<C: Core>(mut core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats
         // Drain everything queued so a burst of arrivals is seen at once.
         let mut cmds: Vec<Cmd> = first.into_iter().collect();
         cmds.extend(rx.try_iter());
-        // Bring the core up to `t` first, so commands land at or after its clock.
-        let mut changed = false;
         // Holds first: the engine must not run past an arrival that is already known.
         for c in &cmds {
             if let Cmd::Hold { id, arrived } = c {
-                holds.insert(*id, engine_of(*arrived).max(last_t));
+                let at = l.engine_of(*arrived).max(l.last_t);
+                l.holds.insert(*id, at);
             }
+        }
+        let t = l.now();
+        let mut changed = false;
+        for cmd in cmds {
+            let Some(c) = l.handle(cmd, t) else { return };
+            changed |= c;
+        }
+        // Bring the core up to `t` and work what the commands made due (e.g. a prefill starting now).
+        if l.core.next_event_time().is_some_and(|due| due <= t) {
+            changed = true;
+        }
+        l.advance_to(t);
+        if changed {
+            *stats.lock().unwrap_or_else(|e| e.into_inner()) = l.core.stats();
         }
         // Outputs are routed after the stats are refreshed, so a client that reacts
         // to a token sees gauges that already include it.
-        let mut out = Vec::new();
-        let advance_to = |core: &mut C, out: &mut Vec<CoreEvent>, to: Nanos, last_t: &mut Nanos, holds: &HashMap<u64, Nanos>| {
-            let to = holds.values().min().map_or(to, |l| to.min(*l)).max(*last_t);
-            if core.next_event_time().is_some_and(|due| due <= to) {
-                out.extend(core.advance(to));
+        for ev in std::mem::take(&mut l.out) {
+            dispatch(&mut l.routes, ev);
+        }
+    }
+}
+
+/// The core thread's state: the core, its clock against wall time, the arrivals still
+/// in the front end, and where each request's events go.
+struct CoreLoop<C> {
+    core: C,
+    start: Instant,
+    time_scale: f64,
+    /// The core's clock never goes back: submissions are placed at or after the last time it saw.
+    last_t: Nanos,
+    /// Arrivals whose requests are still in the front end: the engine waits at the earliest.
+    holds: HashMap<u64, Nanos>,
+    routes: HashMap<ReqId, mpsc::UnboundedSender<ReqEvent>>,
+    /// Outputs of this round, routed once the stats are refreshed.
+    out: Vec<CoreEvent>,
+}
+
+impl<C: Core> CoreLoop<C> {
+    fn now(&self) -> Nanos {
+        (self.start.elapsed().as_nanos() as f64 * self.time_scale) as Nanos
+    }
+
+    fn wall_of(&self, t: Nanos) -> Instant {
+        self.start + Duration::from_nanos((t as f64 / self.time_scale) as u64)
+    }
+
+    fn engine_of(&self, w: Instant) -> Nanos {
+        (w.saturating_duration_since(self.start).as_nanos() as f64 * self.time_scale) as Nanos
+    }
+
+    /// How long to wait for a command before the core's next event is due.
+    fn timeout(&self) -> Duration {
+        let limit = self.holds.values().min().copied();
+        match self.core.next_event_time() {
+            // Held: wait for the submission (or release) that lifts it; re-check now and then.
+            Some(t) if limit.is_some_and(|l| t > l) => Duration::from_millis(100),
+            Some(t) => self.wall_of(t).saturating_duration_since(Instant::now()),
+            None => Duration::from_secs(3600),
+        }
+    }
+
+    /// Advances the core to `to`, or to the earliest held arrival before it, never back.
+    fn advance_to(&mut self, to: Nanos) {
+        let to = self.holds.values().min().map_or(to, |l| to.min(*l)).max(self.last_t);
+        if self.core.next_event_time().is_some_and(|due| due <= to) {
+            self.out.extend(self.core.advance(to));
+        }
+        self.last_t = to;
+    }
+
+    /// Carries out one command at wall-derived time `t`; whether the core changed, or
+    /// `None` to stop.
+    fn handle(&mut self, cmd: Cmd, t: Nanos) -> Option<bool> {
+        match cmd {
+            Cmd::Hold { .. } => {}
+            Cmd::Release(id) => {
+                self.holds.remove(&id);
             }
-            *last_t = to;
-        };
-        let t = now();
-        for cmd in cmds {
-            match cmd {
-                Cmd::Hold { .. } => {}
-                Cmd::Release(id) => {
-                    holds.remove(&id);
+            Cmd::Submit { req, arrived, hold, events, accepted } => {
+                let id = req.id;
+                let held = hold.and_then(|h| self.holds.remove(&h));
+                let at = match held {
+                    Some(h) => h,
+                    None if self.time_scale == 1.0 => t,
+                    None => self.engine_of(arrived),
+                };
+                let at = at.clamp(self.last_t, t.max(self.last_t));
+                // An earlier arrival still in the front end holds the engine short of `at`:
+                // the request then arrives where the engine is.
+                self.advance_to(at);
+                let at = self.last_t;
+                let r = self.core.submit(at, req);
+                if r.is_ok() {
+                    self.routes.insert(id, events);
                 }
-                Cmd::Submit { req, arrived, hold, events, accepted } => {
-                    let id = req.id;
-                    let held = hold.and_then(|h| holds.remove(&h));
-                    let at = match held {
-                        Some(h) => h,
-                        None if time_scale == 1.0 => t,
-                        None => engine_of(arrived),
-                    };
-                    let at = at.clamp(last_t, t.max(last_t));
-                    // An earlier arrival still in the front end holds the engine short of `at`:
-                    // the request then arrives where the engine is.
-                    advance_to(&mut core, &mut out, at, &mut last_t, &holds);
-                    let at = last_t;
-                    let r = core.submit(at, req);
-                    if r.is_ok() {
-                        routes.insert(id, events);
-                    }
-                    let _ = accepted.send(r.map(|()| engine_of(arrived).min(at)));
-                    changed = true;
-                }
-                Cmd::Abort(id) => {
-                    if routes.remove(&id).is_some() {
-                        advance_to(&mut core, &mut out, t, &mut last_t, &holds);
-                        core.abort(last_t, id);
-                        changed = true;
-                    }
-                }
-                Cmd::Flush(reply) => {
-                    let _ = reply.send(core.flush_cache());
-                    changed = true;
-                }
-                Cmd::Info(reply) => {
-                    let _ = reply.send(core.server_info());
-                }
-                Cmd::Stop => return,
+                let _ = accepted.send(r.map(|()| self.engine_of(arrived).min(at)));
+                return Some(true);
             }
+            Cmd::Abort(id) => {
+                if self.routes.remove(&id).is_some() {
+                    self.advance_to(t);
+                    self.core.abort(self.last_t, id);
+                    return Some(true);
+                }
+            }
+            Cmd::Flush(reply) => {
+                let _ = reply.send(self.core.flush_cache());
+                return Some(true);
+            }
+            Cmd::Info(reply) => {
+                let _ = reply.send(self.core.server_info());
+            }
+            Cmd::Stop => return None,
         }
-        // Bring the core up to `t` and work what the commands made due (e.g. a prefill starting now).
-        if core.next_event_time().is_some_and(|due| due <= t) {
-            changed = true;
-        }
-        advance_to(&mut core, &mut out, t, &mut last_t, &holds);
-        if changed {
-            *stats.lock().unwrap_or_else(|e| e.into_inner()) = core.stats();
-        }
-        for ev in out {
-            dispatch(&mut routes, ev);
-        }
+        Some(false)
     }
 }
 

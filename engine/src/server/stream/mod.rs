@@ -1,0 +1,179 @@
+//! One chat request from submission to the last byte: generated ids, text deltas,
+//! the reasoning split, stop conditions, SSE chunks in SGLang 0.5.23's shape, the
+//! non-streaming response, usage and metrics.
+//!
+//! This file submits the request and holds its state; generating the reply is
+//! `reply.rs`, the answer `sse.rs` (streaming) or `json.rs`, their bodies `wire.rs`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::AppState;
+use super::api::{ApiError, ChatRequest, GenParams, Stop};
+use super::driver::{CoreRequest, Nanos, ReqEvent, ReqId};
+use super::metrics::FinishedRequest;
+use crate::tokenize::{ChatEncoder, Detokenizer};
+use reply::{Plan, splitmix};
+
+mod json;
+mod reply;
+mod sse;
+mod wire;
+
+/// Aborts the core request if the response is dropped before it finished (client
+/// disconnected mid-stream).
+struct AbortGuard {
+    st: Arc<AppState>,
+    id: ReqId,
+    armed: bool,
+}
+
+impl Drop for AbortGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.st.driver.abort(self.id);
+            if let Some(m) = &self.st.metrics {
+                m.finish(&FinishedRequest { streaming: true, aborted: true, ..FinishedRequest::default() });
+            }
+        }
+    }
+}
+
+/// The state of one request.
+struct Gen {
+    st: Arc<AppState>,
+    enc: Arc<ChatEncoder>,
+    rid: String,
+    model: String,
+    events: UnboundedReceiver<ReqEvent>,
+    guard: AbortGuard,
+    streaming: bool,
+    include_usage: bool,
+    continuous_usage: bool,
+    return_meta: bool,
+    prompt_tokens: u64,
+    max_new: u64,
+    /// The reply ends on its own (EOS) at `max_new` rather than by the cap.
+    natural_stop: bool,
+    reasoning_budget: u64,
+    stops: Vec<String>,
+    stop_ids: Vec<u32>,
+    /// The reply's first ids, drawn at submission so the engine can cache the output
+    /// under the hashes the next turn's prompt will have.
+    planned: Vec<u32>,
+    rng: u64,
+    produced: u64,
+    reasoning_tokens: u64,
+    detok_reasoning: Detokenizer,
+    detok_content: Detokenizer,
+    content: String,
+    reasoning: String,
+    arrived: Instant,
+    last_chunk: Instant,
+    /// Engine times of the arrival and of the last output (see [`ENGINE_TIME_HEADER`]).
+    arrival_t: Nanos,
+    last_t: Nanos,
+    /// Precede each SSE event with `: t=<engine ns>`.
+    stamps: bool,
+    first: bool,
+    finish: Option<(String, Value)>,
+    cached_tokens: u64,
+    queue_time: f64,
+}
+
+pub(super) fn core_error(e: &super::driver::CoreError) -> ApiError {
+    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if status == StatusCode::BAD_REQUEST { ApiError::bad_request(e.message.clone()) } else { ApiError::status(status, e.message.clone()) }
+}
+
+/// Request header asking for engine times (any value): the response then carries
+/// [`ARRIVAL_HEADER`] and every SSE event is preceded by the comment `: t=<engine ns>`, the engine
+/// time its output became visible. SSE clients ignore comments; sweep's client uses them under a
+/// time scale (where wall-clock delays would count K times over) and to measure its added latency.
+pub const ENGINE_TIME_HEADER: &str = "x-sweep-engine-time";
+/// Response header: engine nanoseconds at the request's arrival (see [`super::driver::Submitted`]).
+pub const ARRIVAL_HEADER: &str = "x-sweep-arrival-ns";
+
+/// Submits the request and answers it (SSE or JSON).
+#[allow(clippy::too_many_arguments)] // one request's parts, all needed to stream it
+pub(crate) async fn run(
+    st: Arc<AppState>,
+    req: ChatRequest,
+    params: GenParams,
+    input_ids: Vec<u32>,
+    enc: Arc<ChatEncoder>,
+    thinking: bool,
+    arrived: Instant,
+    hold: Option<Arc<super::driver::Hold>>,
+    stamps: bool,
+) -> Result<Response, ApiError> {
+    let id = st.next_id();
+    let prompt_tokens = input_ids.len() as u64;
+    let plan = Plan::new(&st, &req, &params, id, prompt_tokens, thinking, &enc);
+    let stream = req.stream;
+    let include_usage = req.stream_options.as_ref().map(|o| o.include_usage).unwrap_or(false) || st.cfg.stream_default_usage;
+    let continuous_usage = req.stream_options.as_ref().is_some_and(|o| o.continuous_usage_stats);
+    let stops = match &req.stop {
+        None => Vec::new(),
+        Some(Stop::One(s)) => vec![s.clone()],
+        Some(Stop::Many(v)) => v.clone(),
+    }
+    .into_iter()
+    .filter(|s| !s.is_empty())
+    .collect();
+    let continuation_output = if plan.reasoning_budget == 0 { plan.planned.clone() } else { Vec::new() };
+    let core_req = CoreRequest {
+        id,
+        continuation_output,
+        input_ids,
+        max_new_tokens: params.max_tokens,
+        ignore_eos: req.ignore_eos,
+        eos_after: if plan.natural_stop { plan.eos_after } else { None },
+        dp_rank: req.data_parallel_rank.and_then(|r| u32::try_from(r).ok()),
+    };
+    let submitted = st.driver.submit_arrived(core_req, arrived, hold.as_deref()).await.map_err(|e| core_error(&e))?;
+    drop(hold);
+    let mut rid_rng = id ^ st.cfg.seed.rotate_left(32) ^ st.created;
+    let rid = format!("{:016x}{:016x}", splitmix(&mut rid_rng), splitmix(&mut rid_rng));
+    let g = Gen {
+        guard: AbortGuard { st: st.clone(), id, armed: true },
+        st,
+        enc,
+        rid,
+        model: req.model.clone(),
+        events: submitted.events,
+        streaming: stream,
+        include_usage,
+        continuous_usage,
+        return_meta: req.return_meta_info,
+        prompt_tokens,
+        max_new: plan.max_new,
+        natural_stop: plan.natural_stop,
+        reasoning_budget: plan.reasoning_budget,
+        stops,
+        stop_ids: req.stop_token_ids.clone().unwrap_or_default(),
+        planned: plan.planned,
+        rng: plan.rng,
+        produced: 0,
+        reasoning_tokens: 0,
+        detok_reasoning: Detokenizer::new(),
+        detok_content: Detokenizer::new(),
+        content: String::new(),
+        reasoning: String::new(),
+        arrived,
+        last_chunk: arrived,
+        arrival_t: submitted.arrival,
+        last_t: submitted.arrival,
+        stamps: stamps && stream,
+        first: true,
+        finish: None,
+        cached_tokens: 0,
+        queue_time: 0.0,
+    };
+    if stream { Ok(sse::respond(g, stamps, submitted.arrival)) } else { json::respond(g).await }
+}
