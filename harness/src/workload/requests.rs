@@ -2,7 +2,7 @@
 //! completion or failure: context overflow, the live abort, a failed root warmup, cancellation.
 
 use super::{Action, Failure, Flight, Outcome, Phase, RequestId, RequestKind, RequestSpec, RunPhase, SState, Workload};
-use crate::prompt::Prompt;
+use crate::prompt::TurnPrompt;
 
 impl Workload {
     pub(super) fn prereqs_met(&self, lane: u32, s: u16) -> bool {
@@ -62,7 +62,7 @@ impl Workload {
             stream: s,
             max_tokens: max_tokens.max(1),
             recorded_output_tokens: sp.prompts.turns[i as usize].output_tokens,
-            prompt: Prompt { conversation: sp.prompts.clone(), turn: i, marker: Some(tree.marker) },
+            prompt: TurnPrompt { conversation: sp.prompts.clone(), turn: i, marker: Some(tree.marker) },
             source_trace_id: tree.plan.id.clone(),
             source_outer_idx: sp.turns[i as usize].outer_idx,
             source_kind: sp.kind,

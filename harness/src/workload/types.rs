@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::SEC;
 use super::plan::SourceKind;
-use crate::prompt::Prompt;
+use crate::prompt::TurnPrompt;
 
 /// Output length of primer requests (the reference replay sends 1 token, like every warmup
 /// request).
@@ -115,7 +115,7 @@ pub struct RequestSpec {
     pub max_tokens: u64,
     /// The recorded output length of this turn.
     pub recorded_output_tokens: u64,
-    pub prompt: Prompt,
+    pub prompt: TurnPrompt,
     pub source_trace_id: Arc<str>,
     pub source_outer_idx: u32,
     pub source_kind: SourceKind,
