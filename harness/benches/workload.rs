@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use harness::prompt::{PAGE_TOKENS, PageHashCache, Prompt, TokenText, TokenizerVocab, WordVocab, mix64};
+use harness::prompt::{PAGE_TOKENS, PageHashCache, TokenText, TokenizerVocab, TurnPrompt, WordVocab, mix64};
 use harness::targets::body::{BodyPieces, MessageCache};
 use harness::trace::synth::{Generator, SynthParams};
 use harness::trace::{ReadOptions, read_traces};
@@ -49,7 +49,7 @@ fn trace_sets(c: &mut Criterion) {
     g.finish();
 }
 
-fn big_prompt() -> Prompt {
+fn big_prompt() -> TurnPrompt {
     // The largest request of the default synthetic set.
     let pool = default_pool(42);
     let mut best: Option<(u64, Arc<TracePlan>, u32)> = None;
@@ -61,7 +61,7 @@ fn big_prompt() -> Prompt {
         }
     }
     let (_, plan, turn) = best.unwrap();
-    Prompt { conversation: plan.streams[0].prompts.clone(), turn, marker: Some(harness::prompt::Marker::new("bench", 0, 0, &plan.id)) }
+    TurnPrompt { conversation: plan.streams[0].prompts.clone(), turn, marker: Some(harness::prompt::Marker::new("bench", 0, 0, &plan.id)) }
 }
 
 fn prompts(c: &mut Criterion) {
@@ -77,7 +77,7 @@ fn prompts(c: &mut Criterion) {
             black_box(buf.len())
         })
     });
-    let prev = Prompt { turn: p.turn - 1, ..p.clone() };
+    let prev = TurnPrompt { turn: p.turn - 1, ..p.clone() };
     let prev_hashes = prev.page_hashes(PAGE_TOKENS);
     let shared = p.shared_tokens_with_previous().unwrap();
     g.bench_function("page_hashes_after_previous_turn", |b| {
@@ -210,7 +210,7 @@ fn synthesis(c: &mut Criterion) {
         g.bench_function(format!("{name}_messages_json"), |b| b.iter(|| black_box(serde_json::to_vec(&p.messages(v)).unwrap().len())));
         // The live client's body of this turn when the previous turn's was built (its messages
         // cached), against building it with nothing cached.
-        let prev = Prompt { turn: p.turn - 1, ..p.clone() };
+        let prev = TurnPrompt { turn: p.turn - 1, ..p.clone() };
         g.bench_function(format!("{name}_body_uncached"), |b| {
             b.iter(|| black_box(BodyPieces::build("m", &p, 100, v, &MessageCache::default()).len))
         });

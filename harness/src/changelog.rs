@@ -176,72 +176,100 @@ pub struct Delta {
 
 /// The append-only rules between a base and a head file (spec §5.3, byte-exact).
 pub fn check_append(base: &Changelog, head: &Changelog) -> Result<Delta, Problems> {
+    if head.text.as_bytes().starts_with(base.text.as_bytes()) { check_pure_append(base, head) } else { check_corrections(base, head) }
+}
+
+/// One problem at a line of the head file.
+fn at_line(head: &Changelog, line: usize, msg: String, fix: &str) -> Problems {
+    Problems::one(Problem::new(&head.file, Some(line), "", msg, fix))
+}
+
+/// The head is the base plus a suffix: the suffix must be whole entries, one blank line apart,
+/// with canonical pr-links.
+fn check_pure_append(base: &Changelog, head: &Changelog) -> Result<Delta, Problems> {
     let (b, h) = (base.text.as_bytes(), head.text.as_bytes());
-    let file = &head.file;
-    let err = |line: usize, msg: String, fix: &str| Problems::one(Problem::new(file, Some(line), "", msg, fix));
-    if h.starts_with(b) {
-        let suffix = &head.text[b.len()..];
-        if suffix.is_empty() {
-            return Ok(Delta { appended: Vec::new(), corrections: 0 });
-        }
-        let first_line = line_of_byte(h, b.len());
-        let base_blank_end = base.text.ends_with("\n\n") || base.text.is_empty();
-        let want = if base_blank_end { ENTRY_START.to_string() } else { format!("\n{ENTRY_START}") };
-        if !suffix.starts_with(&want) {
-            let msg = if base_blank_end {
-                "appended text must start with `- config-keys:`"
-            } else {
-                "appended entries must be separated from the last entry by exactly one blank line"
-            };
-            return Err(err(first_line, msg.to_string(), "append at the physical end: one empty line, then `- config-keys:`"));
-        }
-        if head.text.ends_with("\n\n") {
-            return Err(err(head.text.lines().count(), "the file ends with a blank line".into(), "remove trailing empty lines"));
-        }
-        // Exactly one empty line between appended entries.
-        let start_line = first_line + usize::from(!base_blank_end);
-        let lines: Vec<&str> = head.text.lines().collect();
-        for ln in start_line..=lines.len() {
-            if ln > start_line && lines[ln - 1].starts_with(ENTRY_START) {
-                let blank_before = ln >= 2 && lines[ln - 2].is_empty();
-                let two_blank = ln >= 3 && lines[ln - 3].trim().is_empty();
-                if !blank_before || two_blank {
-                    return Err(err(
-                        ln,
-                        "appended entries must be separated by exactly one empty line".into(),
-                        "leave exactly one empty line between entries",
-                    ));
-                }
-            }
-            if ln > start_line && lines[ln - 1].trim().is_empty() && !lines[ln - 1].is_empty() {
-                return Err(err(ln, "whitespace-only line in appended entries".into(), "make separator lines completely empty"));
-            }
-        }
-        let appended: Vec<Entry> = head.entries.iter().filter(|e| e.line >= start_line).cloned().collect();
-        if appended.len() != head.entries.len().saturating_sub(base.entries.len()) {
-            return Err(err(first_line, "appended text does not parse into whole new entries".into(), "append complete entries only"));
-        }
-        for e in &appended {
-            if !is_canonical_pr_link(&e.pr_link) {
-                let ln = head
-                    .text
-                    .lines()
-                    .enumerate()
-                    .skip(e.line - 1)
-                    .find(|(_, l)| l.trim_start().starts_with("pr-link:"))
-                    .map(|(i, _)| i + 1)
-                    .unwrap_or(e.line);
-                let msg = if e.pr_link.contains("XXX") {
-                    format!("pr-link `{}` is a placeholder", e.pr_link)
-                } else {
-                    format!("pr-link `{}` is not a canonical pull-request link", e.pr_link)
-                };
-                return Err(err(ln, msg, "use https://github.com/<owner>/<repo>/pull/<number>"));
-            }
-        }
-        return Ok(Delta { appended, corrections: 0 });
+    let suffix = &head.text[b.len()..];
+    if suffix.is_empty() {
+        return Ok(Delta { appended: Vec::new(), corrections: 0 });
     }
-    // Not a pure append: only pr-link-only corrections are allowed, with the same line count.
+    let first_line = line_of_byte(h, b.len());
+    let base_blank_end = base.text.ends_with("\n\n") || base.text.is_empty();
+    let want = if base_blank_end { ENTRY_START.to_string() } else { format!("\n{ENTRY_START}") };
+    if !suffix.starts_with(&want) {
+        let msg = if base_blank_end {
+            "appended text must start with `- config-keys:`"
+        } else {
+            "appended entries must be separated from the last entry by exactly one blank line"
+        };
+        return Err(at_line(head, first_line, msg.to_string(), "append at the physical end: one empty line, then `- config-keys:`"));
+    }
+    if head.text.ends_with("\n\n") {
+        return Err(at_line(head, head.text.lines().count(), "the file ends with a blank line".into(), "remove trailing empty lines"));
+    }
+    let start_line = first_line + usize::from(!base_blank_end);
+    check_separators(head, start_line)?;
+    let appended: Vec<Entry> = head.entries.iter().filter(|e| e.line >= start_line).cloned().collect();
+    if appended.len() != head.entries.len().saturating_sub(base.entries.len()) {
+        return Err(at_line(
+            head,
+            first_line,
+            "appended text does not parse into whole new entries".into(),
+            "append complete entries only",
+        ));
+    }
+    check_appended_pr_links(head, &appended)?;
+    Ok(Delta { appended, corrections: 0 })
+}
+
+/// Exactly one empty line between appended entries (from `start_line` on), and no
+/// whitespace-only lines.
+fn check_separators(head: &Changelog, start_line: usize) -> Result<(), Problems> {
+    let lines: Vec<&str> = head.text.lines().collect();
+    for ln in start_line..=lines.len() {
+        if ln > start_line && lines[ln - 1].starts_with(ENTRY_START) {
+            let blank_before = ln >= 2 && lines[ln - 2].is_empty();
+            let two_blank = ln >= 3 && lines[ln - 3].trim().is_empty();
+            if !blank_before || two_blank {
+                return Err(at_line(
+                    head,
+                    ln,
+                    "appended entries must be separated by exactly one empty line".into(),
+                    "leave exactly one empty line between entries",
+                ));
+            }
+        }
+        if ln > start_line && lines[ln - 1].trim().is_empty() && !lines[ln - 1].is_empty() {
+            return Err(at_line(head, ln, "whitespace-only line in appended entries".into(), "make separator lines completely empty"));
+        }
+    }
+    Ok(())
+}
+
+/// Every appended entry's pr-link is canonical (reported at its `pr-link:` line).
+fn check_appended_pr_links(head: &Changelog, appended: &[Entry]) -> Result<(), Problems> {
+    for e in appended {
+        if !is_canonical_pr_link(&e.pr_link) {
+            let ln = head
+                .text
+                .lines()
+                .enumerate()
+                .skip(e.line - 1)
+                .find(|(_, l)| l.trim_start().starts_with("pr-link:"))
+                .map(|(i, _)| i + 1)
+                .unwrap_or(e.line);
+            let msg = if e.pr_link.contains("XXX") {
+                format!("pr-link `{}` is a placeholder", e.pr_link)
+            } else {
+                format!("pr-link `{}` is not a canonical pull-request link", e.pr_link)
+            };
+            return Err(at_line(head, ln, msg, "use https://github.com/<owner>/<repo>/pull/<number>"));
+        }
+    }
+    Ok(())
+}
+
+/// Not a pure append: only pr-link-only corrections are allowed, with the same line count.
+fn check_corrections(base: &Changelog, head: &Changelog) -> Result<Delta, Problems> {
     let bl: Vec<&str> = base.text.split('\n').collect();
     let hl: Vec<&str> = head.text.split('\n').collect();
     let first_diff = bl.iter().zip(hl.iter()).position(|(a, b)| a != b).unwrap_or(bl.len().min(hl.len()));
@@ -250,7 +278,8 @@ pub fn check_append(base: &Changelog, head: &Changelog) -> Result<Delta, Problem
     if bl.len() == hl.len() {
         let diffs: Vec<usize> = (0..bl.len()).filter(|&i| bl[i] != hl[i]).collect();
         if let Some(&bad) = diffs.iter().find(|&&i| !is_correction(i)) {
-            return Err(err(
+            return Err(at_line(
+                head,
                 bad + 1,
                 format!("historical line {} changed: `{}` → `{}`", bad + 1, bl[bad], hl[bad]),
                 "perf-changelog.yaml is append-only: restore the line byte-for-byte and add a new entry at the end",
@@ -259,7 +288,8 @@ pub fn check_append(base: &Changelog, head: &Changelog) -> Result<Delta, Problem
         for &i in &diffs {
             let link = hl[i].trim_start().trim_start_matches("pr-link:").trim();
             if !is_canonical_pr_link(link) {
-                return Err(err(
+                return Err(at_line(
+                    head,
                     i + 1,
                     format!("pr-link correction `{link}` is not canonical"),
                     "use https://github.com/<owner>/<repo>/pull/<number>",
@@ -275,7 +305,8 @@ pub fn check_append(base: &Changelog, head: &Changelog) -> Result<Delta, Problem
     } else {
         format!("historical line {} changed: `{shown_base}` → `{shown_head}`", first_diff + 1)
     };
-    Err(err(
+    Err(at_line(
+        head,
         first_diff + 1,
         msg,
         "perf-changelog.yaml is append-only: keep every existing byte and add new entries only at the end (pr-link corrections go in a separate change)",

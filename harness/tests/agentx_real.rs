@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use harness::prompt::{MARKER_TOKENS, Marker, Prompt, WordVocab};
+use harness::prompt::{MARKER_TOKENS, Marker, TurnPrompt, WordVocab};
 use harness::trace::{Entry, ReadOptions, Request, TraceSource, read_traces};
 use harness::workload::driver::{Service, drive};
 use harness::workload::{Outcome, Phase, TracePlan, Workload, WorkloadConfig, compile_pool};
@@ -46,7 +46,7 @@ fn real_prompts_share_exactly_the_hashed_prefix_and_have_in_tokens() {
                 })
                 .collect();
             for (k, r) in reqs.iter().enumerate() {
-                let p = Prompt { conversation: sp.prompts.clone(), turn: k as u32, marker: Some(marker) };
+                let p = TurnPrompt { conversation: sp.prompts.clone(), turn: k as u32, marker: Some(marker) };
                 let toks = p.token_ids(&vocab);
                 assert_eq!(toks.len() as u64, r.input_tokens + MARKER_TOKENS as u64, "{} turn {k}", t.id);
                 let pages = p.page_hashes(64);
@@ -133,7 +133,7 @@ fn deepseek_v4_synthesis_joins_pieces_exactly_as_its_decoder() {
         let plan = TracePlan::build(t, 42).unwrap();
         let sp = &plan.streams[0];
         let turn = (sp.prompts.turns.len() as u32).min(3) - 1;
-        let p = Prompt { conversation: sp.prompts.clone(), turn, marker: Some(Marker::new("conformance", 0, 0, &t.id)) };
+        let p = TurnPrompt { conversation: sp.prompts.clone(), turn, marker: Some(Marker::new("conformance", 0, 0, &t.id)) };
         for (_, ids) in p.message_ids(&vocab) {
             let text = harness::prompt::TokenText::decode(&vocab, &ids);
             assert_eq!(text, vocab.decode_with_decoder(&ids), "trace {} turn {turn}", t.id);

@@ -2,9 +2,11 @@
 
 use super::RepoArgs;
 use crate::changelog::{self, Changelog};
+use crate::golden_al::GoldenAl;
 use crate::problem::{Problem, Problems};
 use crate::recipe::serving::Recipe;
 use crate::recipe::{Master, Runners};
+use crate::repo::Repo;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -30,21 +32,12 @@ pub fn check(args: &Args) -> Result<ValidationSummary, Problems> {
     let mut s = ValidationSummary { master_files: repo.master_files.len(), ..Default::default() };
     let master = if repo.master_files.is_empty() { None } else { p.take(Master::load(&repo.master_files)) };
     let runners = repo.runners_file.as_deref().and_then(|f| p.take(Runners::load(f)));
-    let golden = repo.golden_dir.as_deref().and_then(|d| p.take(crate::golden_al::GoldenAl::load_dir(d)));
+    let golden = repo.golden_dir.as_deref().and_then(|d| p.take(GoldenAl::load_dir(d)));
     s.golden_files = golden.as_ref().map(|g| g.files.len());
     if let Some(m) = &master {
         s.master_configs = m.len();
         if let Some(r) = &runners {
-            for e in &m.entries {
-                if !r.labels.contains_key(&e.runner) {
-                    s.warnings.push(format!(
-                        "{}: runner label `{}` is not in {}",
-                        e.key,
-                        e.runner,
-                        repo.runners_file.as_ref().map(|f| f.display().to_string()).unwrap_or_default()
-                    ));
-                }
-            }
+            s.warnings.extend(unknown_runner_labels(&repo, m, r));
         }
     }
     let changelog_given = args.repo.changelog.is_some() || repo.changelog.is_file();
@@ -52,62 +45,88 @@ pub fn check(args: &Args) -> Result<ValidationSummary, Problems> {
         && (args.repo.changelog.is_some() || args.repo.master.is_empty())
         && let Some(cl) = p.take(Changelog::load(&repo.changelog))
     {
-        {
-            s.changelog_entries = Some(cl.entries.len());
-            if let (Some(m), Some(last)) = (&master, cl.entries.last()) {
-                for pat in &last.config_keys {
-                    if changelog::resolve_pattern(pat, m.keys()).is_empty() {
-                        p.push(Problem::new(
-                            &cl.file,
-                            Some(last.line),
-                            "",
-                            format!("config key `{pat}` of the latest entry matches no master config"),
-                            "fix the key or add the config to the master file",
-                        ));
-                    }
-                }
-            }
+        s.changelog_entries = Some(cl.entries.len());
+        if let Some(m) = &master {
+            check_latest_entry(&cl, m, &mut p);
         }
     }
     // Serving recipes (only for the repository's own master config).
     if let Some(m) = &master
         && args.repo.master.is_empty()
     {
-        for f in repo.recipe_files() {
-            let Some(r) = p.take(Recipe::load(&f)) else { continue };
-            s.recipes += 1;
-            let Some(e) = m.get(&r.config_key) else {
-                p.push(Problem::new(
-                    &f,
-                    None,
-                    "config-key",
-                    format!("recipe config key `{}` is not in the master config", r.config_key),
-                    "add the config to recipes/master.yaml or fix the key",
-                ));
-                continue;
-            };
-            if f.file_stem().map(|x| x.to_string_lossy() != r.config_key).unwrap_or(true) {
-                p.push(Problem::new(
-                    &f,
-                    None,
-                    "config-key",
-                    format!("recipe for `{}` is in a file with another name", r.config_key),
-                    format!("rename the file to recipes/{}.yaml", r.config_key),
-                ));
-            }
-            if p.take(r.match_master(e)).is_none() {
-                continue;
-            }
-            for (ai, a) in r.arms.iter().enumerate() {
-                for pi in 0..a.points.len() {
-                    if p.take(r.resolve(ai, pi, &e.model_prefix, golden.as_ref())).is_some() {
-                        s.recipe_points += 1;
-                    }
+        check_recipes(&repo, m, golden.as_ref(), &mut s, &mut p);
+    }
+    p.into_result(s)
+}
+
+/// A warning for each master entry whose runner label runners.yaml does not list.
+fn unknown_runner_labels(repo: &Repo, m: &Master, r: &Runners) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for e in &m.entries {
+        if !r.labels.contains_key(&e.runner) {
+            warnings.push(format!(
+                "{}: runner label `{}` is not in {}",
+                e.key,
+                e.runner,
+                repo.runners_file.as_ref().map(|f| f.display().to_string()).unwrap_or_default()
+            ));
+        }
+    }
+    warnings
+}
+
+/// The latest changelog entry's config keys must each match a master config.
+fn check_latest_entry(cl: &Changelog, m: &Master, p: &mut Problems) {
+    let Some(last) = cl.entries.last() else { return };
+    for pat in &last.config_keys {
+        if changelog::resolve_pattern(pat, m.keys()).is_empty() {
+            p.push(Problem::new(
+                &cl.file,
+                Some(last.line),
+                "",
+                format!("config key `{pat}` of the latest entry matches no master config"),
+                "fix the key or add the config to the master file",
+            ));
+        }
+    }
+}
+
+/// Every serving recipe: its config key is in the master config and names its file, it matches
+/// the master entry, and each of its points resolves.
+fn check_recipes(repo: &Repo, m: &Master, golden: Option<&GoldenAl>, s: &mut ValidationSummary, p: &mut Problems) {
+    for f in repo.recipe_files() {
+        let Some(r) = p.take(Recipe::load(&f)) else { continue };
+        s.recipes += 1;
+        let Some(e) = m.get(&r.config_key) else {
+            p.push(Problem::new(
+                &f,
+                None,
+                "config-key",
+                format!("recipe config key `{}` is not in the master config", r.config_key),
+                "add the config to recipes/master.yaml or fix the key",
+            ));
+            continue;
+        };
+        if f.file_stem().map(|x| x.to_string_lossy() != r.config_key).unwrap_or(true) {
+            p.push(Problem::new(
+                &f,
+                None,
+                "config-key",
+                format!("recipe for `{}` is in a file with another name", r.config_key),
+                format!("rename the file to recipes/{}.yaml", r.config_key),
+            ));
+        }
+        if p.take(r.match_master(e)).is_none() {
+            continue;
+        }
+        for (ai, a) in r.arms.iter().enumerate() {
+            for pi in 0..a.points.len() {
+                if p.take(r.resolve(ai, pi, &e.model_prefix, golden)).is_some() {
+                    s.recipe_points += 1;
                 }
             }
         }
     }
-    p.into_result(s)
 }
 
 pub fn run(args: &Args) -> anyhow::Result<std::process::ExitCode> {

@@ -237,100 +237,129 @@ pub fn dram_budget_gb(e: &Entry, r: &SearchRow, util: Option<f64>, runners: Opti
 pub fn expand(e: &Entry, scenarios: &[Scenario], runners: Option<&Runners>) -> Result<Vec<Row>, String> {
     let mut out = Vec::new();
     if scenarios.contains(&Scenario::FixedSeqLen) {
-        for b in &e.fixed {
-            let seq = seq_name(b.isl, b.osl);
-            for r in &b.rows {
-                let concs = ladder(&r.conc, 2);
-                let mut m = base(e);
-                m.insert("isl".into(), json!(b.isl));
-                m.insert("osl".into(), json!(b.osl));
-                m.insert("max-model-len".into(), json!(b.isl + b.osl + 256));
-                m.insert("spec-decoding".into(), json!(r.spec_decoding));
-                m.insert("exp-name".into(), json!(format!("{}_{}", e.model_prefix, seq)));
-                topo_fields(&r.topology, &mut m);
-                scoped(e, r, &mut m);
-                let origin = Origin {
-                    config_key: e.key.clone(),
-                    scenario: Scenario::FixedSeqLen,
-                    multinode: e.multinode,
-                    block: b.index,
-                    row: r.index,
-                    seq: Some(seq.clone()),
-                    gpus: r.gpus(),
-                };
-                if e.multinode {
-                    let mut m = m.clone();
-                    m.insert("conc".into(), json!(concs));
-                    out.push(Row { fields: m, origin });
-                } else {
-                    for c in concs {
-                        let mut m = m.clone();
-                        m.insert("conc".into(), json!(c));
-                        out.push(Row { fields: m, origin: origin.clone() });
-                    }
-                }
-            }
-        }
+        expand_fixed(e, &mut out);
     }
     if scenarios.contains(&Scenario::AgenticCoding) {
-        for b in &e.agentic {
-            for r in &b.rows {
-                let dram = dram_budget_gb(e, r, b.dram_utilization, runners).map_err(|m| format!("{}: {m}", e.key))?;
-                let kv = r.kv_offloading.clone().unwrap_or_else(|| "none".into());
-                let kvsuffix = match (&kv[..], &r.kv_offload_backend) {
-                    ("none", _) => "kvnone".to_string(),
-                    (mode, Some(bk)) => format!("kv{mode}-{}", bk.name),
-                    (mode, None) => format!("kv{mode}"),
-                };
-                let mut m = base(e);
-                m.insert("spec-decoding".into(), json!(r.spec_decoding));
-                m.insert("scenario-type".into(), json!("agentic-coding"));
-                m.insert("kv-offloading".into(), json!(kv));
-                if let Some(bk) = &r.kv_offload_backend {
-                    m.insert("kv-offload-backend".into(), component(bk));
-                }
-                m.insert("total-cpu-dram-gb".into(), json!(dram));
-                m.insert("duration".into(), json!(AGENTIC_DURATION_S));
-                topo_fields(&r.topology, &mut m);
-                scoped(e, r, &mut m);
-                let origin = Origin {
-                    config_key: e.key.clone(),
-                    scenario: Scenario::AgenticCoding,
-                    multinode: e.multinode,
-                    block: b.index,
-                    row: r.index,
-                    seq: None,
-                    gpus: r.gpus(),
-                };
-                for c in ladder(&r.conc, 2) {
+        expand_agentic(e, runners, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Fixed-seq-len rows: one per concurrency on a single node; one row with the whole ladder on
+/// multi-node.
+fn expand_fixed(e: &Entry, out: &mut Vec<Row>) {
+    for b in &e.fixed {
+        let seq = seq_name(b.isl, b.osl);
+        for r in &b.rows {
+            let concs = ladder(&r.conc, 2);
+            let mut m = base(e);
+            m.insert("isl".into(), json!(b.isl));
+            m.insert("osl".into(), json!(b.osl));
+            m.insert("max-model-len".into(), json!(b.isl + b.osl + 256));
+            m.insert("spec-decoding".into(), json!(r.spec_decoding));
+            m.insert("exp-name".into(), json!(format!("{}_{}", e.model_prefix, seq)));
+            topo_fields(&r.topology, &mut m);
+            scoped(e, r, &mut m);
+            let origin = Origin {
+                config_key: e.key.clone(),
+                scenario: Scenario::FixedSeqLen,
+                multinode: e.multinode,
+                block: b.index,
+                row: r.index,
+                seq: Some(seq.clone()),
+                gpus: r.gpus(),
+            };
+            if e.multinode {
+                let mut m = m.clone();
+                m.insert("conc".into(), json!(concs));
+                out.push(Row { fields: m, origin });
+            } else {
+                for c in concs {
                     let mut m = m.clone();
-                    let exp = match &r.topology {
-                        Topology::Single { tp, .. } => {
-                            let spec = if r.spec_decoding == "none" { String::new() } else { format!("_spec-{}", r.spec_decoding) };
-                            m.insert("conc".into(), json!(c));
-                            format!("{}_tp{tp}_conc{c}_{kvsuffix}{spec}", e.model_prefix)
-                        }
-                        Topology::Multi { prefill, decode } => {
-                            m.insert("conc".into(), json!([c]));
-                            let kvs = if kv == "none" { String::new() } else { format!("_{kvsuffix}") };
-                            format!("{}_p{}_d{}_conc{c}{kvs}", e.model_prefix, prefill.label(), decode.label())
-                        }
-                    };
-                    m.insert("exp-name".into(), json!(exp));
+                    m.insert("conc".into(), json!(c));
                     out.push(Row { fields: m, origin: origin.clone() });
                 }
             }
         }
     }
-    Ok(out)
+}
+
+/// Agentic rows: one per concurrency, with the DRAM budget and a per-point exp-name.
+fn expand_agentic(e: &Entry, runners: Option<&Runners>, out: &mut Vec<Row>) -> Result<(), String> {
+    for b in &e.agentic {
+        for r in &b.rows {
+            let dram = dram_budget_gb(e, r, b.dram_utilization, runners).map_err(|m| format!("{}: {m}", e.key))?;
+            let kv = r.kv_offloading.clone().unwrap_or_else(|| "none".into());
+            let kvsuffix = match (&kv[..], &r.kv_offload_backend) {
+                ("none", _) => "kvnone".to_string(),
+                (mode, Some(bk)) => format!("kv{mode}-{}", bk.name),
+                (mode, None) => format!("kv{mode}"),
+            };
+            let mut m = base(e);
+            m.insert("spec-decoding".into(), json!(r.spec_decoding));
+            m.insert("scenario-type".into(), json!("agentic-coding"));
+            m.insert("kv-offloading".into(), json!(kv));
+            if let Some(bk) = &r.kv_offload_backend {
+                m.insert("kv-offload-backend".into(), component(bk));
+            }
+            m.insert("total-cpu-dram-gb".into(), json!(dram));
+            m.insert("duration".into(), json!(AGENTIC_DURATION_S));
+            topo_fields(&r.topology, &mut m);
+            scoped(e, r, &mut m);
+            let origin = Origin {
+                config_key: e.key.clone(),
+                scenario: Scenario::AgenticCoding,
+                multinode: e.multinode,
+                block: b.index,
+                row: r.index,
+                seq: None,
+                gpus: r.gpus(),
+            };
+            for c in ladder(&r.conc, 2) {
+                let mut m = m.clone();
+                let exp = match &r.topology {
+                    Topology::Single { tp, .. } => {
+                        let spec = if r.spec_decoding == "none" { String::new() } else { format!("_spec-{}", r.spec_decoding) };
+                        m.insert("conc".into(), json!(c));
+                        format!("{}_tp{tp}_conc{c}_{kvsuffix}{spec}", e.model_prefix)
+                    }
+                    Topology::Multi { prefill, decode } => {
+                        m.insert("conc".into(), json!([c]));
+                        let kvs = if kv == "none" { String::new() } else { format!("_{kvsuffix}") };
+                        format!("{}_p{}_d{}_conc{c}{kvs}", e.model_prefix, prefill.label(), decode.label())
+                    }
+                };
+                m.insert("exp-name".into(), json!(exp));
+                out.push(Row { fields: m, origin: origin.clone() });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Eval selection (spec §3.4). Returns eval-only rows (`run-eval` and `eval-only` true).
 /// Agentic rows are included only when `include_agentic` (the `all-evals` / `evals-only` labels).
 pub fn select_evals(rows: &[Row], all_evals: bool, include_agentic: bool) -> Vec<Row> {
+    let mut out = single_node_fixed_evals(rows, all_evals);
+    out.extend(multinode_evals(rows, all_evals, include_agentic));
+    if include_agentic {
+        out.extend(single_node_agentic_evals(rows, all_evals));
+    }
+    for r in &mut out {
+        r.fields.insert("run-eval".into(), json!(true));
+        r.fields.insert("eval-only".into(), json!(true));
+    }
+    out
+}
+
+fn is_8k1k(r: &Row) -> bool {
+    r.origin.seq.as_deref() == Some("8k1k")
+}
+
+/// Single-node fixed 8k1k: every row with `all-evals`; else, per group of equal settings, the
+/// rows at the highest and the median concurrency (of those at or above [`MIN_EVAL_CONC`]).
+fn single_node_fixed_evals(rows: &[Row], all_evals: bool) -> Vec<Row> {
     let mut out: Vec<Row> = Vec::new();
-    let is_8k1k = |r: &Row| r.origin.seq.as_deref() == Some("8k1k");
-    // Single-node fixed 8k1k.
     let sn: Vec<&Row> = rows.iter().filter(|r| !r.origin.multinode && r.origin.scenario == Scenario::FixedSeqLen && is_8k1k(r)).collect();
     if all_evals {
         out.extend(sn.iter().map(|r| (*r).clone()));
@@ -353,7 +382,14 @@ pub fn select_evals(rows: &[Row], all_evals: bool, include_agentic: bool) -> Vec
             out.extend(g.iter().filter(|r| r.conc() == max || r.conc() == median).map(|r| (*r).clone()));
         }
     }
-    // Multi-node: fixed 8k1k always; agentic when included.
+    out
+}
+
+/// Multi-node: fixed 8k1k always; agentic when included. Rows that differ only in concurrency
+/// form a group: with `all-evals`, one row over the group's concurrencies; else the row with the
+/// highest concurrency at or above [`MIN_EVAL_CONC`].
+fn multinode_evals(rows: &[Row], all_evals: bool, include_agentic: bool) -> Vec<Row> {
+    let mut out: Vec<Row> = Vec::new();
     let mn = |scn: Scenario| {
         rows.iter()
             .filter(move |r| r.origin.multinode && r.origin.scenario == scn)
@@ -403,28 +439,25 @@ pub fn select_evals(rows: &[Row], all_evals: bool, include_agentic: bool) -> Vec
             }
         }
     }
-    // Single-node agentic.
-    if include_agentic {
-        let sa: Vec<&Row> = rows.iter().filter(|r| !r.origin.multinode && r.origin.scenario == Scenario::AgenticCoding).collect();
-        if all_evals {
-            out.extend(sa.iter().map(|r| (*r).clone()));
-        } else {
-            let mut best: BTreeMap<Vec<String>, &Row> = BTreeMap::new();
-            for r in sa {
-                let key: Vec<String> = ["model", "runner", "framework", "precision"].iter().map(|k| r.str(k)).collect();
-                let e = best.entry(key).or_insert(r);
-                if r.conc() > e.conc() {
-                    *e = r;
-                }
-            }
-            out.extend(best.into_values().cloned());
+    out
+}
+
+/// Single-node agentic: every row with `all-evals`; else the highest-concurrency row per model,
+/// runner, framework and precision.
+fn single_node_agentic_evals(rows: &[Row], all_evals: bool) -> Vec<Row> {
+    let sa: Vec<&Row> = rows.iter().filter(|r| !r.origin.multinode && r.origin.scenario == Scenario::AgenticCoding).collect();
+    if all_evals {
+        return sa.iter().map(|r| (*r).clone()).collect();
+    }
+    let mut best: BTreeMap<Vec<String>, &Row> = BTreeMap::new();
+    for r in sa {
+        let key: Vec<String> = ["model", "runner", "framework", "precision"].iter().map(|k| r.str(k)).collect();
+        let e = best.entry(key).or_insert(r);
+        if r.conc() > e.conc() {
+            *e = r;
         }
     }
-    for r in &mut out {
-        r.fields.insert("run-eval".into(), json!(true));
-        r.fields.insert("eval-only".into(), json!(true));
-    }
-    out
+    best.into_values().cloned().collect()
 }
 
 /// `--trim-conc` (the `sweep-enabled` label): single-node rows keep the minimum concurrency per
@@ -462,149 +495,4 @@ pub fn trim_conc(rows: Vec<Row>) -> Vec<Row> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::recipe::master::Master;
-    use std::path::Path;
-
-    const SPEC_ENTRY: &str = r#"
-dsr1-fp4-b200-sglang-mtp:
-  image: lmsysorg/sglang:v0.5.16-cu130
-  model: nvidia/DeepSeek-R1-0528-FP4-V2
-  model-prefix: dsr1
-  runner: b200
-  precision: fp4
-  framework: sglang
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: 8192
-      osl: 1024
-      search-space:
-      - { tp: 4, ep: 1, conc-start: 1, conc-end: 32, spec-decoding: mtp }
-      - { tp: 4, ep: 4, dp-attn: true, conc-start: 64, conc-end: 256, spec-decoding: mtp }
-"#;
-
-    fn entry(text: &str) -> Entry {
-        Master::from_str(Path::new("m.yaml"), text).unwrap().entries.remove(0)
-    }
-
-    #[test]
-    fn spec_first_row_byte_for_byte() {
-        let rows = expand(&entry(SPEC_ENTRY), &[Scenario::FixedSeqLen], None).unwrap();
-        let want = r#"{"conc":1,"dcp-size":1,"disagg":false,"dp-attn":false,"ep":1,"exp-name":"dsr1_8k1k","framework":"sglang","image":"lmsysorg/sglang:v0.5.16-cu130","isl":8192,"max-model-len":9472,"model":"nvidia/DeepSeek-R1-0528-FP4-V2","model-prefix":"dsr1","osl":1024,"pcp-size":1,"pp":1,"precision":"fp4","run-eval":false,"runner":"b200","spec-decoding":"mtp","tp":4}"#;
-        assert_eq!(canonical_json(&Value::Object(rows[0].fields.clone())), want);
-        let concs: Vec<u32> = rows.iter().map(|r| r.conc()).collect();
-        assert_eq!(concs, vec![1, 2, 4, 8, 16, 32, 64, 128, 256]);
-    }
-
-    #[test]
-    fn fingerprint_ignores_only_conc_and_exp_name() {
-        let rows = expand(&entry(SPEC_ENTRY), &[Scenario::FixedSeqLen], None).unwrap();
-        let (a, b) = (recipe_fingerprint(&rows[0].fields), recipe_fingerprint(&rows[1].fields));
-        assert_eq!(a, b, "only conc differs");
-        let mut c = rows[0].fields.clone();
-        c.insert("exp-name".into(), json!("other"));
-        assert_eq!(recipe_fingerprint(&c), a);
-        c.insert("ep".into(), json!(2));
-        assert_ne!(recipe_fingerprint(&c), a);
-        assert_eq!(a.len(), 64);
-    }
-
-    #[test]
-    fn eval_selection_defaults() {
-        let rows = expand(&entry(SPEC_ENTRY), &[Scenario::FixedSeqLen], None).unwrap();
-        let ev = select_evals(&rows, false, false);
-        let mut concs: Vec<u32> = ev.iter().map(|r| r.conc()).collect();
-        concs.sort();
-        // {1..32} → 32; {64,128,256} (DPA group) → 128 and 256.
-        assert_eq!(concs, vec![32, 128, 256]);
-        assert!(ev.iter().all(|r| r.run_eval()));
-        let small = SPEC_ENTRY
-            .replace("conc-start: 1, conc-end: 32", "conc-list: [1, 2, 4, 8]")
-            .replace("conc-start: 64, conc-end: 256", "conc-list: [2]");
-        assert!(select_evals(&expand(&entry(&small), &[Scenario::FixedSeqLen], None).unwrap(), false, false).is_empty());
-    }
-
-    const MN: &str = r#"
-k-mn:
-  image: i
-  model: m
-  model-prefix: kimik3
-  runner: cluster:h200-multinode
-  precision: fp4
-  framework: dynamo-trt
-  multinode: true
-  disagg: true
-  kv-p2p-transfer: nixl
-  scenarios:
-    fixed-seq-len:
-    - isl: 8192
-      osl: 1024
-      search-space:
-      - { spec-decoding: mtp, conc-list: [64, 128], prefill: { num-worker: 1, tp: 4, ep: 4, dp-attn: true }, decode: { num-worker: 1, tp: 8, ep: 8, dp-attn: true } }
-      - { spec-decoding: mtp, conc-list: [256, 16], prefill: { num-worker: 1, tp: 4, ep: 4, dp-attn: true }, decode: { num-worker: 1, tp: 8, ep: 8, dp-attn: true } }
-    agentic-coding:
-    - search-space:
-      - { conc-list: [64, 128], prefill: { num-worker: 2, tp: 16, ep: 32, dp-attn: true }, decode: { num-worker: 0, tp: 16, ep: 32, dp-attn: true } }
-"#;
-
-    #[test]
-    fn multinode_fixed_one_row_agentic_one_per_conc() {
-        let e = entry(MN);
-        let rows = expand(&e, &[Scenario::FixedSeqLen, Scenario::AgenticCoding], None).unwrap();
-        assert_eq!(rows[0].concs(), vec![64, 128]);
-        let ag: Vec<&Row> = rows.iter().filter(|r| r.origin.scenario == Scenario::AgenticCoding).collect();
-        assert_eq!(ag.len(), 2);
-        assert_eq!(ag[0].fields["exp-name"], json!("kimik3_p2x16ep32dpa_d0x16ep32dpa_conc64"));
-        assert_eq!(ag[1].fields["conc"], json!([128]));
-    }
-
-    #[test]
-    fn all_evals_merges_multinode_rows() {
-        let rows = expand(&entry(MN), &[Scenario::FixedSeqLen], None).unwrap();
-        let ev = select_evals(&rows, true, false);
-        assert_eq!(ev.len(), 1);
-        assert_eq!(ev[0].fields["conc"], json!([16, 64, 128, 256]));
-        assert_eq!(ev[0].fields["eval-all-concs"], json!(true));
-        let def = select_evals(&rows, false, false);
-        assert_eq!(def[0].fields["eval-conc"], json!(256));
-    }
-
-    #[test]
-    fn agentic_exp_names_and_dram_budget() {
-        let text = r#"
-dsv4-fp4-b200-vllm-agentic-mtp:
-  image: i
-  model: m
-  model-prefix: dsv4
-  runner: cluster:b200-dgxc
-  precision: fp4
-  framework: vllm
-  multinode: false
-  scenarios:
-    agentic-coding:
-    - dram-utilization: 0.95
-      search-space:
-      - { tp: 8, kv-offloading: dram, kv-offload-backend: { name: vllm-simple }, spec-decoding: mtp, conc-list: [1, 4] }
-"#;
-        let mut runners = Runners::default();
-        runners
-            .hardware
-            .insert("cluster:b200-dgxc".into(), crate::recipe::runners::Hardware { available_cpu_dram_mib: 3_000_000, gpus_per_node: 8 });
-        let rows = expand(&entry(text), &[Scenario::AgenticCoding], Some(&runners)).unwrap();
-        assert_eq!(rows[0].fields["exp-name"], json!("dsv4_tp8_conc1_kvdram-vllm-simple_spec-mtp"));
-        assert_eq!(rows[0].fields["total-cpu-dram-gb"], json!(2849));
-        assert_eq!(rows[0].fields["duration"], json!(3600));
-        assert!(rows[0].fields.get("isl").is_none());
-        assert!(expand(&entry(text), &[Scenario::AgenticCoding], None).unwrap_err().contains("hardware"));
-    }
-
-    #[test]
-    fn trim_keeps_min_conc_per_recipe() {
-        let rows = expand(&entry(SPEC_ENTRY), &[Scenario::FixedSeqLen], None).unwrap();
-        let t = trim_conc(rows);
-        let c: Vec<u32> = t.iter().map(|r| r.conc()).collect();
-        assert_eq!(c, vec![1, 64]);
-    }
-}
+mod tests;

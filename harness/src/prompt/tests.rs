@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use super::*;
 use crate::trace::Request;
 
@@ -23,8 +25,8 @@ fn plan(reqs: &[Request], system: Option<u64>) -> Arc<ConversationPlan> {
     Arc::new(ConversationPlan::build(7, 9, 64, system, &refs, &[], &mut ids))
 }
 
-fn prompt(p: &Arc<ConversationPlan>, turn: u32, marker: Option<Marker>) -> Prompt {
-    Prompt { conversation: p.clone(), turn, marker }
+fn prompt(p: &Arc<ConversationPlan>, turn: u32, marker: Option<Marker>) -> TurnPrompt {
+    TurnPrompt { conversation: p.clone(), turn, marker }
 }
 
 fn seq(a: u64, b: u64) -> Vec<u64> {

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::prompt::{MixHasher, Prompt, TokenText};
+use crate::prompt::{MixHasher, TokenText, TurnPrompt};
 use crate::workload::RequestSpec;
 
 /// Serialized messages by content key, bounded in bytes: two generations, the older dropped
@@ -138,7 +138,7 @@ impl RequestSpec {
 impl BodyPieces {
     /// The `/v1/chat/completions` body of `prompt` with `max_completion_tokens: max_tokens` (see
     /// [`RequestSpec::http_body_pieces`]).
-    pub fn build(model: &str, prompt: &Prompt, max_tokens: u64, vocab: &dyn TokenText, cache: &MessageCache) -> BodyPieces {
+    pub fn build(model: &str, prompt: &TurnPrompt, max_tokens: u64, vocab: &dyn TokenText, cache: &MessageCache) -> BodyPieces {
         #[derive(serde::Serialize)]
         struct Tail {
             stream: bool,

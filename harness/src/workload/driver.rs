@@ -45,9 +45,7 @@ pub fn drive(
     mut check: impl FnMut(&Workload, u64),
 ) -> DriveLog {
     let mut log = DriveLog::default();
-    let mut pending: BinaryHeap<Reverse<(u64, RequestId, usize)>> = BinaryHeap::new();
-    let mut cancelled: HashSet<RequestId> = HashSet::new();
-    let mut wake: Option<u64> = None;
+    let mut q = Queue::default();
     let mut actions = Vec::new();
     let mut now = start;
     let mut event = Event::Start;
@@ -56,68 +54,97 @@ pub fn drive(
         wl.handle(now, event, &mut actions);
         log.events += 1;
         for a in actions.drain(..) {
-            match a {
-                Action::Send(spec) => {
-                    let s = service(&spec);
-                    let idx = log.records.len();
-                    pending.push(Reverse((now + s.duration_ns, spec.id, idx)));
-                    log.records.push(SentRecord { sent_at: now, spec: *spec, done_at: None, failure: s.failure, cancelled: false });
-                }
-                Action::Cancel(id) => {
-                    cancelled.insert(id);
-                }
-                Action::Wake(t) => wake = Some(t),
-                Action::ProfilingStarted { at, deadline } => {
-                    log.profiling_start = Some(at);
-                    log.profiling_deadline = Some(deadline);
-                }
-                Action::ProfilingEnded { .. } => {}
-                Action::Finished(o) => log.outcome = Some(o),
-            }
+            q.take(a, now, &mut service, &mut log);
         }
         check(wl, now);
         if log.outcome.is_some() {
             break;
         }
-        // Next event: the earliest live completion, else the wake.
-        while let Some(Reverse((_, id, idx))) = pending.peek().copied() {
-            if cancelled.contains(&id) {
-                pending.pop();
+        match q.next_event(now, &mut log) {
+            Some((t, e)) => (now, event) = (t, e),
+            None => break,
+        }
+    }
+    q.mark_cancelled(&mut log);
+    log
+}
+
+/// What the driver waits for: the service's completions (by time) and the machine's wake.
+#[derive(Default)]
+struct Queue {
+    /// (completion time, request, index in the log).
+    pending: BinaryHeap<Reverse<(u64, RequestId, usize)>>,
+    cancelled: HashSet<RequestId>,
+    wake: Option<u64>,
+}
+
+impl Queue {
+    /// Carries out one action at `now`.
+    fn take(&mut self, a: Action, now: u64, service: &mut impl FnMut(&RequestSpec) -> Service, log: &mut DriveLog) {
+        match a {
+            Action::Send(spec) => {
+                let s = service(&spec);
+                let idx = log.records.len();
+                self.pending.push(Reverse((now + s.duration_ns, spec.id, idx)));
+                log.records.push(SentRecord { sent_at: now, spec: *spec, done_at: None, failure: s.failure, cancelled: false });
+            }
+            Action::Cancel(id) => {
+                self.cancelled.insert(id);
+            }
+            Action::Wake(t) => self.wake = Some(t),
+            Action::ProfilingStarted { at, deadline } => {
+                log.profiling_start = Some(at);
+                log.profiling_deadline = Some(deadline);
+            }
+            Action::ProfilingEnded { .. } => {}
+            Action::Finished(o) => log.outcome = Some(o),
+        }
+    }
+
+    /// The next event and its time: the earliest live completion, else the wake; `None` when
+    /// there is neither.
+    fn next_event(&mut self, now: u64, log: &mut DriveLog) -> Option<(u64, Event)> {
+        while let Some(Reverse((_, id, idx))) = self.pending.peek().copied() {
+            if self.cancelled.contains(&id) {
+                self.pending.pop();
                 log.records[idx].cancelled = true;
                 log.records[idx].failure = None;
             } else {
                 break;
             }
         }
-        let next_done = pending.peek().map(|Reverse(e)| e.0);
-        let take_done = match (next_done, wake) {
+        let next_done = self.pending.peek().map(|Reverse(e)| e.0);
+        let take_done = match (next_done, self.wake) {
             (Some(d), Some(w)) => d <= w,
             (Some(_), None) => true,
             (None, _) => false,
         };
-        match (take_done, wake) {
+        match (take_done, self.wake) {
             (true, _) => {
-                let Reverse((t, id, idx)) = pending.pop().expect("peeked");
-                now = t.max(now);
+                let Reverse((t, id, idx)) = self.pending.pop().expect("peeked");
+                let now = t.max(now);
                 log.records[idx].done_at = Some(now);
-                event = match log.records[idx].failure {
+                let event = match log.records[idx].failure {
                     Some(f) => Event::Failed(id, f),
                     None => Event::Completed(id),
                 };
+                Some((now, event))
             }
             (false, Some(w)) => {
-                now = w.max(now);
-                wake = None;
-                event = Event::Wake;
+                self.wake = None;
+                Some((w.max(now), Event::Wake))
             }
-            (false, None) => break,
+            (false, None) => None,
         }
     }
-    for Reverse((_, id, idx)) in pending {
-        if cancelled.contains(&id) {
-            log.records[idx].cancelled = true;
-            log.records[idx].failure = None;
+
+    /// Requests still pending at the end that were cancelled are logged as such.
+    fn mark_cancelled(self, log: &mut DriveLog) {
+        for Reverse((_, id, idx)) in self.pending {
+            if self.cancelled.contains(&id) {
+                log.records[idx].cancelled = true;
+                log.records[idx].failure = None;
+            }
         }
     }
-    log
 }
