@@ -1,9 +1,9 @@
 //! Sending one chat request, on this client's own HTTP/1.1 connections (`http://`) or through
-//! reqwest (`https://`), and reading its streamed answer into the request's record.
+//! reqwest (`https://`); both read the answer with [`read_reply`].
 
 use super::HttpTarget;
 use super::h1;
-use super::stream::{Sse, error_message, fail};
+use super::stream::{ReqwestReply, fail, read_reply};
 use crate::records::Record;
 use crate::workload::{Failure, RequestSpec};
 
@@ -45,38 +45,14 @@ impl HttpTarget {
     ) -> (Record, Option<Failure>) {
         headers.push(("accept", "text/event-stream"));
         rec.start_ns = clock_now();
-        let mut resp = match client.post("/v1/chat/completions", headers, body).await {
-            Ok(r) => r,
+        match client.post("/v1/chat/completions", headers, body).await {
+            Ok(resp) => read_reply(resp, rec, self.time_scale, clock_now).await,
             Err(e) => {
                 // No response (refused, or closed before its head), as reqwest reports it.
                 let now = clock_now();
-                return fail(rec, "connection_error", format!("{}/v1/chat/completions: {e}", self.base_url), None, now);
-            }
-        };
-        rec.ack_ns = Some(clock_now());
-        let arrival = resp.header(engine::server::ARRIVAL_HEADER).and_then(|v| v.parse::<u64>().ok());
-        let mut sse = Sse::new(&mut rec, arrival, self.time_scale);
-        if !(200..300).contains(&resp.status) {
-            let status = resp.status;
-            let text = resp.text().await.unwrap_or_default();
-            let now = clock_now();
-            return fail(rec, &format!("http_{status}"), error_message(text), Some(status), now);
-        }
-        loop {
-            let data = match resp.data().await {
-                Ok(Some(d)) => d,
-                Ok(None) => break,
-                Err(e) => {
-                    let now = clock_now();
-                    return fail(rec, "connection_dropped", format!("stream ended early: {e}"), None, now);
-                }
-            };
-            let t = clock_now();
-            if let Some((msg, code)) = sse.feed(&mut rec, data, t) {
-                return fail(rec, "stream_error", msg, code, t);
+                fail(rec, "connection_error", format!("{}/v1/chat/completions: {e}", self.base_url), None, now)
             }
         }
-        sse.finish(rec, clock_now())
     }
 
     /// [`HttpTarget::send_body`] through reqwest (`https://` targets).
@@ -92,62 +68,41 @@ impl HttpTarget {
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let req = match body {
-            h1::Body::Ready(parts) => {
-                // The pieces stream without a size of their own; the server still gets a sized body.
-                let len: usize = parts.iter().map(bytes::Bytes::len).sum();
-                let body = match parts.len() {
-                    0 | 1 => reqwest::Body::from(parts.into_iter().next().unwrap_or_default()),
-                    _ => reqwest::Body::wrap_stream(futures_util::stream::iter(parts.into_iter().map(Ok::<_, std::io::Error>))),
-                };
-                req.header(reqwest::header::CONTENT_LENGTH, len).body(body)
-            }
-            h1::Body::Later(fut) => {
-                use futures_util::StreamExt;
-                let pieces = futures_util::stream::once(fut).flat_map(|built| {
-                    let parts: Vec<Result<bytes::Bytes, String>> = match built {
-                        Ok(parts) => parts.into_iter().map(Ok).collect(),
-                        Err(e) => vec![Err(e)],
-                    };
-                    futures_util::stream::iter(parts)
-                });
-                req.body(reqwest::Body::wrap_stream(pieces))
-            }
-        };
+        let req = req_with_body(req, body);
         rec.start_ns = clock_now();
-        let resp = match req.send().await {
-            Ok(r) => r,
+        match req.send().await {
+            Ok(resp) => read_reply(ReqwestReply::new(resp), rec, self.time_scale, clock_now).await,
             Err(e) => {
                 let kind = if e.is_timeout() { "timeout" } else { "connection_error" };
                 let now = clock_now();
-                return fail(rec, kind, format!("{url}: {e}"), None, now);
+                fail(rec, kind, format!("{url}: {e}"), None, now)
             }
-        };
-        rec.ack_ns = Some(clock_now());
-        let arrival = resp.headers().get(engine::server::ARRIVAL_HEADER).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        let mut sse = Sse::new(&mut rec, arrival, self.time_scale);
-        let status = resp.status();
-        if !status.is_success() {
-            let text = resp.text().await.unwrap_or_default();
-            let now = clock_now();
-            return fail(rec, &format!("http_{}", status.as_u16()), error_message(text), Some(status.as_u16()), now);
         }
-        let mut resp = resp;
-        loop {
-            let chunk = match resp.chunk().await {
-                Ok(Some(c)) => c,
-                Ok(None) => break,
-                Err(e) => {
-                    let kind = if e.is_timeout() { "timeout" } else { "connection_dropped" };
-                    let now = clock_now();
-                    return fail(rec, kind, format!("stream ended early: {e}"), None, now);
-                }
+    }
+}
+
+/// The request with its body: a ready one sized, one being built streamed once it is done.
+fn req_with_body(req: reqwest::RequestBuilder, body: h1::Body) -> reqwest::RequestBuilder {
+    match body {
+        h1::Body::Ready(parts) => {
+            // The pieces stream without a size of their own; the server still gets a sized body.
+            let len: usize = parts.iter().map(bytes::Bytes::len).sum();
+            let body = match parts.len() {
+                0 | 1 => reqwest::Body::from(parts.into_iter().next().unwrap_or_default()),
+                _ => reqwest::Body::wrap_stream(futures_util::stream::iter(parts.into_iter().map(Ok::<_, std::io::Error>))),
             };
-            let t = clock_now();
-            if let Some((msg, code)) = sse.feed(&mut rec, &chunk, t) {
-                return fail(rec, "stream_error", msg, code, t);
-            }
+            req.header(reqwest::header::CONTENT_LENGTH, len).body(body)
         }
-        sse.finish(rec, clock_now())
+        h1::Body::Later(fut) => {
+            use futures_util::StreamExt;
+            let pieces = futures_util::stream::once(fut).flat_map(|built| {
+                let parts: Vec<Result<bytes::Bytes, String>> = match built {
+                    Ok(parts) => parts.into_iter().map(Ok).collect(),
+                    Err(e) => vec![Err(e)],
+                };
+                futures_util::stream::iter(parts)
+            });
+            req.body(reqwest::Body::wrap_stream(pieces))
+        }
     }
 }

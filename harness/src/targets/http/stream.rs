@@ -1,11 +1,116 @@
-//! Reading a streamed reply: the server-sent events into the request's record (timestamps,
-//! chunk count, usage, mid-stream errors), and a failed request's record.
+//! Reading a streamed reply, whichever transport carried it: the server-sent events into the
+//! request's record (timestamps, chunk count, usage, mid-stream errors), and a failed request's
+//! record.
 
+use bytes::Bytes;
 use serde_json::Value;
 
 use super::chunk::ChunkInfo;
+use super::h1;
 use crate::records::{Record, RecordError, is_overflow_message};
 use crate::workload::Failure;
+
+/// A response whose head is in, as either transport delivers it; its body is read in runs of
+/// bytes.
+pub(super) trait Reply {
+    fn status(&self) -> u16;
+    /// The value of header `name` (lowercase).
+    fn header(&self, name: &str) -> Option<&str>;
+    /// The whole body as text (an error reply); empty when it cannot be read.
+    async fn error_text(self) -> String;
+    /// The next run of body bytes; `None` at the end of the body.
+    async fn data(&mut self) -> Result<Option<&[u8]>, BodyError>;
+}
+
+/// Why a reply's body stopped before its end.
+pub(super) struct BodyError {
+    /// The record's error kind: `timeout` or `connection_dropped`.
+    pub(super) kind: &'static str,
+    pub(super) message: String,
+}
+
+impl Reply for h1::Response<'_> {
+    fn status(&self) -> u16 {
+        self.status
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        h1::Response::header(self, name)
+    }
+    async fn error_text(mut self) -> String {
+        self.text().await.unwrap_or_default()
+    }
+    async fn data(&mut self) -> Result<Option<&[u8]>, BodyError> {
+        h1::Response::data(self).await.map_err(|e| BodyError { kind: "connection_dropped", message: e.to_string() })
+    }
+}
+
+/// A reqwest response and the chunk last read from it.
+pub(super) struct ReqwestReply {
+    resp: reqwest::Response,
+    chunk: Bytes,
+}
+
+impl ReqwestReply {
+    pub(super) fn new(resp: reqwest::Response) -> Self {
+        ReqwestReply { resp, chunk: Bytes::new() }
+    }
+}
+
+impl Reply for ReqwestReply {
+    fn status(&self) -> u16 {
+        self.resp.status().as_u16()
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        self.resp.headers().get(name).and_then(|v| v.to_str().ok())
+    }
+    async fn error_text(self) -> String {
+        self.resp.text().await.unwrap_or_default()
+    }
+    async fn data(&mut self) -> Result<Option<&[u8]>, BodyError> {
+        match self.resp.chunk().await {
+            Ok(Some(c)) => {
+                self.chunk = c;
+                Ok(Some(&self.chunk))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(BodyError { kind: if e.is_timeout() { "timeout" } else { "connection_dropped" }, message: e.to_string() }),
+        }
+    }
+}
+
+/// Reads a reply whose head has just come in into `rec`: the ack, an error reply, or the event
+/// stream to its end; returns the failure, if any.
+pub(super) async fn read_reply(
+    mut reply: impl Reply,
+    mut rec: Record,
+    time_scale: f64,
+    clock_now: impl Fn() -> u64,
+) -> (Record, Option<Failure>) {
+    rec.ack_ns = Some(clock_now());
+    let arrival = reply.header(engine::server::ARRIVAL_HEADER).and_then(|v| v.parse::<u64>().ok());
+    let mut sse = Sse::new(&mut rec, arrival, time_scale);
+    let status = reply.status();
+    if !(200..300).contains(&status) {
+        let text = reply.error_text().await;
+        let now = clock_now();
+        return fail(rec, &format!("http_{status}"), error_message(text), Some(status), now);
+    }
+    loop {
+        let data = match reply.data().await {
+            Ok(Some(d)) => d,
+            Ok(None) => break,
+            Err(e) => {
+                let now = clock_now();
+                return fail(rec, e.kind, format!("stream ended early: {}", e.message), None, now);
+            }
+        };
+        let t = clock_now();
+        if let Some((msg, code)) = sse.feed(&mut rec, data, t) {
+            return fail(rec, "stream_error", msg, code, t);
+        }
+    }
+    sse.finish(rec, clock_now())
+}
 
 /// A failed request's record: the error (an overflow message becomes `context_overflow`, terminal
 /// for the session) and its end.
@@ -17,7 +122,7 @@ pub(super) fn fail(mut rec: Record, kind: &str, message: String, status: Option<
 }
 
 /// The message of an error reply (OpenAI's `error.message`, or a top-level `message`), else its text.
-pub(super) fn error_message(text: String) -> String {
+fn error_message(text: String) -> String {
     serde_json::from_str::<Value>(&text)
         .ok()
         .and_then(|v| v["error"]["message"].as_str().or(v["message"].as_str()).map(str::to_string))
@@ -26,7 +131,7 @@ pub(super) fn error_message(text: String) -> String {
 
 /// The server-sent events of one streamed reply, read as the body arrives: timestamps of the
 /// first and last output, chunk count, usage and mid-stream errors, into the request's record.
-pub(super) struct Sse {
+struct Sse {
     start: u64,
     /// The engine time of the request's arrival, when the server stamps its events.
     arrival: Option<u64>,
@@ -47,7 +152,7 @@ impl Sse {
     /// between the engine and this client (the server's front end, delivery, a busy core) would
     /// count K times over on the scaled clock, and the virtual clock has none of them. The
     /// observed times still give the added latency.
-    pub(super) fn new(rec: &mut Record, arrival: Option<u64>, time_scale: f64) -> Sse {
+    fn new(rec: &mut Record, arrival: Option<u64>, time_scale: f64) -> Sse {
         let stamped = time_scale != 1.0 && arrival.is_some();
         if stamped {
             rec.ack_ns = Some(rec.start_ns);
@@ -65,7 +170,7 @@ impl Sse {
     /// Reads the complete lines of `chunk` (received at `t`); a partial line waits for the next
     /// chunk. Lines are read in place from the chunk when nothing is left over (the usual case:
     /// one event per chunk). Returns a mid-stream error event's message and code.
-    pub(super) fn feed(&mut self, rec: &mut Record, chunk: &[u8], t: u64) -> Option<(String, Option<u16>)> {
+    fn feed(&mut self, rec: &mut Record, chunk: &[u8], t: u64) -> Option<(String, Option<u16>)> {
         let mut pending = std::mem::take(&mut self.buf);
         let data: &[u8] = if pending.is_empty() {
             chunk
@@ -121,7 +226,7 @@ impl Sse {
     /// The record once the body has ended at `now`: its end (the last stamp is the finish's),
     /// the server's TTFT and the client's added latency; a stream without `[DONE]` or usage is a
     /// dropped connection.
-    pub(super) fn finish(self, mut rec: Record, now: u64) -> (Record, Option<Failure>) {
+    fn finish(self, mut rec: Record, now: u64) -> (Record, Option<Failure>) {
         rec.end_ns = self.place(now, self.stamp).max(rec.last_chunk_ns.unwrap_or(self.start));
         if let (Some(a), Some((observed, Some(s)))) = (self.arrival, self.first) {
             let server = s.saturating_sub(a);
