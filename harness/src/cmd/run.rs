@@ -4,6 +4,7 @@
 use super::RepoArgs;
 use crate::plan::{self, Inputs, Labels, Plan, PlanRequest};
 use crate::results::{RunSummary, Status};
+use crate::run::launcher::{Endpoint, PointLauncher};
 use crate::run::{self, PointRunner, RunOptions};
 use crate::targets::sim::{ProfileChoice, SimRunner};
 use crate::trace::TraceSource;
@@ -250,12 +251,16 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             Box::new(r)
         }
         t if t == "local" || t == "local:engine" || t.starts_with("url:") => Box::new(crate::targets::http::HttpRunner {
-            url: t.strip_prefix("url:").map(str::to_string),
-            engine_twin: t == "local:engine",
+            endpoint: match t.strip_prefix("url:") {
+                Some(url) => Endpoint::Url(url.to_string()),
+                None => Endpoint::Launch(PointLauncher {
+                    engine_twin: t == "local:engine",
+                    health_timeout: std::time::Duration::from_secs_f64(args.server_timeout.max(1.0)),
+                    profiles: ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() },
+                }),
+            },
             pools: pools.clone(),
             duration_s: args.duration,
-            health_timeout: std::time::Duration::from_secs_f64(args.server_timeout.max(1.0)),
-            profiles: ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() },
             tokenizer: args.tokenizer.clone(),
         }),
         "slurm" => {

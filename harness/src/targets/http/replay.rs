@@ -15,6 +15,7 @@ use super::clock::Clock;
 use super::{HttpTarget, h1};
 use crate::metrics::PointContext;
 use crate::records::{Record, RecordError};
+use crate::run::launcher::LaunchError;
 use crate::targets::ledger::{Close, Command, Ledger, Progress};
 use crate::targets::scrape::{CpuSampler, Scrapes};
 use crate::workload::{Action, Event, Failure, Outcome as WlOutcome, RequestId, RequestSpec, Workload};
@@ -82,7 +83,7 @@ pub async fn replay(
     target: &HttpTarget,
     wl: &mut Workload,
     cancel: &AtomicBool,
-    mut alive: impl FnMut() -> Result<(), String>,
+    mut alive: impl FnMut() -> Result<(), LaunchError>,
     mut progress: impl FnMut(&Progress),
 ) -> LiveRun {
     let clock = Clock::new(target.time_scale);
@@ -251,7 +252,7 @@ impl Live<'_> {
         &mut self,
         cpu: &mut CpuSampler,
         cancel: &AtomicBool,
-        alive: &mut impl FnMut() -> Result<(), String>,
+        alive: &mut impl FnMut() -> Result<(), LaunchError>,
         progress: &mut impl FnMut(&Progress),
     ) -> ControlFlow<()> {
         let now = self.clock.now();
