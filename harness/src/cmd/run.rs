@@ -85,7 +85,7 @@ pub struct Args {
     #[command(flatten)]
     pub repo: RepoArgs,
     #[command(flatten)]
-    pub slurm: crate::run::slurm::SlurmArgs,
+    pub slurm: super::slurm_args::SlurmArgs,
 }
 
 /// `YYYYMMDDTHHMMSSZ` for a Unix time (UTC).
@@ -265,7 +265,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }),
         "slurm" => {
             let inner = inner_args(args);
-            let r = crate::run::slurm::SlurmRunner::new(args.slurm.clone(), inner, &plan, &out, &run_id, &repo.root, args.resume)
+            let r = crate::run::slurm::SlurmRunner::new(args.slurm.config(), inner, &plan, &out, &run_id, &repo.root, args.resume)
                 .map_err(anyhow::Error::msg)?;
             Box::new(r)
         }
