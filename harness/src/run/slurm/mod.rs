@@ -21,7 +21,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-use super::{Job, Outcome, PointRunner};
+use super::{Job, Outcome, PointRunner, RunError};
 use crate::pareto::Samples;
 use crate::plan::{Plan, PlanPoint};
 use crate::results::{PointResult, Status, point_dir};
@@ -269,8 +269,8 @@ impl PointRunner for SlurmRunner {
         }
     }
 
-    fn run_point(&self, job: &Job) -> Result<(PointResult, Option<Samples>), String> {
-        self.run_job(job).map_err(|e| e.to_string())
+    fn run_point(&self, job: &Job) -> Result<(PointResult, Option<Samples>), RunError> {
+        Ok(self.run_job(job)?)
     }
 
     fn matrices_at_once(&self) -> bool {
