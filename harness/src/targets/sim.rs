@@ -422,7 +422,7 @@ impl PointRunner for SimRunner {
         };
         let set = match self.pools.pool_for(p) {
             Ok(s) => s,
-            Err(e) => return fail(ctx, e),
+            Err(e) => return fail(ctx, e.to_string()),
         };
         ctx.trace_set = set.trace_set.clone();
         run_point(&mut engine, &set.plans, workload_config(p, job.seed, self.duration_s), ctx, &job.cancel, |_| {})

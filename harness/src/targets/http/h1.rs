@@ -24,7 +24,7 @@ use tokio::net::TcpStream;
 /// goes first).
 pub enum Body {
     Ready(Vec<Bytes>),
-    Later(Pin<Box<dyn Future<Output = Result<Vec<Bytes>, String>> + Send>>),
+    Later(Pin<Box<dyn Future<Output = Result<Vec<Bytes>, tokio::task::JoinError>> + Send>>),
 }
 
 /// Why a request failed.

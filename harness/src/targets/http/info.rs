@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::clock::Clock;
-use super::{HttpTarget, INFO_TIMEOUT};
+use super::{HttpError, HttpTarget, INFO_TIMEOUT};
 use crate::metrics::PointContext;
 use crate::prompt::{TokenText, TokenizerVocab, WordVocab};
 
@@ -18,7 +18,7 @@ impl HttpTarget {
     /// tokenizer the server reports when it is readable here, else (the reference engine) its
     /// built-in vocabulary, else the word list (token counts then drift from the trace's).
     /// `info_url`: where `/server_info` is asked (the worker behind a router; else `base_url`).
-    pub async fn identify(&mut self, ctx: &mut PointContext, tokenizer: Option<&std::path::Path>, info_url: &str) -> Result<(), String> {
+    pub async fn identify(&mut self, ctx: &mut PointContext, tokenizer: Option<&std::path::Path>, info_url: &str) -> Result<(), HttpError> {
         self.model = self.discover_model().await?;
         ctx.result_kind = "measured".into();
         let info = self.server_info_at(info_url).await;
@@ -33,7 +33,7 @@ impl HttpTarget {
         let file = tokenizer.map(std::path::Path::to_path_buf).or(reported);
         let (vocab, vocab_name): (Arc<dyn TokenText>, String) = match (&file, &engine_info) {
             (Some(p), _) => (
-                Arc::new(TokenizerVocab::from_path(p).map_err(|e| format!("synthesis tokenizer {}: {e}", p.display()))?),
+                Arc::new(TokenizerVocab::from_path(p).map_err(|message| HttpError::Tokenizer { path: p.clone(), message })?),
                 p.display().to_string(),
             ),
             (None, Some(_)) => (Arc::new(TokenizerVocab::builtin()), "builtin (the reference engine's vocabulary)".into()),
@@ -63,7 +63,7 @@ impl HttpTarget {
     }
 
     /// The first model `/v1/models` lists.
-    pub async fn discover_model(&self) -> Result<String, String> {
+    pub async fn discover_model(&self) -> Result<String, HttpError> {
         let url = format!("{}/v1/models", self.base_url);
         let v: Value = self
             .client
@@ -71,11 +71,11 @@ impl HttpTarget {
             .timeout(INFO_TIMEOUT)
             .send()
             .await
-            .map_err(|e| format!("{url}: {e}"))?
+            .map_err(|source| HttpError::Info { url: url.clone(), source })?
             .json()
             .await
-            .map_err(|e| format!("{url}: {e}"))?;
-        v["data"][0]["id"].as_str().map(str::to_string).ok_or_else(|| format!("{url}: no model listed"))
+            .map_err(|source| HttpError::Info { url: url.clone(), source })?;
+        v["data"][0]["id"].as_str().map(str::to_string).ok_or(HttpError::NoModel { url })
     }
 
     /// `/server_info` when the server has one (SGLang and the reference engine do).

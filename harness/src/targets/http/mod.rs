@@ -20,16 +20,42 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::body::{BodyPieces, MessageCache};
 use crate::metrics::PointContext;
 use crate::prompt::{TokenText, WordVocab};
-use crate::workload::{RequestSpec, TracePlan, Workload};
+use crate::targets::pools::PoolError;
+use crate::targets::sim::SimError;
+use crate::workload::{RequestSpec, TracePlan, Workload, WorkloadError};
 
 pub use replay::{LiveRun, replay};
 pub use runner::HttpRunner;
+
+/// Why a live replay could not start against a server.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// A small request (`/v1/models`) failed.
+    #[error("{url}: {source}")]
+    Info { url: String, source: reqwest::Error },
+    #[error("{url}: no model listed")]
+    NoModel { url: String },
+    #[error("synthesis tokenizer {}: {message}", .path.display())]
+    Tokenizer { path: PathBuf, message: String },
+    /// No trace fits the server's context length.
+    #[error(transparent)]
+    Context(#[from] SimError),
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    #[error("runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
 
 /// An OpenAI-compatible server.
 #[derive(Clone)]
@@ -71,13 +97,13 @@ const INFO_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl HttpTarget {
     /// A pooled keep-alive client (no client-wide timeout: see [`REQUEST_TIMEOUT`]).
-    pub fn new(base_url: &str, model: &str) -> Result<Self, String> {
+    pub fn new(base_url: &str, model: &str) -> Result<Self, HttpError> {
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(4096)
             .tcp_nodelay(true)
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
-            .map_err(|e| format!("HTTP client: {e}"))?;
+            .map_err(HttpError::Client)?;
         let base_url = base_url.trim_end_matches('/').to_string();
         let h1 = h1::Client::for_url(&base_url, CONNECT_TIMEOUT).map(Arc::new);
         Ok(HttpTarget {
@@ -101,10 +127,10 @@ impl HttpTarget {
         cfg: crate::workload::WorkloadConfig,
         pool: &[Arc<TracePlan>],
         ctx: &mut PointContext,
-    ) -> Result<Workload, String> {
+    ) -> Result<Workload, HttpError> {
         let pool = match self.context_length {
             Some(c) => {
-                let (fit, note) = crate::targets::sim::fit_pool(pool, c).map_err(|e| e.to_string())?;
+                let (fit, note) = crate::targets::sim::fit_pool(pool, c)?;
                 if let Some(n) = note {
                     ctx.trace_set = format!("{} ({n})", ctx.trace_set);
                 }
@@ -112,7 +138,7 @@ impl HttpTarget {
             }
             None => pool.to_vec(),
         };
-        Workload::new(cfg, pool).map_err(|e| e.to_string())
+        Ok(Workload::new(cfg, pool)?)
     }
 
     /// The request body (prompt synthesis of the messages not sent before: CPU work of

@@ -208,7 +208,7 @@ impl Live<'_> {
             let body = if t.time_scale != 1.0 {
                 // The head now, the body when built: on the scaled clock the
                 // synthesis would otherwise delay the session K-fold.
-                h1::Body::Later(Box::pin(async move { build.await.map(|b| b.parts).map_err(|e| e.to_string()) }))
+                h1::Body::Later(Box::pin(async move { build.await.map(|b| b.parts) }))
             } else {
                 h1::Body::Ready(build.await.unwrap_or_else(|_| t.body(&spec)).parts)
             };

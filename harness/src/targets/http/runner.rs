@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{HttpTarget, replay};
+use super::{HttpError, HttpTarget, replay};
 use crate::metrics::PointContext;
 use crate::results::Status;
 use crate::run::launcher::{Endpoint, LaunchError};
@@ -43,7 +43,9 @@ impl HttpRunner {
         // every streamed chunk cost about 40 % of the client's CPU.
         let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
             Ok(r) => r,
-            Err(e) => return PointOutcome { status: Status::Failed { reason: format!("runtime: {e}") }, records: Vec::new(), ctx },
+            Err(e) => {
+                return PointOutcome { status: Status::Failed { reason: HttpError::Runtime(e).to_string() }, records: Vec::new(), ctx };
+            }
         };
         let mut cfg = crate::targets::sim::workload_config(p, job.seed, self.duration_s);
         cfg.run_id = crate::workload::random_benchmark_id();
@@ -59,11 +61,11 @@ impl HttpRunner {
             if !t.metrics_urls.contains(&w) {
                 t.metrics_urls.push(w);
             }
-            Ok::<_, String>(replay(&t, &mut wl, &job.cancel, &mut alive, |_| {}).await)
+            Ok::<_, HttpError>(replay(&t, &mut wl, &job.cancel, &mut alive, |_| {}).await)
         });
         let run = match res {
             Ok(r) => r,
-            Err(e) => return PointOutcome { status: Status::Failed { reason: e }, records: Vec::new(), ctx },
+            Err(e) => return PointOutcome { status: Status::Failed { reason: e.to_string() }, records: Vec::new(), ctx },
         };
         if let Some(export) = run.fill(&mut ctx)
             && let Err(e) = crate::results::write_json(&job.dir.join("server_metrics_export.json"), &export)

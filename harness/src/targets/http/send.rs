@@ -96,7 +96,7 @@ fn req_with_body(req: reqwest::RequestBuilder, body: h1::Body) -> reqwest::Reque
         h1::Body::Later(fut) => {
             use futures_util::StreamExt;
             let pieces = futures_util::stream::once(fut).flat_map(|built| {
-                let parts: Vec<Result<bytes::Bytes, String>> = match built {
+                let parts: Vec<Result<bytes::Bytes, tokio::task::JoinError>> = match built {
                     Ok(parts) => parts.into_iter().map(Ok).collect(),
                     Err(e) => vec![Err(e)],
                 };
