@@ -7,6 +7,7 @@ pub mod predict;
 pub mod replay;
 pub mod results;
 pub mod run;
+pub mod slurm_args;
 pub mod trace;
 pub mod validate;
 pub mod workload_args;

@@ -3,11 +3,12 @@
 
 use crate::metrics::{self, PointContext};
 use crate::recipe::serving::Launch;
-use crate::records;
-use crate::results::write_json;
+use crate::records::{self, Record};
+use crate::results::{Status, write_json};
+use crate::targets::http::HttpTarget;
 use crate::targets::sim::{self, ProfileChoice, Progress};
-use crate::workload::WorkloadConfig;
-use std::path::PathBuf;
+use crate::workload::{TracePlan, WorkloadConfig};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -102,25 +103,14 @@ fn show(b: &indicatif::ProgressBar, p: &Progress, clock: &str, secs: f64) {
 
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let pool = crate::targets::pools::load(&a.traces, a.seed).map_err(anyhow::Error::msg)?;
-    let trace_set = a.traces.clone();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let out =
         a.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-replay-c{}", super::run::utc_stamp(now), a.concurrency)));
     std::fs::create_dir_all(&out).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
-    let cfg = WorkloadConfig {
-        concurrency: a.concurrency.max(1),
-        seed: a.seed,
-        run_id: a.benchmark_id.clone().unwrap_or_else(|| {
-            if a.engine.is_some() { format!("replay-c{}", a.concurrency) } else { crate::workload::random_benchmark_id() }
-        }),
-        duration_ns: (a.duration.max(0.0) * 1e9) as u64,
-        warmup_requests_per_lane: a.warmup_per_lane,
-        ..WorkloadConfig::default()
-    };
-    let cancel = Arc::new(AtomicBool::new(false));
+    let cfg = workload_config(a);
     let mut ctx = PointContext {
         num_gpus: a.gpus.max(1),
-        trace_set,
+        trace_set: a.traces.clone(),
         seed: a.seed,
         benchmark_id: cfg.run_id.clone(),
         concurrency: a.concurrency,
@@ -128,62 +118,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     };
     ctx.identity.insert("conc".into(), a.concurrency.into());
     let b = bar();
-    let (records, status_note) = if let Some(flags) = &a.engine {
-        let argv = shell_split(flags)?;
-        let env = std::env::vars().filter(|(k, _)| k.starts_with("SGLANG_")).collect();
-        let launch = Launch {
-            arm: String::new(),
-            conc: a.concurrency,
-            worker_argv: argv,
-            env,
-            router_argv: None,
-            router_env: Default::default(),
-            golden_al: None,
-        };
-        let choice = ProfileChoice { model: a.model.clone(), hardware: Some(a.hardware.clone()) };
-        let mut engine = sim::build_engine(&launch, None, None, &choice, a.seed)?;
-        ctx.result_kind = "predicted".into();
-        ctx.target = "sim".into();
-        let o = sim::run_point(&mut engine, &pool, cfg, ctx.clone(), &cancel, |p| show(&b, p, "virtual", p.now_ns as f64 / 1e9));
-        ctx = o.ctx;
-        (o.records, o.status)
-    } else {
-        let url = a.url.clone().expect("clap requires --url or --engine");
-        // One thread for the I/O (synthesis runs on the blocking pool): cross-thread wake-ups for
-        // every streamed chunk cost about 40 % of the client's CPU.
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let t0 = std::time::Instant::now();
-        let run = rt.block_on(async {
-            let mut t = crate::targets::http::HttpTarget::new(&url, "").map_err(anyhow::Error::msg)?;
-            t.identify(&mut ctx, a.tokenizer.as_deref(), &url).await.map_err(anyhow::Error::msg)?;
-            let mut wl = t.workload(cfg, &pool, &mut ctx).map_err(anyhow::Error::msg)?;
-            if let Some(k) = a.time_scale {
-                anyhow::ensure!(k > 0.0 && k.is_finite(), "--time-scale {k}: must be > 0 (1 = real time)");
-                t.time_scale = k;
-            }
-            anyhow::ensure!(
-                a.request_timeout > 0.0 && a.request_timeout.is_finite(),
-                "--request-timeout {}: must be a positive number of seconds",
-                a.request_timeout
-            );
-            t.request_timeout = std::time::Duration::from_secs_f64(a.request_timeout);
-            t.metrics_urls.extend(a.server_metrics.iter().map(|u| u.trim_end_matches('/').to_string()));
-            ctx.target = url.clone();
-            let scale = t.time_scale;
-            let clock = if scale == 1.0 { "real".to_string() } else { format!("server (x{scale}) ") };
-            Ok::<_, anyhow::Error>(
-                crate::targets::http::replay(&t, &mut wl, &cancel, || Ok(()), |p| show(&b, p, &clock, t0.elapsed().as_secs_f64() * scale))
-                    .await,
-            )
-        })?;
-        if let Some(export) = run.fill(&mut ctx) {
-            write_json(&out.join("server_metrics_export.json"), &export)?;
-        }
-        let st = match &run.stopped {
-            Some(s) => crate::results::Status::Failed { reason: s.clone() },
-            None => crate::targets::point_status(run.interrupted, run.outcome.as_ref(), &mut ctx, "the workload stopped before finishing"),
-        };
-        (run.records, st)
+    let (records, status) = match &a.engine {
+        Some(flags) => replay_engine(a, flags, &pool, cfg, &mut ctx, &b)?,
+        None => replay_url(a, &pool, cfg, &mut ctx, &b, &out)?,
     };
     b.finish_and_clear();
     records::write_jsonl(&out.join("profile_export.jsonl"), &records)?;
@@ -192,8 +129,106 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     }
     let (agg, s) = metrics::aggregate(&records, &ctx).map_err(|e| anyhow::anyhow!("aggregate: {e}"))?;
     write_json(&out.join("agg.json"), &agg)?;
-    match &status_note {
-        crate::results::Status::Failed { reason } => println!("status: failed: {reason} ({})", ctx.result_kind),
+    print_result(&ctx, &status, &s);
+    println!("wrote {}", out.display());
+    Ok(if s.valid && status == Status::Done { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The workload of the replay: `--concurrency` lanes for `--duration`, and its cache-bust id.
+fn workload_config(a: &Args) -> WorkloadConfig {
+    WorkloadConfig {
+        concurrency: a.concurrency.max(1),
+        seed: a.seed,
+        run_id: a.benchmark_id.clone().unwrap_or_else(|| {
+            if a.engine.is_some() { format!("replay-c{}", a.concurrency) } else { crate::workload::random_benchmark_id() }
+        }),
+        duration_ns: (a.duration.max(0.0) * 1e9) as u64,
+        warmup_requests_per_lane: a.warmup_per_lane,
+        ..WorkloadConfig::default()
+    }
+}
+
+/// The replay on the reference engine on the virtual clock (`--engine FLAGS`).
+fn replay_engine(
+    a: &Args,
+    flags: &str,
+    pool: &[Arc<TracePlan>],
+    cfg: WorkloadConfig,
+    ctx: &mut PointContext,
+    b: &indicatif::ProgressBar,
+) -> anyhow::Result<(Vec<Record>, Status)> {
+    let argv = shell_split(flags)?;
+    let env = std::env::vars().filter(|(k, _)| k.starts_with("SGLANG_")).collect();
+    let launch = Launch {
+        arm: String::new(),
+        conc: a.concurrency,
+        worker_argv: argv,
+        env,
+        router_argv: None,
+        router_env: Default::default(),
+        golden_al: None,
+    };
+    let choice = ProfileChoice { model: a.model.clone(), hardware: Some(a.hardware.clone()) };
+    let mut engine = sim::build_engine(&launch, None, None, &choice, a.seed)?;
+    ctx.result_kind = "predicted".into();
+    ctx.target = "sim".into();
+    let cancel = AtomicBool::new(false);
+    let o = sim::run_point(&mut engine, pool, cfg, ctx.clone(), &cancel, |p| show(b, p, "virtual", p.now_ns as f64 / 1e9));
+    *ctx = o.ctx;
+    Ok((o.records, o.status))
+}
+
+/// The replay against a server in real time (`--url`); its `/metrics` export goes into `out`.
+fn replay_url(
+    a: &Args,
+    pool: &[Arc<TracePlan>],
+    cfg: WorkloadConfig,
+    ctx: &mut PointContext,
+    b: &indicatif::ProgressBar,
+    out: &Path,
+) -> anyhow::Result<(Vec<Record>, Status)> {
+    let url = a.url.clone().expect("clap requires --url or --engine");
+    // One thread for the I/O (synthesis runs on the blocking pool): cross-thread wake-ups for
+    // every streamed chunk cost about 40 % of the client's CPU.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let t0 = std::time::Instant::now();
+    let cancel = AtomicBool::new(false);
+    let run = rt.block_on(async {
+        let mut t = HttpTarget::new(&url, "").map_err(anyhow::Error::msg)?;
+        t.identify(ctx, a.tokenizer.as_deref(), &url).await.map_err(anyhow::Error::msg)?;
+        let mut wl = t.workload(cfg, pool, ctx).map_err(anyhow::Error::msg)?;
+        if let Some(k) = a.time_scale {
+            anyhow::ensure!(k > 0.0 && k.is_finite(), "--time-scale {k}: must be > 0 (1 = real time)");
+            t.time_scale = k;
+        }
+        anyhow::ensure!(
+            a.request_timeout > 0.0 && a.request_timeout.is_finite(),
+            "--request-timeout {}: must be a positive number of seconds",
+            a.request_timeout
+        );
+        t.request_timeout = std::time::Duration::from_secs_f64(a.request_timeout);
+        t.metrics_urls.extend(a.server_metrics.iter().map(|u| u.trim_end_matches('/').to_string()));
+        ctx.target = url.clone();
+        let scale = t.time_scale;
+        let clock = if scale == 1.0 { "real".to_string() } else { format!("server (x{scale}) ") };
+        Ok::<_, anyhow::Error>(
+            crate::targets::http::replay(&t, &mut wl, &cancel, || Ok(()), |p| show(b, p, &clock, t0.elapsed().as_secs_f64() * scale)).await,
+        )
+    })?;
+    if let Some(export) = run.fill(ctx) {
+        write_json(&out.join("server_metrics_export.json"), &export)?;
+    }
+    let st = match &run.stopped {
+        Some(s) => Status::Failed { reason: s.clone() },
+        None => crate::targets::point_status(run.interrupted, run.outcome.as_ref(), ctx, "the workload stopped before finishing"),
+    };
+    Ok((run.records, st))
+}
+
+/// The point's status and headline figures.
+fn print_result(ctx: &PointContext, status: &Status, s: &metrics::Summary) {
+    match status {
+        Status::Failed { reason } => println!("status: failed: {reason} ({})", ctx.result_kind),
         st => println!("status: {st:?} ({})", ctx.result_kind),
     }
     if let Some(cpu) = ctx.client_cpu_seconds {
@@ -215,8 +250,6 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     if !s.valid {
         println!("invalid: {}", s.invalid_reasons.join(", "));
     }
-    println!("wrote {}", out.display());
-    Ok(if s.valid && status_note == crate::results::Status::Done { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 #[cfg(test)]

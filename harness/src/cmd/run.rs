@@ -3,7 +3,9 @@
 
 use super::RepoArgs;
 use crate::plan::{self, Inputs, Labels, Plan, PlanRequest};
+use crate::repo::Repo;
 use crate::results::{RunSummary, Status};
+use crate::run::launcher::{Endpoint, PointLauncher};
 use crate::run::{self, PointRunner, RunOptions};
 use crate::targets::sim::{ProfileChoice, SimRunner};
 use crate::trace::TraceSource;
@@ -84,7 +86,7 @@ pub struct Args {
     #[command(flatten)]
     pub repo: RepoArgs,
     #[command(flatten)]
-    pub slurm: crate::run::slurm::SlurmArgs,
+    pub slurm: super::slurm_args::SlurmArgs,
 }
 
 /// `YYYYMMDDTHHMMSSZ` for a Unix time (UTC).
@@ -108,7 +110,6 @@ fn filter_configs(plan: &mut Plan, glob: &str) {
     plan.matrices.retain(|m| !m.points.is_empty());
 }
 
-/// Ctrl-C sets `flag` (first press: finish cleanly; second: exit at once).
 /// Removes fixed-seq-len points (the load generator replays AgentX session trees only); their ids.
 fn drop_fixed_seq_len(plan: &mut Plan) -> Vec<String> {
     use crate::plan::matrix::Scenario;
@@ -124,6 +125,7 @@ fn drop_fixed_seq_len(plan: &mut Plan) -> Vec<String> {
     dropped
 }
 
+/// Ctrl-C sets `flag` (first press: finish cleanly; second: exit at once).
 fn install_interrupt(flag: Arc<AtomicBool>) {
     std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
@@ -175,54 +177,7 @@ pub fn summary_table(run: &RunSummary) -> String {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let labels = Labels::parse(&args.labels).map_err(anyhow::Error::msg)?;
-    // Checked before any point runs: a bad link must not cost a sweep.
-    if let Some(l) = &args.pr_link
-        && !crate::changelog::is_canonical_pr_link(l)
-    {
-        anyhow::bail!("--pr-link {l}: expected https://github.com/<owner>/<repo>/pull/<number>");
-    }
-    let repo = match args.repo.repo() {
-        Ok(r) => r,
-        Err(p) => {
-            eprintln!("{p}");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    let inputs = match Inputs::load(&repo) {
-        Ok(i) => i,
-        Err(p) => {
-            eprintln!("{p}");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    let mut plan = match plan::build(&repo, &inputs, &PlanRequest { labels, base: args.base.clone() }) {
-        Ok(p) => p,
-        Err(p) => {
-            eprintln!("{p}");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    if let Some(g) = &args.configs {
-        filter_configs(&mut plan, g);
-        if plan.points().next().is_none() {
-            anyhow::bail!("--configs {g}: no config key in the plan matches (see `sweep plan {}`)", args.labels.join(" "));
-        }
-    }
-    let fixed = drop_fixed_seq_len(&mut plan);
-    if !fixed.is_empty() {
-        println!(
-            "note: {} fixed-seq-len point(s) left out: sweep replays AgentX traces, not fixed ISL/OSL prompts ({})",
-            fixed.len(),
-            fixed.join(", ")
-        );
-        if plan.points().next().is_none() {
-            anyhow::bail!(
-                "the plan has only fixed-seq-len points; select agentic-coding configs (see `sweep plan {}`)",
-                args.labels.join(" ")
-            );
-        }
-    }
+    let Some((repo, plan)) = plan_for(args)? else { return Ok(ExitCode::FAILURE) };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let label = args.labels.first().map(|s| s.replace(',', "+")).unwrap_or_default();
     let out = match &args.out {
@@ -239,33 +194,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         args.traces.parse::<TraceSource>().map_err(|e| anyhow::anyhow!("--traces {}: {e}", args.traces))?;
     }
     let pools = Arc::new(crate::targets::pools::PointPools::new(&args.traces, args.seed));
-    let runner: Box<dyn PointRunner> = match args.target.as_str() {
-        "sim" => {
-            let mut r = SimRunner::with_pools(pools.clone());
-            r.duration_s = args.duration;
-            r.profiles = ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() };
-            if let Some(j) = args.jobs {
-                r.jobs = j.max(1);
-            }
-            Box::new(r)
-        }
-        t if t == "local" || t == "local:engine" || t.starts_with("url:") => Box::new(crate::targets::http::HttpRunner {
-            url: t.strip_prefix("url:").map(str::to_string),
-            engine_twin: t == "local:engine",
-            pools: pools.clone(),
-            duration_s: args.duration,
-            health_timeout: std::time::Duration::from_secs_f64(args.server_timeout.max(1.0)),
-            profiles: ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() },
-            tokenizer: args.tokenizer.clone(),
-        }),
-        "slurm" => {
-            let inner = inner_args(args);
-            let r = crate::run::slurm::SlurmRunner::new(args.slurm.clone(), inner, &plan, &out, &run_id, &repo.root, args.resume)
-                .map_err(anyhow::Error::msg)?;
-            Box::new(r)
-        }
-        t => anyhow::bail!("--target {t}: expected sim, local, local:engine, url:URL or slurm"),
-    };
+    let runner = runner_for(args, &plan, &out, &run_id, &repo.root, pools.clone())?;
 
     let opts = RunOptions {
         run_id,
@@ -302,25 +231,118 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     let (code, passed) = finish(&summary, &out, wall, interrupt.load(Ordering::SeqCst), args.point.is_some())?;
     if args.append_changelog {
-        if !passed {
-            println!("changelog: not appended (the gate failed)");
-            return Ok(code);
+        return append_changelog(args, &repo, &out, passed, code);
+    }
+    Ok(code)
+}
+
+/// The repository and the plan the labels select, narrowed to `--configs` and to the points the
+/// load generator replays; `None` when the repository's inputs have problems (printed).
+fn plan_for(args: &Args) -> anyhow::Result<Option<(Repo, Plan)>> {
+    let labels = Labels::parse(&args.labels).map_err(anyhow::Error::msg)?;
+    // Checked before any point runs: a bad link must not cost a sweep.
+    if let Some(l) = &args.pr_link
+        && !crate::changelog::is_canonical_pr_link(l)
+    {
+        anyhow::bail!("--pr-link {l}: expected https://github.com/<owner>/<repo>/pull/<number>");
+    }
+    let built = args.repo.repo().and_then(|repo| {
+        let inputs = Inputs::load(&repo)?;
+        let plan = plan::build(&repo, &inputs, &PlanRequest { labels, base: args.base.clone() })?;
+        Ok((repo, plan))
+    });
+    let (repo, mut plan) = match built {
+        Ok(x) => x,
+        Err(p) => {
+            eprintln!("{p}");
+            return Ok(None);
         }
-        let entry = crate::changelog::NewEntry {
-            config_keys: super::changelog::keys_from_run(&out).map_err(|p| anyhow::anyhow!("{p}"))?,
-            description: args.description.clone(),
-            pr_link: args.pr_link.clone().unwrap_or_default(),
-            scenario_type: None,
-            evals_only: false,
-            all_evals: false,
-            append_only: false,
-        };
-        match super::changelog::append_entry(&repo, &entry) {
-            Ok(msg) => println!("changelog: {msg}"),
-            Err(p) => {
-                eprintln!("{p}");
-                return Ok(ExitCode::FAILURE);
+    };
+    if let Some(g) = &args.configs {
+        filter_configs(&mut plan, g);
+        if plan.points().next().is_none() {
+            anyhow::bail!("--configs {g}: no config key in the plan matches (see `sweep plan {}`)", args.labels.join(" "));
+        }
+    }
+    let fixed = drop_fixed_seq_len(&mut plan);
+    if !fixed.is_empty() {
+        println!(
+            "note: {} fixed-seq-len point(s) left out: sweep replays AgentX traces, not fixed ISL/OSL prompts ({})",
+            fixed.len(),
+            fixed.join(", ")
+        );
+        if plan.points().next().is_none() {
+            anyhow::bail!(
+                "the plan has only fixed-seq-len points; select agentic-coding configs (see `sweep plan {}`)",
+                args.labels.join(" ")
+            );
+        }
+    }
+    Ok(Some((repo, plan)))
+}
+
+/// The point runner `--target` names.
+fn runner_for(
+    args: &Args,
+    plan: &Plan,
+    out: &Path,
+    run_id: &str,
+    repo_root: &Path,
+    pools: Arc<crate::targets::pools::PointPools>,
+) -> anyhow::Result<Box<dyn PointRunner>> {
+    Ok(match args.target.as_str() {
+        "sim" => {
+            let mut r = SimRunner::with_pools(pools);
+            r.duration_s = args.duration;
+            r.profiles = ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() };
+            if let Some(j) = args.jobs {
+                r.jobs = j.max(1);
             }
+            Box::new(r)
+        }
+        t if t == "local" || t == "local:engine" || t.starts_with("url:") => Box::new(crate::targets::http::HttpRunner {
+            endpoint: match t.strip_prefix("url:") {
+                Some(url) => Endpoint::Url(url.to_string()),
+                None => Endpoint::Launch(PointLauncher {
+                    engine_twin: t == "local:engine",
+                    health_timeout: std::time::Duration::from_secs_f64(args.server_timeout.max(1.0)),
+                    profiles: ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() },
+                }),
+            },
+            pools,
+            duration_s: args.duration,
+            tokenizer: args.tokenizer.clone(),
+        }),
+        "slurm" => {
+            let inner = inner_args(args);
+            let r = crate::run::slurm::SlurmRunner::new(args.slurm.config(), inner, plan, out, run_id, repo_root, args.resume)
+                .map_err(anyhow::Error::msg)?;
+            Box::new(r)
+        }
+        t => anyhow::bail!("--target {t}: expected sim, local, local:engine, url:URL or slurm"),
+    })
+}
+
+/// After a passing gate, the run's config keys as a new changelog entry; the exit code.
+fn append_changelog(args: &Args, repo: &Repo, out: &Path, passed: bool, code: ExitCode) -> anyhow::Result<ExitCode> {
+    if !passed {
+        println!("changelog: not appended (the gate failed)");
+        return Ok(code);
+    }
+    let entry = crate::changelog::NewEntry {
+        config_keys: super::changelog::keys_from_run(out).map_err(|p| anyhow::anyhow!("{p}"))?,
+        description: args.description.clone(),
+        pr_link: args.pr_link.clone().unwrap_or_default(),
+        scenario_type: None,
+        evals_only: false,
+        all_evals: false,
+        append_only: false,
+    };
+    match super::changelog::append_entry(repo, &entry) {
+        Ok(msg) => println!("changelog: {msg}"),
+        Err(p) => {
+            eprintln!("{p}");
+            return Ok(ExitCode::FAILURE);
         }
     }
     Ok(code)

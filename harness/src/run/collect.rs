@@ -1,7 +1,7 @@
 //! `sweep collect`: merge the point results of several run directories (GitHub Actions matrix
 //! jobs, Slurm jobs) into one run with the same layout as a local run.
 
-use super::{finalize, load_samples};
+use super::{RunError, finalize, load_samples};
 use crate::results::{RunSummary, Status, point_dir};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,25 +38,22 @@ fn find_runs(inputs: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// Merges the finished points of every run found under `inputs` into `out`.
-pub fn collect(inputs: &[PathBuf], out: &Path) -> Result<RunSummary, String> {
+pub fn collect(inputs: &[PathBuf], out: &Path) -> Result<RunSummary, RunError> {
     let runs = find_runs(inputs);
     if runs.is_empty() {
-        return Err(format!(
-            "no run directory (with summary.json) under {}",
-            inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-        ));
+        return Err(RunError::NoRuns { inputs: inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") });
     }
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    std::fs::create_dir_all(out).map_err(RunError::io(out))?;
     let mut merged: Option<RunSummary> = None;
     let mut origin: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut plan: Option<serde_json::Value> = None;
     for r in &runs {
-        let s = RunSummary::load(r)?;
+        let s = RunSummary::load(r).map_err(RunError::Summary)?;
         let p: Option<serde_json::Value> = std::fs::read_to_string(r.join("plan.json")).ok().and_then(|t| serde_json::from_str(&t).ok());
         match (&plan, p) {
             (None, Some(p)) => plan = Some(p),
             (Some(a), Some(b)) if a["matrices"] != b["matrices"] || a["canary"] != b["canary"] => {
-                return Err(format!("{} was planned differently from {}: collect runs of one plan only", r.display(), runs[0].display()));
+                return Err(RunError::PlannedDifferently { run: r.clone(), first: runs[0].clone() });
             }
             _ => {}
         }
@@ -66,9 +63,9 @@ pub fn collect(inputs: &[PathBuf], out: &Path) -> Result<RunSummary, String> {
                 continue;
             }
             if let Some(prev) = origin.get(&p.id) {
-                return Err(format!("point {} is in both {} and {}", p.id, prev.display(), r.display()));
+                return Err(RunError::Duplicate { point: p.id.clone(), first: prev.clone(), second: r.clone() });
             }
-            copy_tree(&point_dir(r, &p.id), &point_dir(out, &p.id)).map_err(|e| format!("{}: {e}", p.id))?;
+            copy_tree(&point_dir(r, &p.id), &point_dir(out, &p.id)).map_err(|source| RunError::Copy { point: p.id.clone(), source })?;
             origin.insert(p.id.clone(), r.clone());
             m.points.push(p);
         }
@@ -82,7 +79,8 @@ pub fn collect(inputs: &[PathBuf], out: &Path) -> Result<RunSummary, String> {
             .filter_map(|p| p["id"].as_str().map(str::to_string))
             .collect();
         m.points.sort_by_key(|p| order.iter().position(|o| o == &p.id).unwrap_or(usize::MAX));
-        crate::results::write_json(&out.join("plan.json"), plan).map_err(|e| e.to_string())?;
+        let plan_json = out.join("plan.json");
+        crate::results::write_json(&plan_json, plan).map_err(RunError::io(&plan_json))?;
     }
     let samples = m.points.iter().filter_map(|p| load_samples(out, p).map(|s| (p.id.clone(), s))).collect();
     finalize(m, &samples, out)

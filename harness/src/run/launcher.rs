@@ -1,13 +1,20 @@
 //! The local launcher: start a recipe's resolved server command (argv and environment, never a
 //! shell) in its own process group, keep its output in `server.log`, wait on `/health` while
-//! watching the process, and stop the whole group afterwards.
+//! watching the process, and stop the whole group afterwards. [`PointLauncher`] starts a point's
+//! servers (the worker, its router) for a live runner, which only drives them.
 
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::recipe::serving::Launch;
+use crate::run::Job;
+use crate::targets::sim::{ProfileChoice, SimError};
 
 /// A running server process group.
 pub struct Server {
@@ -16,7 +23,8 @@ pub struct Server {
     pub pid: u32,
 }
 
-#[derive(Debug, thiserror::Error, PartialEq)]
+/// Why a server could not be started, or is gone.
+#[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
     #[error("cannot start `{program}`: {message}")]
     Spawn { program: String, message: String },
@@ -26,6 +34,22 @@ pub enum LaunchError {
     HealthTimeout { secs: u64, url: String, log: String },
     #[error("cancelled while waiting for the server to start")]
     Cancelled,
+    /// The process has exited since it became healthy (its exit status).
+    #[error("{status}")]
+    Died { status: String },
+    #[error("point has no resolved server command")]
+    NoCommand,
+    #[error("{}: {source}", .path.display())]
+    PointDir { path: PathBuf, source: std::io::Error },
+    #[error("no free port: {0}")]
+    NoPort(#[source] std::io::Error),
+    /// No hardware profile for `sweep engine serve`.
+    #[error("no hardware: the point has no `runner`; pass --hardware NAME")]
+    NoHardware,
+    #[error(transparent)]
+    Profile(#[from] SimError),
+    #[error("router: {0}")]
+    Router(Box<LaunchError>),
 }
 
 /// Picks a free TCP port on 127.0.0.1.
@@ -63,12 +87,21 @@ impl Server {
         Ok(Server { child, base_url, pid })
     }
 
-    /// Whether the process is still running.
-    pub fn alive(&mut self) -> Result<(), String> {
+    /// The exit status once the process has ended (or why it cannot be known); `None` while it
+    /// runs.
+    fn exited(&mut self) -> Option<String> {
         match self.child.try_wait() {
-            Ok(None) => Ok(()),
-            Ok(Some(st)) => Err(st.to_string()),
-            Err(e) => Err(e.to_string()),
+            Ok(None) => None,
+            Ok(Some(st)) => Some(st.to_string()),
+            Err(e) => Some(e.to_string()),
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> Result<(), LaunchError> {
+        match self.exited() {
+            None => Ok(()),
+            Some(status) => Err(LaunchError::Died { status }),
         }
     }
 
@@ -78,7 +111,7 @@ impl Server {
         let host = self.base_url.trim_start_matches("http://").trim_end_matches('/').to_string();
         let t0 = Instant::now();
         loop {
-            if let Err(status) = self.alive() {
+            if let Some(status) = self.exited() {
                 return Err(LaunchError::ExitedAtStart { status, log: log.display().to_string() });
             }
             if cancel.load(Ordering::Relaxed) {
@@ -130,6 +163,131 @@ impl Drop for Server {
             self.stop(Duration::from_secs(2));
         }
     }
+}
+
+/// Where a live point's server is.
+pub enum Endpoint {
+    /// An existing server (`--target url:URL`).
+    Url(String),
+    /// Each point's own servers, started from its resolved command (`--target local`,
+    /// `local:engine`).
+    Launch(PointLauncher),
+}
+
+/// Starts each point's server, and the recipe's router in front of it, from the point's resolved
+/// command.
+pub struct PointLauncher {
+    /// Replace the recipe's program with `sweep engine serve` (the reference engine's live twin).
+    pub engine_twin: bool,
+    /// How long a started server may take to answer `/health`.
+    pub health_timeout: Duration,
+    /// Profiles of the reference engine when `engine_twin` (default: from the point's runner and model).
+    pub profiles: ProfileChoice,
+}
+
+/// A point's running servers: the worker, and the router in front of it when the recipe has one.
+pub struct PointServers {
+    worker: Server,
+    router: Option<Server>,
+}
+
+impl PointLauncher {
+    /// Starts the point's worker (`server.log` in its folder) and router (`router.log`), each
+    /// healthy; a router that fails stops the worker.
+    pub fn launch(&self, job: &Job) -> Result<PointServers, LaunchError> {
+        let launch = job.point.launch.as_ref().ok_or(LaunchError::NoCommand)?;
+        std::fs::create_dir_all(&job.dir).map_err(|source| LaunchError::PointDir { path: job.dir.clone(), source })?;
+        let argv = self.worker_argv(job, launch)?;
+        let env: Vec<(String, String)> = launch.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut worker = start_healthy(argv, &env, &job.dir.join("server.log"), self.health_timeout, &job.cancel)?;
+        // A real recipe's router goes in front of the worker (`<worker>` is the worker's URL); the
+        // reference engine models the router in process instead (`--router-args`).
+        let mut router = None;
+        if let Some(r) = launch.router_argv.as_ref().filter(|_| !self.engine_twin) {
+            let argv = r.iter().map(|a| a.replace("<worker>", &worker.base_url)).collect();
+            let env: Vec<(String, String)> = launch.router_env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            match start_healthy(argv, &env, &job.dir.join("router.log"), self.health_timeout, &job.cancel) {
+                Ok(s) => router = Some(s),
+                Err(e) => {
+                    worker.stop(Duration::from_secs(5));
+                    return Err(LaunchError::Router(Box::new(e)));
+                }
+            }
+        }
+        Ok(PointServers { worker, router })
+    }
+
+    /// The worker's argv: the recipe's command, or the same flags served by `sweep engine serve`
+    /// with the point's hardware and model profiles and the recipe's router flags.
+    fn worker_argv(&self, job: &Job, launch: &Launch) -> Result<Vec<String>, LaunchError> {
+        let mut argv = launch.worker_argv.clone();
+        if self.engine_twin {
+            let flags_at = argv.iter().position(|a| a.starts_with("--")).unwrap_or(argv.len());
+            let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "sweep".into());
+            argv.splice(..flags_at, [exe, "engine".into(), "serve".into()]);
+            let hardware = match (&self.profiles.hardware, job.point.row.get("runner").and_then(Value::as_str)) {
+                (Some(h), _) => h.clone(),
+                // The same best profile the virtual clock would use for this model.
+                (None, Some(r)) => crate::targets::sim::best_for_runner(r, crate::targets::pools::point_model(&job.point).as_ref())?.name,
+                (None, None) => return Err(LaunchError::NoHardware),
+            };
+            argv.push(format!("--hardware={hardware}"));
+            if let Some(m) = &self.profiles.model {
+                argv.push(format!("--engine-model={m}"));
+            }
+            if let Some(r) = &launch.router_argv {
+                argv.push(format!("--router-args={}", crate::targets::sim::flags_only(r).join(" ")));
+            }
+        }
+        Ok(argv)
+    }
+}
+
+impl PointServers {
+    /// Where requests go: the router when there is one, else the worker.
+    pub fn base_url(&self) -> &str {
+        &self.router.as_ref().unwrap_or(&self.worker).base_url
+    }
+
+    /// The worker itself: its `/server_info` names the engine, its `/metrics` are the engine's.
+    pub fn worker_url(&self) -> &str {
+        &self.worker.base_url
+    }
+
+    /// Whether the worker and the router are still running.
+    pub fn alive(&mut self) -> Result<(), LaunchError> {
+        self.worker.alive()?;
+        match self.router.as_mut() {
+            Some(r) => r.alive().map_err(|e| LaunchError::Router(Box::new(e))),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops the router, then the worker.
+    pub fn stop(mut self) {
+        if let Some(mut r) = self.router.take() {
+            r.stop(Duration::from_secs(10));
+        }
+        self.worker.stop(Duration::from_secs(10));
+    }
+}
+
+/// Starts a server on a free loopback port (`--host`/`--port` appended) and waits for `/health`.
+fn start_healthy(
+    mut argv: Vec<String>,
+    env: &[(String, String)],
+    log: &Path,
+    timeout: Duration,
+    cancel: &Arc<AtomicBool>,
+) -> Result<Server, LaunchError> {
+    let port = free_port().map_err(LaunchError::NoPort)?;
+    argv.extend(["--host".into(), "127.0.0.1".into(), "--port".into(), port.to_string()]);
+    let mut server = Server::start(&argv, env, log, format!("http://127.0.0.1:{port}"))?;
+    if let Err(e) = server.wait_healthy(timeout, log, cancel) {
+        server.stop(Duration::from_secs(5));
+        return Err(e);
+    }
+    Ok(server)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use crate::fit::{Metric, residual_pct};
 use crate::plan::Plan;
 use crate::results::{RunSummary, Status, write_json};
-use crate::run::{Job, PointRunner};
+use crate::run::{Job, PointRunner, RunError};
 use crate::targets::sim::{ProfileChoice, SimRunner};
 use crate::twin::{FLAG_PCT, MetricResidual, Residuals, TwinPoint};
 
@@ -25,7 +25,7 @@ pub fn run_twins(
     seed: u64,
     duration_s: Option<f64>,
     fallback: &ProfileChoice,
-) -> Result<Residuals, String> {
+) -> Result<Residuals, RunError> {
     let mut res = Residuals {
         run_id: run.run_id.clone(),
         live_target: run.target.clone(),
@@ -71,8 +71,9 @@ pub fn run_twins(
         };
         match (&o.status, crate::metrics::aggregate(&o.records, &o.ctx)) {
             (Status::Done, Ok((agg, s))) => {
-                std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-                write_json(&dir.join("agg.json"), &agg).map_err(|e| e.to_string())?;
+                std::fs::create_dir_all(&dir).map_err(RunError::io(&dir))?;
+                let agg_json = dir.join("agg.json");
+                write_json(&agg_json, &agg).map_err(RunError::io(&agg_json))?;
                 for m in Metric::ALL {
                     let (a, b) = (m.of(live), m.of(&s));
                     tp.metrics.insert(m.key().into(), MetricResidual { measured: a, predicted: b, residual_pct: residual_pct(a, b) });
@@ -83,6 +84,7 @@ pub fn run_twins(
         }
         res.points.push(tp);
     }
-    write_json(&out.join("residuals.json"), &res).map_err(|e| e.to_string())?;
+    let residuals = out.join("residuals.json");
+    write_json(&residuals, &res).map_err(RunError::io(&residuals))?;
     Ok(res)
 }

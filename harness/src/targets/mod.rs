@@ -3,7 +3,6 @@
 //! OpenAI-compatible server over streaming HTTP, in real time.
 
 pub mod body;
-pub mod h1;
 pub mod http;
 pub mod ledger;
 pub mod pools;

@@ -10,6 +10,18 @@ use crate::plan::PlanPoint;
 use crate::trace::{ReadOptions, TraceSource};
 use crate::workload::{TracePlan, compile_pool};
 
+/// Why a trace set could not be compiled; each names the `--traces` spec.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    /// The spec does not parse.
+    #[error("--traces {spec}: {message}")]
+    Spec { spec: String, message: String },
+    #[error("--traces {spec}: {source}")]
+    Read { spec: String, source: Box<crate::trace::TraceError> },
+    #[error("--traces {spec}: no replayable trace (each needs at least one main-agent request)")]
+    Empty { spec: String },
+}
+
 /// `--traces` value that picks each point's family corpus.
 pub const AUTO: &str = "auto";
 
@@ -69,7 +81,7 @@ impl PointPools {
     }
 
     /// The compiled set a point replays; `auto` sets are named with why they were chosen.
-    pub fn pool_for(&self, point: &PlanPoint) -> Result<Pool, String> {
+    pub fn pool_for(&self, point: &PlanPoint) -> Result<Pool, PoolError> {
         let spec = self.spec_for(point);
         let mut compiled = self.compiled.lock().expect("not poisoned");
         if let Some(p) = compiled.get(&spec) {
@@ -93,15 +105,16 @@ fn describe_auto(spec: &str) -> String {
 }
 
 /// Compiles a trace spec into replay plans; errors name the spec.
-pub fn load(spec: &str, seed: u64) -> Result<Vec<Arc<TracePlan>>, String> {
-    let source: TraceSource = spec.parse().map_err(|e: String| format!("--traces {spec}: {e}"))?;
+pub fn load(spec: &str, seed: u64) -> Result<Vec<Arc<TracePlan>>, PoolError> {
+    let source: TraceSource = spec.parse().map_err(|message| PoolError::Spec { spec: spec.to_string(), message })?;
     let mut warnings = Vec::new();
-    let pool = compile_pool(&source, &ReadOptions::default(), seed, &mut warnings).map_err(|e| format!("--traces {spec}: {e}"))?;
+    let pool = compile_pool(&source, &ReadOptions::default(), seed, &mut warnings)
+        .map_err(|e| PoolError::Read { spec: spec.to_string(), source: Box::new(e) })?;
     for w in warnings.iter().take(5) {
         eprintln!("warning: {w}");
     }
     if pool.is_empty() {
-        return Err(format!("--traces {spec}: no replayable trace (each needs at least one main-agent request)"));
+        return Err(PoolError::Empty { spec: spec.to_string() });
     }
     Ok(pool)
 }

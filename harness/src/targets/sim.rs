@@ -24,7 +24,7 @@ use crate::recipe::serving::Launch;
 use crate::records::{Record, RecordError};
 use crate::results::Status;
 use crate::run::{Job, Outcome as PointOutcome, PointRunner};
-use crate::workload::{Action, Event, Failure, Outcome as WlOutcome, RequestId, TracePlan, Workload, WorkloadConfig};
+use crate::workload::{Action, Event, Failure, Outcome as WlOutcome, RequestId, RequestSpec, TracePlan, Workload, WorkloadConfig};
 
 const SEC: u64 = 1_000_000_000;
 
@@ -219,101 +219,106 @@ pub struct SimRun {
 
 /// Runs `wl` against `engine` to the end (or until `cancel` is set), from virtual time 0.
 pub fn simulate(engine: &mut Engine, wl: &mut Workload, cancel: &AtomicBool, mut progress: impl FnMut(&Progress)) -> SimRun {
-    let mut ledger = Ledger::new();
-    let mut immediate: VecDeque<(RequestId, Failure)> = VecDeque::new();
-    let mut outq: VecDeque<Output> = VecDeque::new();
-    let mut outs: Vec<Output> = Vec::new();
+    let cap = (wl.config().concurrency as usize) * 8 + 64;
+    let mut sim = Sim {
+        engine,
+        ledger: Ledger::new(),
+        immediate: VecDeque::new(),
+        outq: VecDeque::new(),
+        outs: Vec::new(),
+        hashes: PageHashCache::new(PAGE_TOKENS, cap),
+        now: 0,
+    };
     let mut actions: Vec<Action> = Vec::new();
     let mut commands: Vec<Command> = Vec::new();
-    let cap = (wl.config().concurrency as usize) * 8 + 64;
-    let mut hashes = PageHashCache::new(PAGE_TOKENS, cap);
-    let mut now: u64 = 0;
     let mut event = Event::Start;
     let mut run = SimRun { records: Vec::new(), outcome: None, profiling: None, end_ns: 0, interrupted: false, events: 0 };
     loop {
         actions.clear();
-        wl.handle(now, event, &mut actions);
+        wl.handle(sim.now, event, &mut actions);
         run.events += 1;
-        ledger.apply(now, &mut actions, &mut commands);
+        sim.ledger.apply(sim.now, &mut actions, &mut commands);
         for c in commands.drain(..) {
             match c {
-                Command::Send(spec) => {
-                    let page_hashes: Arc<[u64]> = hashes.page_hashes(&spec.prompt);
-                    let prompt = engine::Prompt::from_chained(page_hashes, PAGE_TOKENS as u32, spec.prompt.total_tokens())
-                        .expect("page hashes cover every full page");
-                    let max_new = spec.max_tokens.clamp(1, u32::MAX as u64) as u32;
-                    if let Err(e) = engine.submit(Time(now), engine::Request::new(spec.id, prompt, max_new)) {
-                        let (kind, failure) = match e {
-                            SubmitError::PromptTooLong { .. } | SubmitError::ContextExceeded { .. } | SubmitError::ExceedsKvPool { .. } => {
-                                ("context_overflow".to_string(), Failure::ContextOverflow)
-                            }
-                            _ => (format!("http_{}", e.status_code()), Failure::Error),
-                        };
-                        if let Some(r) = ledger.open_record(spec.id) {
-                            r.error = Some(RecordError { kind, message: e.to_string(), status: Some(e.status_code()) });
-                        }
-                        ledger.end(spec.id, None);
-                        immediate.push_back((spec.id, failure));
-                    }
-                }
+                Command::Send(spec) => sim.submit(&spec),
                 Command::Cancel(id) => {
-                    engine.abort(Time(now), id);
+                    sim.engine.abort(Time(sim.now), id);
                 }
             }
         }
-        if ledger.is_finished() {
+        if sim.ledger.is_finished() {
             break;
         }
         if run.events % 512 == 1 {
-            ledger.progress.now_ns = now;
-            progress(&ledger.progress);
+            sim.ledger.progress.now_ns = sim.now;
+            progress(&sim.ledger.progress);
             if cancel.load(Ordering::Relaxed) {
                 run.interrupted = true;
                 break;
             }
         }
-        // The next event: an immediate refusal, else the next engine output, else the earlier of
-        // the engine's next step boundary and the workload's wake (engine first on ties, so
-        // completions are seen before timers of the same instant).
-        let next = loop {
-            if let Some((id, f)) = immediate.pop_front() {
-                break Some(Event::Failed(id, f));
+        match sim.next_event() {
+            Some(e) => event = e,
+            None => break,
+        }
+    }
+    sim.finish(run, progress)
+}
+
+/// The loop's state between workload events: the engine, the ledger, and what the engine has
+/// produced or refused but the workload has not seen yet.
+struct Sim<'e> {
+    engine: &'e mut Engine,
+    ledger: Ledger,
+    /// Requests the engine refused at submission, reported before anything else.
+    immediate: VecDeque<(RequestId, Failure)>,
+    /// Engine outputs not read yet.
+    outq: VecDeque<Output>,
+    outs: Vec<Output>,
+    hashes: PageHashCache,
+    now: u64,
+}
+
+impl Sim<'_> {
+    /// Submits a request to the engine as chained page hashes; a refusal (a context overflow,
+    /// an invalid request) closes its record and becomes an immediate failure.
+    fn submit(&mut self, spec: &RequestSpec) {
+        let page_hashes: Arc<[u64]> = self.hashes.page_hashes(&spec.prompt);
+        let prompt = engine::Prompt::from_chained(page_hashes, PAGE_TOKENS as u32, spec.prompt.total_tokens())
+            .expect("page hashes cover every full page");
+        let max_new = spec.max_tokens.clamp(1, u32::MAX as u64) as u32;
+        if let Err(e) = self.engine.submit(Time(self.now), engine::Request::new(spec.id, prompt, max_new)) {
+            let (kind, failure) = match e {
+                SubmitError::PromptTooLong { .. } | SubmitError::ContextExceeded { .. } | SubmitError::ExceedsKvPool { .. } => {
+                    ("context_overflow".to_string(), Failure::ContextOverflow)
+                }
+                _ => (format!("http_{}", e.status_code()), Failure::Error),
+            };
+            if let Some(r) = self.ledger.open_record(spec.id) {
+                r.error = Some(RecordError { kind, message: e.to_string(), status: Some(e.status_code()) });
             }
-            if let Some(o) = outq.pop_front() {
-                match o {
-                    Output::Tokens { id, time, first, .. } => {
-                        if let Some(r) = ledger.open_record(id) {
-                            if first {
-                                r.first_token_ns = Some(time.0);
-                            }
-                            r.last_chunk_ns = Some(time.0);
-                            r.chunks += 1;
-                        }
-                        continue;
-                    }
-                    Output::Finished { id, time, reason, usage, error } => {
-                        let Some(r) = ledger.open_record(id) else { continue };
-                        now = now.max(time.0);
-                        r.end_ns = time.0;
-                        r.input_tokens = Some(usage.prompt_tokens);
-                        r.output_tokens = Some(usage.completion_tokens);
-                        r.cached_tokens = Some(usage.cached_tokens);
-                        let err = match (error, reason) {
-                            (Some(e), _) => Some(e.to_string()),
-                            (None, FinishReason::Abort) => Some("request aborted by the server".to_string()),
-                            _ => None,
-                        };
-                        let failed = err.is_some();
-                        if let Some(m) = err {
-                            r.error = Some(RecordError { kind: "server_error".into(), message: m, status: Some(500) });
-                        }
-                        ledger.end(id, None);
-                        break Some(if failed { Event::Failed(id, Failure::Error) } else { Event::Completed(id) });
-                    }
+            self.ledger.end(spec.id, None);
+            self.immediate.push_back((spec.id, failure));
+        }
+    }
+
+    /// The next event: an immediate refusal, else the next engine output that ends a request,
+    /// else the earlier of the engine's next step boundary and the workload's wake (engine first
+    /// on ties, so completions are seen before timers of the same instant); `None` when nothing
+    /// is left to happen.
+    fn next_event(&mut self) -> Option<Event> {
+        loop {
+            if let Some((id, f)) = self.immediate.pop_front() {
+                return Some(Event::Failed(id, f));
+            }
+            if let Some(o) = self.outq.pop_front() {
+                match self.read_output(o) {
+                    Some(e) => return Some(e),
+                    None => continue,
                 }
             }
-            let te = engine.next_event_time().map(|t| t.0);
-            let wake = ledger.wake();
+            let te = self.engine.next_event_time().map(|t| t.0);
+            let wake = self.ledger.wake();
             let engine_first = match (te, wake) {
                 (Some(t), Some(w)) => t <= w,
                 (Some(_), None) => true,
@@ -321,32 +326,68 @@ pub fn simulate(engine: &mut Engine, wl: &mut Workload, cancel: &AtomicBool, mut
             };
             match (te, wake) {
                 (Some(t), _) if engine_first => {
-                    engine.advance(Time(t), &mut outs);
-                    now = now.max(t);
-                    outq.extend(outs.drain(..));
+                    self.engine.advance(Time(t), &mut self.outs);
+                    self.now = self.now.max(t);
+                    self.outq.extend(self.outs.drain(..));
                 }
                 (_, Some(w)) => {
-                    now = now.max(w);
-                    ledger.woke();
-                    break Some(Event::Wake);
+                    self.now = self.now.max(w);
+                    self.ledger.woke();
+                    return Some(Event::Wake);
                 }
-                _ => break None,
+                _ => return None,
             }
-        };
-        match next {
-            Some(e) => event = e,
-            None => break,
         }
     }
-    run.profiling = ledger.profiling;
-    run.outcome = ledger.outcome.take();
-    let mut prog = ledger.progress;
-    // Requests still open at an interruption are recorded as cancelled.
-    run.records = ledger.finish(now, Close::Cancelled);
-    run.end_ns = now;
-    prog.now_ns = now;
-    progress(&prog);
-    run
+
+    /// An engine output into its request's record, as an HTTP client would see it; the event
+    /// when it ends the request.
+    fn read_output(&mut self, o: Output) -> Option<Event> {
+        match o {
+            Output::Tokens { id, time, first, .. } => {
+                if let Some(r) = self.ledger.open_record(id) {
+                    if first {
+                        r.first_token_ns = Some(time.0);
+                    }
+                    r.last_chunk_ns = Some(time.0);
+                    r.chunks += 1;
+                }
+                None
+            }
+            Output::Finished { id, time, reason, usage, error } => {
+                let r = self.ledger.open_record(id)?;
+                self.now = self.now.max(time.0);
+                r.end_ns = time.0;
+                r.input_tokens = Some(usage.prompt_tokens);
+                r.output_tokens = Some(usage.completion_tokens);
+                r.cached_tokens = Some(usage.cached_tokens);
+                let err = match (error, reason) {
+                    (Some(e), _) => Some(e.to_string()),
+                    (None, FinishReason::Abort) => Some("request aborted by the server".to_string()),
+                    _ => None,
+                };
+                let failed = err.is_some();
+                if let Some(m) = err {
+                    r.error = Some(RecordError { kind: "server_error".into(), message: m, status: Some(500) });
+                }
+                self.ledger.end(id, None);
+                Some(if failed { Event::Failed(id, Failure::Error) } else { Event::Completed(id) })
+            }
+        }
+    }
+
+    /// The run's records (requests still open at an interruption are recorded as cancelled),
+    /// outcome and end, and a last progress report.
+    fn finish(mut self, mut run: SimRun, mut progress: impl FnMut(&Progress)) -> SimRun {
+        run.profiling = self.ledger.profiling;
+        run.outcome = self.ledger.outcome.take();
+        let mut prog = self.ledger.progress;
+        run.records = self.ledger.finish(self.now, Close::Cancelled);
+        run.end_ns = self.now;
+        prog.now_ns = self.now;
+        progress(&prog);
+        run
+    }
 }
 
 /// Workload settings for a point: its duration and warmup, overridable.
@@ -422,7 +463,7 @@ impl PointRunner for SimRunner {
         };
         let set = match self.pools.pool_for(p) {
             Ok(s) => s,
-            Err(e) => return fail(ctx, e),
+            Err(e) => return fail(ctx, e.to_string()),
         };
         ctx.trace_set = set.trace_set.clone();
         run_point(&mut engine, &set.plans, workload_config(p, job.seed, self.duration_s), ctx, &job.cancel, |_| {})

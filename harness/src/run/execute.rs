@@ -1,0 +1,349 @@
+//! Executing a plan: the selected points, the canary, each matrix's points on worker threads with
+//! matrix-scoped fail-fast, and every point's files and the run summary written as they finish.
+
+use super::{Job, Outcome, PointRunner, RunError, RunOptions, StartOrder, Turn, finalize, pending};
+use crate::metrics;
+use crate::pareto::Samples;
+use crate::plan::{Plan, PlanPoint};
+use crate::records;
+use crate::results::{PointResult, RunSummary, Status, point_dir, write_json};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Runs the plan's throughput points; `interrupt` is the Ctrl-C flag.
+pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interrupt: &Arc<AtomicBool>) -> Result<RunSummary, RunError> {
+    std::fs::create_dir_all(&opts.out).map_err(RunError::io(&opts.out))?;
+    let plan_json = opts.out.join("plan.json");
+    write_json(&plan_json, plan).map_err(RunError::io(&plan_json))?;
+    let sel = Selection::of(plan, opts)?;
+    let run = Execution::start(opts, runner, interrupt, &sel);
+    run.save()?;
+    let canary_failed = match sel.canary {
+        Some(c) => run.canary(c)?,
+        None => None,
+    };
+    if let Some(reason) = canary_failed {
+        run.mark_pending(&mut sel.order.iter(), Status::Cancelled { reason });
+    } else if runner.matrices_at_once() {
+        // A batch scheduler queues every matrix at once; fail-fast stays per matrix.
+        let results: Vec<Result<(), RunError>> = std::thread::scope(|s| {
+            let hs: Vec<_> = sel.matrices.iter().map(|m| s.spawn(|| run.matrix(m))).collect();
+            hs.into_iter().map(|h| h.join().unwrap_or(Err(RunError::MatrixPanicked))).collect()
+        });
+        results.into_iter().collect::<Result<(), RunError>>()?;
+    } else {
+        for m in &sel.matrices {
+            if interrupt.load(Ordering::Relaxed) {
+                break;
+            }
+            run.matrix(m)?;
+        }
+    }
+    let summary = run.save()?;
+    let samples = run.samples.lock().expect("lock").clone();
+    finalize(summary, &samples, &opts.out)
+}
+
+/// One matrix's selected points.
+struct Matrix<'p> {
+    name: String,
+    fail_fast: bool,
+    points: Vec<&'p PlanPoint>,
+}
+
+/// The points this run covers (`--only`), in plan order: the canary, then each matrix's.
+struct Selection<'p> {
+    canary: Option<&'p PlanPoint>,
+    matrices: Vec<Matrix<'p>>,
+    /// Every selected point's id, in plan order.
+    order: Vec<String>,
+}
+
+impl<'p> Selection<'p> {
+    fn of(plan: &'p Plan, opts: &RunOptions) -> Result<Self, RunError> {
+        let selected = |p: &PlanPoint| opts.only.is_empty() || opts.only.iter().any(|o| o == &p.id);
+        let canary = plan.canary.as_ref().filter(|p| selected(p));
+        let matrices: Vec<Matrix> = plan
+            .matrices
+            .iter()
+            .map(|m| Matrix { name: m.name.clone(), fail_fast: m.fail_fast, points: m.points.iter().filter(|p| selected(p)).collect() })
+            .filter(|m| !m.points.is_empty())
+            .collect();
+        let order =
+            canary.iter().map(|p| p.id.clone()).chain(matrices.iter().flat_map(|m| m.points.iter().map(|p| p.id.clone()))).collect();
+        for id in &opts.only {
+            if !plan.points().any(|p| &p.id == id) {
+                return Err(RunError::UnknownPoint { id: id.clone() });
+            }
+        }
+        Ok(Selection { canary, matrices, order })
+    }
+
+    fn points(&self) -> impl Iterator<Item = &'p PlanPoint> + '_ {
+        self.canary.into_iter().chain(self.matrices.iter().flat_map(|m| m.points.iter().copied()))
+    }
+}
+
+/// Shared state of one execution: every selected point's result so far and its samples.
+struct Execution<'a> {
+    opts: &'a RunOptions,
+    runner: &'a dyn PointRunner,
+    interrupt: &'a Arc<AtomicBool>,
+    order: &'a [String],
+    results: Mutex<BTreeMap<String, PointResult>>,
+    samples: Mutex<BTreeMap<String, Samples>>,
+    /// Points finished so far (for the progress lines).
+    done_count: AtomicUsize,
+    start_order: Arc<StartOrder>,
+}
+
+/// A matrix in progress: its queue, its fail-fast flag, and what stopped it.
+struct MatrixState<'p> {
+    queue: Mutex<VecDeque<&'p PlanPoint>>,
+    cancel: Arc<AtomicBool>,
+    first_failure: Mutex<Option<String>>,
+    error: Mutex<Option<RunError>>,
+}
+
+impl<'a> Execution<'a> {
+    /// Every selected point pending, or finished already in `out` with `--resume`.
+    fn start(opts: &'a RunOptions, runner: &'a dyn PointRunner, interrupt: &'a Arc<AtomicBool>, sel: &'a Selection) -> Self {
+        let mut results = BTreeMap::new();
+        let mut samples = BTreeMap::new();
+        for p in sel.points() {
+            let mut res = pending(p);
+            if opts.resume
+                && let Some((done, s)) = load_finished(&point_dir(&opts.out, &p.id), p.gpus)
+            {
+                res = done;
+                samples.insert(p.id.clone(), s);
+            }
+            results.insert(p.id.clone(), res);
+        }
+        Execution {
+            opts,
+            runner,
+            interrupt,
+            order: &sel.order,
+            results: Mutex::new(results),
+            samples: Mutex::new(samples),
+            done_count: AtomicUsize::new(0),
+            start_order: Arc::new(StartOrder::default()),
+        }
+    }
+
+    /// Runs the canary; why the run stops, when it failed.
+    fn canary(&self, c: &PlanPoint) -> Result<Option<String>, RunError> {
+        if self.run_one(c, self.interrupt.clone(), self.start_order.take())? {
+            return Ok(None);
+        }
+        let reason = match &self.results.lock().expect("lock")[&c.id].status {
+            Status::Failed { reason } => reason.clone(),
+            other => format!("{other:?}"),
+        };
+        Ok(Some(format!("canary {} failed: {reason}", c.id)))
+    }
+
+    /// Runs a point unless it is finished already, records its result and the run summary;
+    /// whether it succeeded.
+    fn run_one(&self, p: &PlanPoint, cancel: Arc<AtomicBool>, turn: Turn) -> Result<bool, RunError> {
+        if self.results.lock().expect("lock")[&p.id].status == Status::Done {
+            return Ok(true);
+        }
+        let job = Job { point: p.clone(), dir: point_dir(&self.opts.out, &p.id), cancel, seed: self.opts.seed, turn: Some(turn) };
+        let (res, samples) = self.runner.run_point(&job)?;
+        let ok = res.ok();
+        if self.opts.verbose {
+            self.print_finished(p, &res);
+        }
+        if let Some(s) = samples {
+            self.samples.lock().expect("lock").insert(p.id.clone(), s);
+        }
+        self.results.lock().expect("lock").insert(p.id.clone(), res);
+        self.save()?;
+        Ok(ok)
+    }
+
+    /// The progress line of a finished point.
+    fn print_finished(&self, p: &PlanPoint, res: &PointResult) {
+        let n = self.done_count.fetch_add(1, Ordering::Relaxed) + 1;
+        let detail = match (&res.status, &res.summary) {
+            (Status::Done, Some(s)) => format!(
+                "{:>9} tok/s/GPU  P90 intvty {:>7.1}  TTFT p90 {:.2} s",
+                crate::gate::fmt_num(s.tput_per_gpu),
+                s.intvty_p90,
+                s.ttft.p90
+            ),
+            (st, _) => format!("{st:?}"),
+        };
+        eprintln!("[{n}/{}] {:<58} {}  ({:.1} s)", self.order.len(), p.id, detail, res.wall_s);
+    }
+
+    /// Runs a matrix's points on up to the runner's parallelism of threads; a failure in a
+    /// fail-fast matrix cancels the rest of it.
+    fn matrix(&self, m: &Matrix) -> Result<(), RunError> {
+        let state = MatrixState {
+            queue: Mutex::new(m.points.iter().copied().collect()),
+            cancel: Arc::new(AtomicBool::new(false)),
+            first_failure: Mutex::new(None),
+            error: Mutex::new(None),
+        };
+        let workers = self.runner.max_parallel().max(1).min(m.points.len());
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| self.matrix_worker(m, &state));
+            }
+        });
+        if let Some(e) = state.error.into_inner().expect("lock") {
+            return Err(e);
+        }
+        if let Some(f) = state.first_failure.into_inner().expect("lock") {
+            self.cancel_after_failure(m, &f);
+        }
+        self.save()?;
+        Ok(())
+    }
+
+    /// One worker thread of a matrix: points from its queue until it is empty, cancelled or
+    /// interrupted.
+    fn matrix_worker(&self, m: &Matrix, state: &MatrixState) {
+        loop {
+            if self.interrupt.load(Ordering::Relaxed) || state.cancel.load(Ordering::Relaxed) {
+                break;
+            }
+            let (p, turn) = {
+                let mut q = state.queue.lock().expect("lock");
+                let Some(p) = q.pop_front() else { break };
+                (p, self.start_order.take())
+            };
+            match self.run_watched(p, turn, &state.cancel) {
+                Ok(true) => {}
+                Ok(false) => {
+                    if m.fail_fast {
+                        state.first_failure.lock().expect("lock").get_or_insert_with(|| p.id.clone());
+                        state.cancel.store(true, Ordering::Relaxed);
+                    }
+                }
+                Err(e) => {
+                    *state.error.lock().expect("lock") = Some(e);
+                    state.cancel.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Runs a point whose cancel flag a watcher raises on the matrix's fail-fast or Ctrl-C.
+    fn run_watched(&self, p: &PlanPoint, turn: Turn, matrix_cancel: &Arc<AtomicBool>) -> Result<bool, RunError> {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let watcher_stop = Arc::new(AtomicBool::new(false));
+        let (c2, mc, it, ws) = (cancel.clone(), matrix_cancel.clone(), self.interrupt.clone(), watcher_stop.clone());
+        let watcher = std::thread::spawn(move || {
+            while !ws.load(Ordering::Relaxed) {
+                if mc.load(Ordering::Relaxed) || it.load(Ordering::Relaxed) {
+                    c2.store(true, Ordering::Relaxed);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        });
+        let r = self.run_one(p, cancel, turn);
+        watcher_stop.store(true, Ordering::Relaxed);
+        let _ = watcher.join();
+        r
+    }
+
+    /// After `failed` failed in a fail-fast matrix, its points not run, or stopped mid-run, are
+    /// cancelled (not failed).
+    fn cancel_after_failure(&self, m: &Matrix, failed: &str) {
+        let reason = format!("fail-fast: {failed} failed in matrix {}", m.name);
+        let mut r = self.results.lock().expect("lock");
+        for p in &m.points {
+            if let Some(x) = r.get_mut(&p.id)
+                && p.id != failed
+                && (x.status == Status::Pending || matches!(&x.status, Status::Failed { reason } if reason == "cancelled"))
+            {
+                x.status = Status::Cancelled { reason: reason.clone() };
+            }
+        }
+    }
+
+    /// Gives the points of `ids` still pending `status`.
+    fn mark_pending(&self, ids: &mut dyn Iterator<Item = &String>, status: Status) {
+        let mut r = self.results.lock().expect("lock");
+        for id in ids {
+            if let Some(x) = r.get_mut(id)
+                && x.status == Status::Pending
+            {
+                x.status = status.clone();
+            }
+        }
+    }
+
+    /// Writes `summary.json` with every result so far, in plan order.
+    fn save(&self) -> Result<RunSummary, RunError> {
+        let opts = self.opts;
+        let results = self.results.lock().expect("lock");
+        let points: Vec<PointResult> = self.order.iter().filter_map(|id| results.get(id).cloned()).collect();
+        let s = RunSummary {
+            run_id: opts.run_id.clone(),
+            labels: opts.labels.clone(),
+            target: opts.target.clone(),
+            created_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+            seed: opts.seed,
+            replicates: opts.replicates,
+            points,
+            curves: Vec::new(),
+        };
+        s.save(&opts.out).map_err(RunError::io(&opts.out))?;
+        Ok(s)
+    }
+}
+
+/// Loads a finished point (for `--resume`): its status and its per-request samples.
+fn load_finished(dir: &Path, gpus: u32) -> Option<(PointResult, Samples)> {
+    let st: PointResult = serde_json::from_str(&std::fs::read_to_string(dir.join("status.json")).ok()?).ok()?;
+    if st.status != Status::Done {
+        return None;
+    }
+    let recs = records::read_jsonl(&dir.join("profile_export.jsonl")).ok()?;
+    Some((st, Samples::from_records(&recs, gpus)))
+}
+
+/// Writes a point's files atomically; returns its result.
+pub(super) fn finish_point(job: &Job, out: Outcome, wall_s: f64) -> Result<(PointResult, Option<Samples>), RunError> {
+    let p = &job.point;
+    std::fs::create_dir_all(&job.dir).map_err(RunError::io(&job.dir))?;
+    let mut res = pending(p);
+    res.wall_s = wall_s;
+    res.result_kind = out.ctx.result_kind.clone();
+    res.profiles = out.ctx.profiles.clone();
+    res.trace_set = out.ctx.trace_set.clone();
+    res.status = out.status;
+    let mut samples = None;
+    if !out.records.is_empty() {
+        let path = job.dir.join("profile_export.jsonl");
+        records::write_jsonl(&path, &out.records).map_err(RunError::io(&path))?;
+    }
+    if let Some(sm) = &out.ctx.server_metrics {
+        write_in(&job.dir, "server_metrics.json", sm)?;
+    }
+    if res.status == Status::Done {
+        let (agg, summary) =
+            metrics::aggregate(&out.records, &out.ctx).map_err(|source| RunError::Aggregate { point: p.id.clone(), source })?;
+        write_in(&job.dir, "agg.json", &agg)?;
+        if !summary.valid {
+            res.status = Status::Failed { reason: format!("invalid aggregate: {}", summary.invalid_reasons.join(", ")) };
+        }
+        samples = Some(Samples::from_records(&out.records, p.gpus));
+        res.summary = Some(summary);
+    }
+    write_in(&job.dir, "status.json", &res)?;
+    Ok((res, samples))
+}
+
+/// Writes `v` as the JSON file `name` of the point's folder `dir`.
+fn write_in<T: serde::Serialize>(dir: &Path, name: &str, v: &T) -> Result<(), RunError> {
+    let path = dir.join(name);
+    write_json(&path, v).map_err(RunError::io(&path))
+}

@@ -1,0 +1,109 @@
+//! Plan points run against a server over HTTP: an existing one, or the point's own, launched for
+//! it by the run (`run::launcher`); here it is only driven.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{HttpError, HttpTarget, replay};
+use crate::metrics::PointContext;
+use crate::results::Status;
+use crate::run::launcher::{Endpoint, LaunchError};
+use crate::run::{Job, Outcome as PointOutcome, PointRunner};
+
+/// Runs plan points against a server over HTTP: an existing one, or the point's own, started by
+/// its [`PointLauncher`](crate::run::launcher::PointLauncher).
+pub struct HttpRunner {
+    /// Where each point's server is.
+    pub endpoint: Endpoint,
+    /// The trace set each point replays.
+    pub pools: Arc<crate::targets::pools::PointPools>,
+    pub duration_s: Option<f64>,
+    /// Synthesis tokenizer (`tokenizer.json`); default: what the server reports, see [`HttpTarget::identify`].
+    pub tokenizer: Option<std::path::PathBuf>,
+}
+
+impl HttpRunner {
+    /// Replays a point against `base_url`; `worker_url` is the server itself when `base_url` is a
+    /// router in front of it (its `/server_info` identifies the engine).
+    fn live(&self, job: &Job, base_url: &str, worker_url: &str, mut alive: impl FnMut() -> Result<(), LaunchError>) -> PointOutcome {
+        let p = &job.point;
+        let mut ctx = PointContext {
+            identity: crate::run::identity(p),
+            num_gpus: p.gpus.max(1),
+            result_kind: "measured".into(),
+            profiles: Value::Null,
+            target: base_url.to_string(),
+            seed: job.seed,
+            concurrency: p.conc,
+            profile_duration_s: 0.0,
+            ..Default::default()
+        };
+        // One thread for the I/O (synthesis runs on the blocking pool): cross-thread wake-ups for
+        // every streamed chunk cost about 40 % of the client's CPU.
+        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(r) => r,
+            Err(e) => {
+                return PointOutcome { status: Status::Failed { reason: HttpError::Runtime(e).to_string() }, records: Vec::new(), ctx };
+            }
+        };
+        let mut cfg = crate::targets::sim::workload_config(p, job.seed, self.duration_s);
+        cfg.run_id = crate::workload::random_benchmark_id();
+        ctx.benchmark_id = cfg.run_id.clone();
+        let res = rt.block_on(async {
+            let mut t = HttpTarget::new(base_url, "")?;
+            t.identify(&mut ctx, self.tokenizer.as_deref(), worker_url).await?;
+            let set = self.pools.pool_for(p)?;
+            ctx.trace_set = set.trace_set.clone();
+            let mut wl = t.workload(cfg, &set.plans, &mut ctx)?;
+            // Behind a router the engine's metrics are the worker's.
+            let w = worker_url.trim_end_matches('/').to_string();
+            if !t.metrics_urls.contains(&w) {
+                t.metrics_urls.push(w);
+            }
+            Ok::<_, HttpError>(replay(&t, &mut wl, &job.cancel, &mut alive, |_| {}).await)
+        });
+        let run = match res {
+            Ok(r) => r,
+            Err(e) => return PointOutcome { status: Status::Failed { reason: e.to_string() }, records: Vec::new(), ctx },
+        };
+        if let Some(export) = run.fill(&mut ctx)
+            && let Err(e) = crate::results::write_json(&job.dir.join("server_metrics_export.json"), &export)
+        {
+            tracing::warn!("server_metrics_export.json: {e}");
+        }
+        let status = if let Some(s) = &run.stopped {
+            Status::Failed { reason: s.clone() }
+        } else {
+            crate::targets::point_status(run.interrupted, run.outcome.as_ref(), &mut ctx, "the workload stopped before finishing")
+        };
+        PointOutcome { status, records: run.records, ctx }
+    }
+}
+
+impl PointRunner for HttpRunner {
+    fn max_parallel(&self) -> usize {
+        1
+    }
+
+    fn run(&self, job: &Job) -> PointOutcome {
+        let launcher = match &self.endpoint {
+            Endpoint::Url(url) => return self.live(job, url, url, || Ok(())),
+            Endpoint::Launch(l) => l,
+        };
+        let mut servers = match launcher.launch(job) {
+            Ok(s) => s,
+            Err(e) => {
+                return PointOutcome {
+                    status: Status::Failed { reason: e.to_string() },
+                    records: Vec::new(),
+                    ctx: PointContext { identity: crate::run::identity(&job.point), num_gpus: job.point.gpus.max(1), ..Default::default() },
+                };
+            }
+        };
+        let (base, worker) = (servers.base_url().to_string(), servers.worker_url().to_string());
+        let out = self.live(job, &base, &worker, || servers.alive());
+        servers.stop();
+        out
+    }
+}
