@@ -269,6 +269,7 @@ fn a_failing_point_cancels_the_rest_of_its_own_matrix_only() {
         only: Vec::new(),
         seed: 42,
         replicates: 50,
+        seed_replicates: 0,
         verbose: false,
     };
     let mut runner = SimRunner::new(harness::workload::default_pool(42), "synthetic".into());

@@ -172,6 +172,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
         only: Vec::new(),
         seed: a.seed,
         replicates: 200,
+        seed_replicates: 0,
         verbose: true,
     };
     eprintln!("sweep predict: {} point(s) of {} with hardware profile {}; traces {trace_set}", plan.points().count(), a.config, gpu.name);

@@ -3,6 +3,7 @@
 
 use super::{Job, Outcome, PointRunner, RunError, RunOptions, StartOrder, Turn, finalize, pending};
 use crate::metrics;
+use crate::noise::{self, SeedSample};
 use crate::pareto::Samples;
 use crate::plan::{Plan, PlanPoint};
 use crate::records;
@@ -153,7 +154,14 @@ impl<'a> Execution<'a> {
             return Ok(true);
         }
         let job = Job { point: p.clone(), dir: point_dir(&self.opts.out, &p.id), cancel, seed: self.opts.seed, turn: Some(turn) };
-        let (res, samples) = self.runner.run_point(&job)?;
+        let (mut res, samples) = self.runner.run_point(&job)?;
+        if let Some(s) = &samples
+            && res.ok()
+            && self.opts.seed_replicates > 0
+        {
+            res.seeds = self.seed_samples(&job, s);
+            write_in(&job.dir, "status.json", &res)?;
+        }
         let ok = res.ok();
         if self.opts.verbose {
             self.print_finished(p, &res);
@@ -164,6 +172,24 @@ impl<'a> Execution<'a> {
         self.results.lock().expect("lock").insert(p.id.clone(), res);
         self.save()?;
         Ok(ok)
+    }
+
+    /// The point's metrics under the run's seed and each gate seed it could be replayed with;
+    /// a replicate that does not finish (interrupt, fail-fast, a failure) is left out.
+    fn seed_samples(&self, job: &Job, primary: &Samples) -> Vec<SeedSample> {
+        let (y, x) = primary.estimate();
+        let mut out = vec![noise::sample(job.seed, y, &x)];
+        for seed in noise::replicate_seeds(job.seed, self.opts.seed_replicates) {
+            if job.cancel.load(Ordering::Relaxed) || self.interrupt.load(Ordering::Relaxed) {
+                break;
+            }
+            let Some(o) = self.runner.replicate(job, seed) else { break };
+            if o.status == Status::Done {
+                let (y, x) = Samples::from_records(&o.records, job.point.gpus).estimate();
+                out.push(noise::sample(seed, y, &x));
+            }
+        }
+        out
     }
 
     /// The progress line of a finished point.

@@ -97,6 +97,12 @@ pub trait PointRunner: Sync {
     fn matrices_at_once(&self) -> bool {
         false
     }
+    /// Replays the point once more with another seed, for the gate's noise model (`noise.rs`);
+    /// `None` where this runner cannot (a batch scheduler's point runs elsewhere).
+    fn replicate(&self, job: &Job, seed: u64) -> Option<Outcome> {
+        let again = Job { point: job.point.clone(), dir: job.dir.clone(), cancel: job.cancel.clone(), seed, turn: None };
+        Some(self.run(&again))
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -112,6 +118,8 @@ pub struct RunOptions {
     pub seed: u64,
     /// Bootstrap replicates for intervals and frontier probabilities.
     pub replicates: usize,
+    /// Extra replays of each finished point with the shared gate seeds (`noise::replicate_seeds`).
+    pub seed_replicates: usize,
     /// Print a line per finished point.
     pub verbose: bool,
 }

@@ -88,6 +88,7 @@ fn parallel_points_reach_their_runner_in_plan_order() {
         only: Vec::new(),
         seed: 1,
         replicates: 10,
+        seed_replicates: 0,
         verbose: false,
     };
     execute(&plan, &opts, &runner, &Arc::new(AtomicBool::new(false))).unwrap();

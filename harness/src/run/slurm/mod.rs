@@ -276,4 +276,9 @@ impl PointRunner for SlurmRunner {
     fn matrices_at_once(&self) -> bool {
         true
     }
+
+    /// A Slurm job replays its point's gate seeds itself (the inner run repeats `--seed-replicates`).
+    fn replicate(&self, _job: &Job, _seed: u64) -> Option<Outcome> {
+        None
+    }
 }
