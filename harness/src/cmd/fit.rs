@@ -238,7 +238,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         }),
     };
     let g = fit::fitted_profile(&problem, &opts, &outcome, &prov);
-    let yaml = fit::profile_yaml(&g).map_err(anyhow::Error::msg)?;
+    let yaml = fit::profile_yaml(&g)?;
     GpuSpec::from_yaml(&out.display().to_string(), &yaml).context("the fitted profile does not read back")?;
     crate::problem::atomic_write(&out, yaml.as_bytes()).with_context(|| format!("writing {}", out.display()))?;
     let table = fit::fit_table(&problem.points, &outcome.base_evaluation, &outcome.evaluation);
