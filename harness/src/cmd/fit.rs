@@ -135,26 +135,9 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     eprintln!("sweep calibrate fit: loading traces {}", a.traces);
     let t_load = std::time::Instant::now();
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
-    // Without a workload scale to fit, every candidate replays the traces as recorded: compile
-    // them while reading and keep only the plans.
-    let scaled = params.iter().any(fit::Param::is_workload);
-    let (traces, cache, n_traces) = if scaled {
-        let t = fit::load_traces(&a.traces)?;
-        let n = t.len();
-        (t, fit::FitCache::default(), n)
-    } else {
-        let (pool, n) = fit::load_pool(&a.traces, a.seed, jobs)?;
-        (Vec::new(), fit::FitCache::with_pool(pool), n)
-    };
+    let (traces, cache, n_traces) = load_traces(a, &params, jobs)?;
     let load_s = t_load.elapsed().as_secs_f64();
-    let model_profile = {
-        let launch = points[0].0.launch.as_ref().context("the point has no resolved server command")?;
-        let mp = a.model.clone().or_else(|| {
-            let i = launch.worker_argv.iter().position(|x| x == "--model-path")?;
-            launch.worker_argv.get(i + 1).cloned()
-        });
-        engine::ModelSpec::lookup(mp.as_deref().unwrap_or_default()).map(|m| m.name).unwrap_or_else(|_| "?".into())
-    };
+    let model_profile = model_profile(&points[0].0, a.model.as_deref())?;
     let problem = FitProblem {
         points,
         trace_set: format!("{} ({} traces)", a.traces, n_traces),
@@ -169,24 +152,14 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         orders: a.trace_orders.max(1),
         cache,
     };
-    let mut start = Vec::new();
-    for s in &a.start {
-        let (k, v) = s.split_once('=').with_context(|| format!("--start {s}: expected param=value"))?;
-        let p = fit::param(k.trim())?;
-        let v: f64 = v.trim().parse().with_context(|| format!("--start {s}: not a number"))?;
-        if !(p.lower..=p.upper).contains(&v) {
-            bail!("--start {s}: outside the bounds {} – {}", p.lower, p.upper);
-        }
-        start.push((p.name.to_string(), v));
-    }
-    let coarse = match a.coarse_duration {
-        Some(d) if d > 0.0 && d < a.duration => {
-            Some(fit::CoarseOptions { duration_s: d, polish_evals: a.polish_evals.max(2), polish_step: a.polish_step.clamp(1e-3, 0.5) })
-        }
-        Some(d) => bail!("--coarse-duration {d}: must be above 0 and below --duration {}", a.duration),
-        None => None,
+    let opts = FitOptions {
+        params,
+        restarts: a.restarts.max(1),
+        max_evals: a.max_evals.max(2),
+        seed: a.seed,
+        start: start_values(&a.start)?,
+        coarse: coarse_options(a)?,
     };
-    let opts = FitOptions { params, restarts: a.restarts.max(1), max_evals: a.max_evals.max(2), seed: a.seed, start, coarse };
     eprintln!(
         "fitting {} parameter(s) [{}] of {} on {} point(s) of {} ({} s per point, {} trace order(s), {} restart(s) x {} evaluations, {} at once)",
         opts.params.len(),
@@ -200,18 +173,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         opts.max_evals,
         problem.jobs
     );
-    let total = 1 + opts.restarts as u64 * opts.max_evals as u64 + opts.coarse.map_or(0, |c| 2 + c.polish_evals as u64);
-    let bar = indicatif::ProgressBar::new(total);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} evaluations  {msg}")
-            .expect("template")
-            .progress_chars("=> "),
-    );
-    let outcome = fit::fit(&problem, &opts, |n, best| {
-        bar.set_position(n.min(total));
-        bar.set_message(format!("best loss {best:.4}"));
-    });
-    bar.finish_and_clear();
+    let outcome = fit_with_progress(&problem, &opts);
     let wall = t0.elapsed().as_secs_f64();
     if a.timings {
         eprintln!(
@@ -222,13 +184,99 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
             problem.cache.timings.table(&problem.points)
         );
     }
-    let prov = FitProvenance {
-        name: name.clone(),
+    let prov = provenance(a, &name, aliases, model_profile, opts.restarts, wall);
+    let g = fit::fitted_profile(&problem, &opts, &outcome, &prov);
+    let yaml = fit::profile_yaml(&g)?;
+    GpuSpec::from_yaml(&out.display().to_string(), &yaml).context("the fitted profile does not read back")?;
+    crate::problem::atomic_write(&out, yaml.as_bytes()).with_context(|| format!("writing {}", out.display()))?;
+    let md = fit_markdown(a, &base.name, &name, &problem, &opts, &outcome, wall);
+    println!("{md}");
+    println!("wrote {}", out.display());
+    if let Some(m) = &a.markdown {
+        crate::problem::atomic_write(m, md.as_bytes()).with_context(|| format!("writing {}", m.display()))?;
+    }
+    Ok(())
+}
+
+/// The trace set: read as traces when a workload scale is fitted (each candidate compiles its
+/// own scaled set), else compiled while reading into the cache's recorded pool. Returns the
+/// traces (empty in the second case), the cache and how many traces were read.
+fn load_traces(a: &FitArgs, params: &[fit::Param], jobs: usize) -> anyhow::Result<(Vec<crate::trace::Trace>, fit::FitCache, usize)> {
+    // Without a workload scale to fit, every candidate replays the traces as recorded: compile
+    // them while reading and keep only the plans.
+    if params.iter().any(fit::Param::is_workload) {
+        let t = fit::load_traces(&a.traces)?;
+        let n = t.len();
+        Ok((t, fit::FitCache::default(), n))
+    } else {
+        let (pool, n) = fit::load_pool(&a.traces, a.seed, jobs)?;
+        Ok((Vec::new(), fit::FitCache::with_pool(pool), n))
+    }
+}
+
+/// The model profile's name recorded in the fit: `--model`, else the recipe's `--model-path`
+/// ("?" when neither names a known profile).
+fn model_profile(point: &PlanPoint, model: Option<&str>) -> anyhow::Result<String> {
+    let launch = point.launch.as_ref().context("the point has no resolved server command")?;
+    let mp = model.map(str::to_string).or_else(|| {
+        let i = launch.worker_argv.iter().position(|x| x == "--model-path")?;
+        launch.worker_argv.get(i + 1).cloned()
+    });
+    Ok(engine::ModelSpec::lookup(mp.as_deref().unwrap_or_default()).map(|m| m.name).unwrap_or_else(|_| "?".into()))
+}
+
+/// `--start param=value` pairs, each inside its parameter's bounds.
+fn start_values(start: &[String]) -> anyhow::Result<Vec<(String, f64)>> {
+    let mut out = Vec::new();
+    for s in start {
+        let (k, v) = s.split_once('=').with_context(|| format!("--start {s}: expected param=value"))?;
+        let p = fit::param(k.trim())?;
+        let v: f64 = v.trim().parse().with_context(|| format!("--start {s}: not a number"))?;
+        if !(p.lower..=p.upper).contains(&v) {
+            bail!("--start {s}: outside the bounds {} – {}", p.lower, p.upper);
+        }
+        out.push((p.name.to_string(), v));
+    }
+    Ok(out)
+}
+
+/// The two-level search's settings, when `--coarse-duration` asks for one.
+fn coarse_options(a: &FitArgs) -> anyhow::Result<Option<fit::CoarseOptions>> {
+    Ok(match a.coarse_duration {
+        Some(d) if d > 0.0 && d < a.duration => {
+            Some(fit::CoarseOptions { duration_s: d, polish_evals: a.polish_evals.max(2), polish_step: a.polish_step.clamp(1e-3, 0.5) })
+        }
+        Some(d) => bail!("--coarse-duration {d}: must be above 0 and below --duration {}", a.duration),
+        None => None,
+    })
+}
+
+/// Runs the fit with a progress bar of evaluations and the best loss so far.
+fn fit_with_progress(problem: &FitProblem, opts: &FitOptions) -> fit::FitOutcome {
+    let total = 1 + opts.restarts as u64 * opts.max_evals as u64 + opts.coarse.map_or(0, |c| 2 + c.polish_evals as u64);
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} evaluations  {msg}")
+            .expect("template")
+            .progress_chars("=> "),
+    );
+    let outcome = fit::fit(problem, opts, |n, best| {
+        bar.set_position(n.min(total));
+        bar.set_message(format!("best loss {best:.4}"));
+    });
+    bar.finish_and_clear();
+    outcome
+}
+
+/// What the fitted profile records about how it was made.
+fn provenance(a: &FitArgs, name: &str, aliases: Vec<String>, model_profile: String, restarts: u32, wall: f64) -> FitProvenance {
+    FitProvenance {
+        name: name.to_string(),
         aliases,
         config_key: a.config.clone(),
         model_profile,
         results: a.results.display().to_string(),
-        restarts: opts.restarts,
+        restarts,
         wall_s: wall,
         corpus: a.traces_like.as_ref().map(|like| engine::profiles::CorpusRecord {
             like: like.clone(),
@@ -236,16 +284,25 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
             bytes: std::fs::metadata(&a.traces).map(|m| m.len()).unwrap_or(0),
             command: format!("sweep trace gen --like {like} --seed {} -o {}", a.traces_seed, a.traces),
         }),
-    };
-    let g = fit::fitted_profile(&problem, &opts, &outcome, &prov);
-    let yaml = fit::profile_yaml(&g).map_err(anyhow::Error::msg)?;
-    GpuSpec::from_yaml(&out.display().to_string(), &yaml).context("the fitted profile does not read back")?;
-    crate::problem::atomic_write(&out, yaml.as_bytes()).with_context(|| format!("writing {}", out.display()))?;
+    }
+}
+
+/// The fit's Markdown: a summary line, the two-level counts, the parameters before and after,
+/// and the per-point residual table.
+fn fit_markdown(
+    a: &FitArgs,
+    base_name: &str,
+    name: &str,
+    problem: &FitProblem,
+    opts: &FitOptions,
+    outcome: &fit::FitOutcome,
+    wall: f64,
+) -> String {
     let table = fit::fit_table(&problem.points, &outcome.base_evaluation, &outcome.evaluation);
     let mut md = format!(
         "Fit of `{}` ({} → `{name}`) on {} point(s) of `{}`, traces {}, seed {}, {} s per point, metrics averaged over {} trace order(s): loss {:.4} (datasheet profile {:.4}), {} evaluations in {:.0} s; restarts ended at [{}].\n\n",
         a.results.display(),
-        base.name,
+        base_name,
         problem.points.len(),
         a.config,
         problem.trace_set,
@@ -269,7 +326,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         md.push_str(&format!(
             "| {} | {} | {} | {} – {} |\n",
             p.name,
-            fit::fmt(problem_base_get(&problem, p.name)),
+            fit::fmt(problem_base_get(problem, p.name)),
             fit::fmt(outcome.best.get(p.name)),
             p.lower,
             p.upper
@@ -277,12 +334,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     }
     md.push('\n');
     md.push_str(&table);
-    println!("{md}");
-    println!("wrote {}", out.display());
-    if let Some(m) = &a.markdown {
-        crate::problem::atomic_write(m, md.as_bytes()).with_context(|| format!("writing {}", m.display()))?;
-    }
-    Ok(())
+    md
 }
 
 fn problem_base_get(p: &FitProblem, name: &str) -> f64 {

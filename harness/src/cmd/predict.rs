@@ -99,51 +99,14 @@ fn available(spec: &str) -> bool {
 }
 
 pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
-    let repo = a.repo.repo().map_err(|p| anyhow::anyhow!("{p}"))?;
-    let inputs = Inputs::load(&repo).map_err(|p| anyhow::anyhow!("{p}"))?;
-    let mut plan = plan::build(
-        &repo,
-        &inputs,
-        &PlanRequest { labels: Labels::parse(&["full-sweep-fail-fast"]).map_err(anyhow::Error::msg)?, base: None },
-    )
-    .map_err(|p| anyhow::anyhow!("{p}"))?;
-    if plan.canary.as_ref().is_some_and(|c| c.config_key != a.config) {
-        plan.canary = None;
-    }
-    for m in &mut plan.matrices {
-        m.points.retain(|p| p.config_key == a.config);
-    }
-    plan.matrices.retain(|m| !m.points.is_empty());
+    let (repo, plan) = config_plan(a)?;
     let Some(first) = plan.points().next().cloned() else {
         bail!("--config {}: not in the plan of the changelog's latest entry; append a changelog entry that names it", a.config);
     };
     let (gpu, choice) =
         if a.profile == "best" { best_profile(&first, a.model.as_deref())? } else { resolve_profile(&a.profile, &a.config)? };
     let scales = if a.no_workload_scales { WorkloadScales::default() } else { gpu.fit.as_ref().map(|f| f.workload).unwrap_or_default() };
-    let (spec, note) = match (&a.traces, gpu.fit.as_ref()) {
-        (Some(t), _) => (t.clone(), String::new()),
-        (None, Some(f)) => {
-            let s = fit_trace_spec(&f.traces).to_string();
-            if available(&s) {
-                (s, " (the trace set the profile was fitted on)".to_string())
-            } else if let Some(c) = &f.corpus {
-                // The fit's corpus file is a synthesis: the family corpus synthesizes the same
-                // traces in memory (same statistics and seed).
-                (
-                    crate::targets::pools::AUTO.to_string(),
-                    format!(" (the fit's corpus file {s} is not here; synthesized in memory instead, as `{}` writes it)", c.command),
-                )
-            } else {
-                (
-                    crate::targets::pools::AUTO.to_string(),
-                    format!(
-                        " (the fit's trace set {s} is not on this machine; this config's family corpus instead, see docs/calibration.md)"
-                    ),
-                )
-            }
-        }
-        (None, None) => (crate::targets::pools::AUTO.to_string(), String::new()),
-    };
+    let (spec, note) = trace_spec(a.traces.as_deref(), gpu.fit.as_ref());
     let (pools, trace_set) = if scales.is_identity() {
         // Compiled one trace at a time: a synthesized published corpus is gigabytes as hash ids.
         let pools = crate::targets::pools::PointPools::new(&spec, a.seed);
@@ -193,6 +156,56 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
     );
     println!("report: {}", files.first().map(|f| f.display().to_string()).unwrap_or_default());
     Ok(if summary.points.iter().all(|p| p.ok()) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The plan of the changelog's latest entry narrowed to `--config`'s points (no canary of
+/// another config).
+fn config_plan(a: &PredictArgs) -> anyhow::Result<(crate::repo::Repo, plan::Plan)> {
+    let repo = a.repo.repo().map_err(|p| anyhow::anyhow!("{p}"))?;
+    let inputs = Inputs::load(&repo).map_err(|p| anyhow::anyhow!("{p}"))?;
+    let mut plan = plan::build(
+        &repo,
+        &inputs,
+        &PlanRequest { labels: Labels::parse(&["full-sweep-fail-fast"]).map_err(anyhow::Error::msg)?, base: None },
+    )
+    .map_err(|p| anyhow::anyhow!("{p}"))?;
+    if plan.canary.as_ref().is_some_and(|c| c.config_key != a.config) {
+        plan.canary = None;
+    }
+    for m in &mut plan.matrices {
+        m.points.retain(|p| p.config_key == a.config);
+    }
+    plan.matrices.retain(|m| !m.points.is_empty());
+    Ok((repo, plan))
+}
+
+/// The trace set replayed and a note on why: `--traces`, else the set the profile was fitted
+/// on when it is here, else the config's family corpus (`--traces auto`).
+fn trace_spec(traces: Option<&str>, fit: Option<&engine::profiles::FitRecord>) -> (String, String) {
+    match (traces, fit) {
+        (Some(t), _) => (t.to_string(), String::new()),
+        (None, Some(f)) => {
+            let s = fit_trace_spec(&f.traces).to_string();
+            if available(&s) {
+                (s, " (the trace set the profile was fitted on)".to_string())
+            } else if let Some(c) = &f.corpus {
+                // The fit's corpus file is a synthesis: the family corpus synthesizes the same
+                // traces in memory (same statistics and seed).
+                (
+                    crate::targets::pools::AUTO.to_string(),
+                    format!(" (the fit's corpus file {s} is not here; synthesized in memory instead, as `{}` writes it)", c.command),
+                )
+            } else {
+                (
+                    crate::targets::pools::AUTO.to_string(),
+                    format!(
+                        " (the fit's trace set {s} is not on this machine; this config's family corpus instead, see docs/calibration.md)"
+                    ),
+                )
+            }
+        }
+        (None, None) => (crate::targets::pools::AUTO.to_string(), String::new()),
+    }
 }
 
 /// Adds the profile's fit (where it came from, its residuals on the measured points) to the

@@ -403,21 +403,8 @@ fn list_conversations(c: &ConversationsArgs) -> anyhow::Result<()> {
         };
         traces += 1;
         orphans += plan.orphans;
-        let spawn_of = |s: &crate::workload::StreamPlan| s.branch.map(|b| &plan.branches[b as usize]);
         if !c.json {
-            let n_sub = plan.streams.iter().filter(|s| s.kind == SourceKind::Subagent).count();
-            let n_flat = plan.streams.iter().filter(|s| s.kind == SourceKind::Flat).count();
-            writeln!(
-                w,
-                "{}: {} conversations ({} of subagents, {} flattened agents; {} found in all){}",
-                plan.id,
-                plan.streams.len(),
-                n_sub,
-                n_flat,
-                plan.flat_agents,
-                if plan.orphans > 0 { format!(", {} orphan subagents dropped", plan.orphans) } else { String::new() }
-            )
-            .map_err(|e| io(&c.set, e))?;
+            writeln!(w, "{}", plan_line(&plan)).map_err(|e| io(&c.set, e))?;
         }
         for s in &plan.streams {
             convs += 1;
@@ -426,50 +413,8 @@ fn list_conversations(c: &ConversationsArgs) -> anyhow::Result<()> {
                 SourceKind::Flat => flat += 1,
                 SourceKind::Main => {}
             }
-            let b = spawn_of(s);
-            if c.json {
-                let keys: Vec<u32> = s.turns.iter().map(|t| t.inner_idx.unwrap_or(t.outer_idx)).collect();
-                let preds: Vec<Vec<(String, u32)>> = s
-                    .turns
-                    .iter()
-                    .map(|t| {
-                        let mut p: Vec<(String, u32)> =
-                            t.preds.iter().map(|&(ps, pi)| (plan.streams[ps as usize].conversation_id.to_string(), pi)).collect();
-                        p.sort();
-                        p
-                    })
-                    .collect();
-                let v = serde_json::json!({
-                    "trace": &*plan.id,
-                    "conversation": &*s.conversation_id,
-                    "kind": s.kind,
-                    "requests": keys,
-                    "spawn": b.map(|b| b.spawn_turn),
-                    "join": b.and_then(|b| b.join_turn),
-                    "at_issue": b.map(|b| b.at_issue),
-                    "preds": preds,
-                });
-                writeln!(w, "{v}").map_err(|e| io(&c.set, e))?;
-            } else {
-                let place = match b {
-                    None => String::new(),
-                    Some(b) => format!(
-                        "  spawned by turn {} ({}), {}",
-                        b.spawn_turn,
-                        if b.at_issue { "when sent" } else { "on completion" },
-                        match b.join_turn {
-                            Some(j) => format!("joined by turn {j}"),
-                            None => "background".into(),
-                        }
-                    ),
-                };
-                let kind = match s.kind {
-                    SourceKind::Main => "root",
-                    SourceKind::Subagent => "subagent",
-                    SourceKind::Flat => "flattened",
-                };
-                writeln!(w, "  {:<44} {:<9} {:>4} turns{place}", &*s.conversation_id, kind, s.turns.len()).map_err(|e| io(&c.set, e))?;
-            }
+            let line = if c.json { conversation_json(&plan, s).to_string() } else { conversation_line(&plan, s) };
+            writeln!(w, "{line}").map_err(|e| io(&c.set, e))?;
         }
         Ok(())
     })?;
@@ -484,6 +429,72 @@ fn list_conversations(c: &ConversationsArgs) -> anyhow::Result<()> {
         eprintln!("warning: {warning}");
     }
     Ok(())
+}
+
+/// A trace's line: how many conversations of each kind its plan has.
+fn plan_line(plan: &crate::workload::TracePlan) -> String {
+    use crate::workload::SourceKind;
+    let n_sub = plan.streams.iter().filter(|s| s.kind == SourceKind::Subagent).count();
+    let n_flat = plan.streams.iter().filter(|s| s.kind == SourceKind::Flat).count();
+    format!(
+        "{}: {} conversations ({} of subagents, {} flattened agents; {} found in all){}",
+        plan.id,
+        plan.streams.len(),
+        n_sub,
+        n_flat,
+        plan.flat_agents,
+        if plan.orphans > 0 { format!(", {} orphan subagents dropped", plan.orphans) } else { String::new() }
+    )
+}
+
+/// One conversation as JSON: its requests, where it is spawned and joined, and each turn's
+/// predecessors by conversation id.
+fn conversation_json(plan: &crate::workload::TracePlan, s: &crate::workload::StreamPlan) -> serde_json::Value {
+    let b = s.branch.map(|b| &plan.branches[b as usize]);
+    let keys: Vec<u32> = s.turns.iter().map(|t| t.inner_idx.unwrap_or(t.outer_idx)).collect();
+    let preds: Vec<Vec<(String, u32)>> = s
+        .turns
+        .iter()
+        .map(|t| {
+            let mut p: Vec<(String, u32)> =
+                t.preds.iter().map(|&(ps, pi)| (plan.streams[ps as usize].conversation_id.to_string(), pi)).collect();
+            p.sort();
+            p
+        })
+        .collect();
+    serde_json::json!({
+        "trace": &*plan.id,
+        "conversation": &*s.conversation_id,
+        "kind": s.kind,
+        "requests": keys,
+        "spawn": b.map(|b| b.spawn_turn),
+        "join": b.and_then(|b| b.join_turn),
+        "at_issue": b.map(|b| b.at_issue),
+        "preds": preds,
+    })
+}
+
+/// One conversation as a text line: id, kind, turns and where it is spawned and joined.
+fn conversation_line(plan: &crate::workload::TracePlan, s: &crate::workload::StreamPlan) -> String {
+    use crate::workload::SourceKind;
+    let place = match s.branch.map(|b| &plan.branches[b as usize]) {
+        None => String::new(),
+        Some(b) => format!(
+            "  spawned by turn {} ({}), {}",
+            b.spawn_turn,
+            if b.at_issue { "when sent" } else { "on completion" },
+            match b.join_turn {
+                Some(j) => format!("joined by turn {j}"),
+                None => "background".into(),
+            }
+        ),
+    };
+    let kind = match s.kind {
+        SourceKind::Main => "root",
+        SourceKind::Subagent => "subagent",
+        SourceKind::Flat => "flattened",
+    };
+    format!("  {:<44} {:<9} {:>4} turns{place}", &*s.conversation_id, kind, s.turns.len())
 }
 
 fn io(set: &str, e: std::io::Error) -> crate::trace::TraceError {

@@ -4,9 +4,9 @@
 
 use serde::Serialize;
 
-use super::Trace;
 use super::published::{PublishedStats, Tolerance};
 use super::stats::percentile;
+use super::{Request, Subagent, Trace};
 
 /// Raw per-request and per-session samples of one corpus (add one trace at a time).
 #[derive(Debug, Default, Clone)]
@@ -35,17 +35,45 @@ pub struct CorpusMeasure {
     seen: Vec<bool>,
 }
 
+/// Peak concurrent groups: a sweep line over each group's [first inner start, last inner end].
+fn peak_concurrent(groups: &[&Subagent]) -> i32 {
+    let mut ev: Vec<(f64, i32)> = Vec::with_capacity(groups.len() * 2);
+    for g in groups {
+        let start = g.inner().map(|r| r.t).fold(f64::INFINITY, f64::min);
+        let end = g.inner().map(|r| end_of(r.t, r.api_time)).fold(f64::NEG_INFINITY, f64::max);
+        ev.push((start, 1));
+        ev.push((end, -1));
+    }
+    // Ends before starts at the same instant: touching groups do not overlap.
+    ev.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut live, mut peak) = (0i32, 0i32);
+    for (_, d) in ev {
+        live += d;
+        peak = peak.max(live);
+    }
+    peak
+}
+
 fn end_of(t: f64, api: Option<f64>) -> f64 {
     t + api.unwrap_or(0.0)
 }
 
 impl CorpusMeasure {
+    /// Adds one trace: its main turns, its subagent groups, then every request in time order.
     pub fn add(&mut self, trace: &Trace) {
         self.traces += 1;
         let main: Vec<_> = trace.main_requests().collect();
+        self.add_main(&main);
+        let groups: Vec<_> = trace.subagents().collect();
+        self.add_groups(&groups);
+        self.walk(trace);
+    }
+
+    /// Main turns: count, input and output lengths, inter-turn gaps and the time-averaged context.
+    fn add_main(&mut self, main: &[&Request]) {
         self.main_turns += main.len() as u64;
         self.turns.push(main.len() as f64);
-        for r in &main {
+        for r in main {
             self.main_isl.push(r.input_tokens as f64);
             self.main_osl.push(r.output_tokens as f64);
         }
@@ -68,36 +96,29 @@ impl CorpusMeasure {
                 self.time_avg_context.push(first.input_tokens as f64);
             }
         }
-        let groups: Vec<_> = trace.subagents().collect();
+    }
+
+    /// Subagent groups: per session, their count and peak concurrency; per group, its inner
+    /// requests and their inputs.
+    fn add_groups(&mut self, groups: &[&Subagent]) {
         self.subagent_groups += groups.len() as u64;
         if !groups.is_empty() {
             self.sessions_with_subagents += 1;
             self.groups_per_session.push(groups.len() as f64);
-            // Peak concurrent groups: sweep line over [first inner start, last inner end].
-            let mut ev: Vec<(f64, i32)> = Vec::with_capacity(groups.len() * 2);
-            for g in &groups {
-                let start = g.inner().map(|r| r.t).fold(f64::INFINITY, f64::min);
-                let end = g.inner().map(|r| end_of(r.t, r.api_time)).fold(f64::NEG_INFINITY, f64::max);
-                ev.push((start, 1));
-                ev.push((end, -1));
-            }
-            // Ends before starts at the same instant: touching groups do not overlap.
-            ev.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            let (mut live, mut peak) = (0i32, 0i32);
-            for (_, d) in ev {
-                live += d;
-                peak = peak.max(live);
-            }
-            self.peak_groups.push(peak as f64);
+            self.peak_groups.push(peak_concurrent(groups) as f64);
         }
-        for g in &groups {
+        for g in groups {
             self.inner_requests += g.requests.len() as u64;
             self.inner_per_group.push(g.requests.len() as f64);
             for r in g.inner() {
                 self.sub_isl.push(r.input_tokens as f64);
             }
         }
-        // Global time order (ties: file order) for the ideal cache walk and the idle time.
+    }
+
+    /// Every request in global time order (ties: file order): token totals, the ideal cache
+    /// walk (hits and new prefill) and the idle time between in-flight intervals.
+    fn walk(&mut self, trace: &Trace) {
         let mut all: Vec<_> = trace.all_requests().collect();
         all.sort_by(|a, b| a.t.total_cmp(&b.t));
         let block = trace.block_size.max(1) as u64;
@@ -109,16 +130,7 @@ impl CorpusMeasure {
         for r in &all {
             self.input_tokens += r.input_tokens;
             self.output_tokens += r.output_tokens;
-            let mut hits = 0u64;
-            for &h in &r.hash_ids {
-                let h = h as usize;
-                if h >= self.seen.len() {
-                    self.seen.resize((h + 1).max(self.seen.len() * 2), false);
-                }
-                if std::mem::replace(&mut self.seen[h], true) {
-                    hits += 1;
-                }
-            }
+            let hits = self.hits(&r.hash_ids);
             self.hit_blocks += hits;
             self.blocks += r.hash_ids.len() as u64;
             self.new_prefill.push(r.input_tokens.saturating_sub(hits * block) as f64);
@@ -138,6 +150,21 @@ impl CorpusMeasure {
             self.span_s += hi - lo;
             self.idle_s += (hi - lo) - busy;
         }
+    }
+
+    /// Blocks of `hash_ids` an ideal cache already holds; marks all of them held.
+    fn hits(&mut self, hash_ids: &[u64]) -> u64 {
+        let mut hits = 0u64;
+        for &h in hash_ids {
+            let h = h as usize;
+            if h >= self.seen.len() {
+                self.seen.resize((h + 1).max(self.seen.len() * 2), false);
+            }
+            if std::mem::replace(&mut self.seen[h], true) {
+                hits += 1;
+            }
+        }
+        hits
     }
 
     /// The measured value of a published row key (`counts.traces`, `distributions.main_isl.p50`, …).

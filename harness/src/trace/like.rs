@@ -195,7 +195,10 @@ impl Population {
 
 /// What the stats file asks for, with defaults for unlisted rows (the shared 200-trace corpus).
 struct Targets {
+    /// Traces planned over traces published: published counts scale by it.
     scale: f64,
+    /// The published trace count (the planned one when none is published).
+    pub_n: f64,
     main_turns: Option<u64>,
     groups: Option<u64>,
     inner: Option<u64>,
@@ -204,6 +207,30 @@ struct Targets {
     min_turns: u64,
     cap: f64,
     max_peak: u64,
+}
+
+impl Targets {
+    fn of(stats: &PublishedStats, n: usize) -> Targets {
+        let c = &stats.counts;
+        let published_traces = c.traces.map(|t| t as usize);
+        Targets {
+            scale: n as f64 / published_traces.unwrap_or(n) as f64,
+            pub_n: published_traces.unwrap_or(n) as f64,
+            main_turns: c.main_turns,
+            groups: c.subagent_groups,
+            inner: c.subagent_inner_requests.or_else(|| c.total_requests.zip(c.main_turns).map(|(t, m)| t.saturating_sub(m))),
+            input_tokens: c.total_input_tokens,
+            output_tokens: c.total_output_tokens,
+            min_turns: stats.filters.min_requests_per_session.unwrap_or(1).max(1),
+            cap: stats.filters.max_request_input_tokens.map_or(2_000_000.0, |v| v as f64),
+            max_peak: stats.filters.max_peak_concurrent_subagent_groups.unwrap_or(u64::MAX).max(1),
+        }
+    }
+
+    /// A published count scaled to the planned traces.
+    fn scaled(&self, v: u64) -> u64 {
+        (v as f64 * self.scale).round() as u64
+    }
 }
 
 /// Fit what is listed; without percentiles a derived mean alone gives a log-normal, and only
@@ -238,138 +265,33 @@ fn knots_or(p: Option<super::published::Pcts>, default: &[(f64, f64)]) -> (Vec<(
 
 impl Plan {
     /// Plan a corpus like `stats` (`traces` overrides the published count; counts scale with it).
+    /// Each phase draws from its own named generator, so none moves another's draws.
     pub fn new(stats: &PublishedStats, traces: Option<usize>, seed: u64) -> Result<Plan, String> {
-        let c = &stats.counts;
-        let d = &stats.distributions;
-        let published_traces = c.traces.map(|t| t as usize);
-        let n = traces.or(published_traces).unwrap_or(super::DEFAULT_SYNTHETIC_TRACES);
+        let n = traces.or(stats.counts.traces.map(|t| t as usize)).unwrap_or(super::DEFAULT_SYNTHETIC_TRACES);
         if n == 0 {
             return Err("a corpus needs at least one trace".into());
         }
-        let tg = Targets {
-            scale: n as f64 / published_traces.unwrap_or(n) as f64,
-            main_turns: c.main_turns,
-            groups: c.subagent_groups,
-            inner: c.subagent_inner_requests.or_else(|| c.total_requests.zip(c.main_turns).map(|(t, m)| t.saturating_sub(m))),
-            input_tokens: c.total_input_tokens,
-            output_tokens: c.total_output_tokens,
-            min_turns: stats.filters.min_requests_per_session.unwrap_or(1).max(1),
-            cap: stats.filters.max_request_input_tokens.map_or(2_000_000.0, |v| v as f64),
-            max_peak: stats.filters.max_peak_concurrent_subagent_groups.unwrap_or(u64::MAX).max(1),
-        };
+        let tg = Targets::of(stats, n);
         let mut warnings = Vec::new();
-        let pub_n = published_traces.unwrap_or(n) as f64;
-        let scaled = |v: u64| (v as f64 * tg.scale).round() as u64;
-
-        // Structure: turns per session, which sessions have subagents, groups, inner requests.
-        let listed = d.main_turns_per_session.map(|p| p.knots()).unwrap_or_default();
-        let turns_mean = tg.main_turns.map(|m| m as f64 / pub_n).or(d.main_turns_per_session.and_then(|p| p.mean));
-        let turns_fn = fit_listed(
-            "main_turns_per_session",
-            &listed,
-            &[(0.5, 51.0), (0.9, 173.0)],
-            turns_mean,
-            tg.min_turns as f64,
-            1e6,
-            &mut warnings,
-        )?;
-        let mut r = rng(seed, "turns");
-        let raw: Vec<f64> = stratified(n, &mut r).into_iter().map(|u| turns_fn.quantile(u)).collect();
-        let turns = match tg.main_turns {
-            Some(m) => integer_total(&raw, tg.min_turns, scaled(m)),
-            None => raw.iter().map(|v| (v.round() as u64).max(tg.min_turns)).collect(),
-        };
-
-        let frac = d.sessions_with_subagents.unwrap_or(0.045);
-        let n_sub = ((frac * n as f64).round() as usize).min(n);
-        let mut idx: Vec<usize> = (0..n).collect();
-        let mut r = rng(seed, "subagent-sessions");
-        idx.shuffle(&mut r);
-        let mut sub_sessions: Vec<usize> = idx[..n_sub].to_vec();
-        sub_sessions.sort_unstable();
-        let per = d.per_session_with_subagents.unwrap_or_default();
-        let groups_mean = tg.groups.map(|g| g as f64 / (frac * pub_n).max(1.0));
-        let listed: Vec<(f64, f64)> = per.groups_p50.map(|v| (0.5, v)).into_iter().collect();
-        let groups_fn = fit_listed("per_session_with_subagents.groups_p50", &listed, &[(0.5, 3.0)], groups_mean, 1.0, 1e5, &mut warnings)?;
-        let raw: Vec<f64> = stratified(n_sub, &mut r).into_iter().map(|u| groups_fn.quantile(u)).collect();
-        let groups_per = match tg.groups {
-            Some(g) if n_sub > 0 => integer_total(&raw, 1, scaled(g)),
-            _ => raw.iter().map(|v| (v.round() as u64).max(1)).collect(),
-        };
-        let n_groups: usize = groups_per.iter().sum::<u64>() as usize;
-        let inner_mean = tg.inner.zip(tg.groups).map(|(i, g)| i as f64 / g.max(1) as f64);
-        let listed: Vec<(f64, f64)> = per.inner_requests_per_group_p50.map(|v| (0.5, v)).into_iter().collect();
-        let inner_fn = fit_listed(
-            "per_session_with_subagents.inner_requests_per_group_p50",
-            &listed,
-            &[(0.5, 11.0)],
-            inner_mean,
-            1.0,
-            1e5,
-            &mut warnings,
-        )?;
-        let raw: Vec<f64> = stratified(n_groups, &mut r).into_iter().map(|u| inner_fn.quantile(u)).collect();
-        let inner_per = match tg.inner {
-            Some(i) if n_groups > 0 => integer_total(&raw, 1, scaled(i)),
-            _ => raw.iter().map(|v| (v.round() as u64).max(1)).collect(),
-        };
-
-        // Token distributions.
-        let (k, _) = knots_or(d.subagent_isl, &[(0.5, 30_000.0), (0.9, 80_000.0)]);
-        let sub_isl = fit(&k, None, 1.0, 2048.0, tg.cap).map_err(|e| format!("subagent_isl: {e}"))?;
-        let listed = d.main_osl.map(|p| p.knots()).unwrap_or_default();
-        let main_osl =
-            fit_listed("main_osl", &listed, &[(0.5, 215.0), (0.9, 849.0)], d.main_osl.and_then(|p| p.mean), 1.0, 128_000.0, &mut warnings)?;
-        let n_inner: u64 = inner_per.iter().sum();
-        let n_main: u64 = turns.iter().sum();
-        let sub_out_mean = tg
-            .output_tokens
-            .map(|o| (scaled(o) as f64 - n_main as f64 * main_osl.mean()) / n_inner.max(1) as f64)
-            .filter(|m| *m > 1.0)
-            .unwrap_or(400.0);
-        let sub_osl = fit(&[], Some(sub_out_mean), 1.0, 1.0, 128_000.0).map_err(|e| format!("subagent output: {e}"))?;
-        let listed = d.main_isl.map(|p| p.knots()).unwrap_or_default();
-        let main_in_mean = tg.input_tokens.map(|i| (scaled(i) as f64 - n_inner as f64 * sub_isl.mean()) / n_main.max(1) as f64);
-        let main_isl = fit_listed(
-            "main_isl",
-            &listed,
-            &[(0.5, 103_443.0), (0.9, 201_209.0), (0.99, 495_148.0)],
-            main_in_mean,
-            8192.0,
-            tg.cap,
-            &mut warnings,
-        )?;
+        let turns = session_turns(stats, &tg, n, seed, &mut warnings)?;
+        let sub = Subagents::plan(stats, &tg, n, seed, &mut warnings)?;
+        let (n_main, n_inner): (u64, u64) = (turns.iter().sum(), sub.inner_per.iter().sum());
+        let dists = TokenDists::fit(stats, &tg, n_main, n_inner, &mut warnings)?;
 
         let mut r = rng(seed, "populations");
         let main_pop = Population::new(turns.clone(), &mut r);
-        let sub_pop = Population::new(inner_per.clone(), &mut r);
+        let sub_pop = Population::new(sub.inner_per.clone(), &mut r);
         let sys: Vec<u32> = (0..n).map(|_| r.random_range(200..280)).collect();
-        let sub_sys: Vec<u32> = (0..n_sub).map(|_| r.random_range(40..120)).collect();
+        let sub_sys: Vec<u32> = (0..sub.sessions.len()).map(|_| r.random_range(40..120)).collect();
 
         // Outputs: stratified over each population, shuffled.
         let mut r = rng(seed, "outputs");
         let main_out: Vec<u32> =
-            stratified(n_main as usize, &mut r).into_iter().map(|u| main_osl.quantile(u).round().max(1.0) as u32).collect();
+            stratified(n_main as usize, &mut r).into_iter().map(|u| dists.main_osl.quantile(u).round().max(1.0) as u32).collect();
         let sub_out: Vec<u32> =
-            stratified(n_inner as usize, &mut r).into_iter().map(|u| sub_osl.quantile(u).round().max(1.0) as u32).collect();
+            stratified(n_inner as usize, &mut r).into_iter().map(|u| dists.sub_osl.quantile(u).round().max(1.0) as u32).collect();
 
-        // Inter-turn gaps: the published percentiles plus the two threshold shares as knots.
-        let (mut k, _) = knots_or(d.inter_turn_gap_s, &[(0.5, 10.0), (0.9, 149.0), (0.99, 2007.0)]);
-        for (share, at) in [(d.turns_with_gap_over_300s, 300.0), (d.turns_with_gap_over_1800s, 1800.0)] {
-            if let Some(f) = share.filter(|f| *f > 0.0 && *f < 1.0) {
-                k.push((1.0 - f, at));
-            }
-        }
-        k.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut knots: Vec<(f64, f64)> = Vec::new();
-        for (p, x) in k {
-            if knots.last().is_some_and(|l: &(f64, f64)| x < l.1 || p <= l.0) {
-                warnings.push(format!("inter_turn_gap_s: the knot {x} s at p{} contradicts the others; ignored", p * 100.0));
-                continue;
-            }
-            knots.push((p, x));
-        }
-        let gap_fn = fit(&knots, None, 1.5, 0.0, 60.0 * 86_400.0).map_err(|e| format!("inter_turn_gap_s: {e}"))?;
+        let gap_fn = gap_distribution(stats, &mut warnings)?;
         let n_gaps = (n_main as usize).saturating_sub(n);
         let mut r = rng(seed, "gaps");
         let gap_u = stratified(n_gaps, &mut r);
@@ -381,13 +303,13 @@ impl Plan {
             gap_w,
             n,
             turns,
-            sub_sessions,
-            groups_per,
-            inner_per,
+            sub_sessions: sub.sessions,
+            groups_per: sub.groups_per,
+            inner_per: sub.inner_per,
             main_pop,
             sub_pop,
-            main_isl,
-            sub_isl,
+            main_isl: dists.main_isl,
+            sub_isl: dists.sub_isl,
             sys,
             sub_sys,
             main_out,
@@ -399,6 +321,126 @@ impl Plan {
         let sessions = plan.build(&solved);
         Ok(Plan { seed, sessions, solved, warnings })
     }
+}
+
+/// Main turns per session: stratified draws from the fitted distribution, nudged to the
+/// published total.
+fn session_turns(stats: &PublishedStats, tg: &Targets, n: usize, seed: u64, warnings: &mut Vec<String>) -> Result<Vec<u64>, String> {
+    let d = &stats.distributions;
+    let listed = d.main_turns_per_session.map(|p| p.knots()).unwrap_or_default();
+    let turns_mean = tg.main_turns.map(|m| m as f64 / tg.pub_n).or(d.main_turns_per_session.and_then(|p| p.mean));
+    let turns_fn =
+        fit_listed("main_turns_per_session", &listed, &[(0.5, 51.0), (0.9, 173.0)], turns_mean, tg.min_turns as f64, 1e6, warnings)?;
+    let mut r = rng(seed, "turns");
+    let raw: Vec<f64> = stratified(n, &mut r).into_iter().map(|u| turns_fn.quantile(u)).collect();
+    Ok(match tg.main_turns {
+        Some(m) => integer_total(&raw, tg.min_turns, tg.scaled(m)),
+        None => raw.iter().map(|v| (v.round() as u64).max(tg.min_turns)).collect(),
+    })
+}
+
+/// Which sessions have subagents, their groups, and each group's inner requests.
+struct Subagents {
+    /// Sessions with subagents, ascending.
+    sessions: Vec<usize>,
+    /// Groups of each of those sessions.
+    groups_per: Vec<u64>,
+    /// Inner requests of each group, session by session.
+    inner_per: Vec<u64>,
+}
+
+impl Subagents {
+    /// One generator draws the sessions, then the groups, then the inner requests.
+    fn plan(stats: &PublishedStats, tg: &Targets, n: usize, seed: u64, warnings: &mut Vec<String>) -> Result<Subagents, String> {
+        let d = &stats.distributions;
+        let frac = d.sessions_with_subagents.unwrap_or(0.045);
+        let n_sub = ((frac * n as f64).round() as usize).min(n);
+        let mut idx: Vec<usize> = (0..n).collect();
+        let mut r = rng(seed, "subagent-sessions");
+        idx.shuffle(&mut r);
+        let mut sessions: Vec<usize> = idx[..n_sub].to_vec();
+        sessions.sort_unstable();
+        let per = d.per_session_with_subagents.unwrap_or_default();
+        let groups_mean = tg.groups.map(|g| g as f64 / (frac * tg.pub_n).max(1.0));
+        let listed: Vec<(f64, f64)> = per.groups_p50.map(|v| (0.5, v)).into_iter().collect();
+        let groups_fn = fit_listed("per_session_with_subagents.groups_p50", &listed, &[(0.5, 3.0)], groups_mean, 1.0, 1e5, warnings)?;
+        let raw: Vec<f64> = stratified(n_sub, &mut r).into_iter().map(|u| groups_fn.quantile(u)).collect();
+        let groups_per = match tg.groups {
+            Some(g) if n_sub > 0 => integer_total(&raw, 1, tg.scaled(g)),
+            _ => raw.iter().map(|v| (v.round() as u64).max(1)).collect(),
+        };
+        let n_groups: usize = groups_per.iter().sum::<u64>() as usize;
+        let inner_mean = tg.inner.zip(tg.groups).map(|(i, g)| i as f64 / g.max(1) as f64);
+        let listed: Vec<(f64, f64)> = per.inner_requests_per_group_p50.map(|v| (0.5, v)).into_iter().collect();
+        let inner_fn =
+            fit_listed("per_session_with_subagents.inner_requests_per_group_p50", &listed, &[(0.5, 11.0)], inner_mean, 1.0, 1e5, warnings)?;
+        let raw: Vec<f64> = stratified(n_groups, &mut r).into_iter().map(|u| inner_fn.quantile(u)).collect();
+        let inner_per = match tg.inner {
+            Some(i) if n_groups > 0 => integer_total(&raw, 1, tg.scaled(i)),
+            _ => raw.iter().map(|v| (v.round() as u64).max(1)).collect(),
+        };
+        Ok(Subagents { sessions, groups_per, inner_per })
+    }
+}
+
+/// The token distributions: inputs and outputs of main turns and of subagent requests. The
+/// published totals set the means of what is not listed (subagent outputs, main inputs).
+struct TokenDists {
+    main_isl: QuantileFn,
+    sub_isl: QuantileFn,
+    main_osl: QuantileFn,
+    sub_osl: QuantileFn,
+}
+
+impl TokenDists {
+    fn fit(stats: &PublishedStats, tg: &Targets, n_main: u64, n_inner: u64, warnings: &mut Vec<String>) -> Result<TokenDists, String> {
+        let d = &stats.distributions;
+        let (k, _) = knots_or(d.subagent_isl, &[(0.5, 30_000.0), (0.9, 80_000.0)]);
+        let sub_isl = fit(&k, None, 1.0, 2048.0, tg.cap).map_err(|e| format!("subagent_isl: {e}"))?;
+        let listed = d.main_osl.map(|p| p.knots()).unwrap_or_default();
+        let main_osl =
+            fit_listed("main_osl", &listed, &[(0.5, 215.0), (0.9, 849.0)], d.main_osl.and_then(|p| p.mean), 1.0, 128_000.0, warnings)?;
+        let sub_out_mean = tg
+            .output_tokens
+            .map(|o| (tg.scaled(o) as f64 - n_main as f64 * main_osl.mean()) / n_inner.max(1) as f64)
+            .filter(|m| *m > 1.0)
+            .unwrap_or(400.0);
+        let sub_osl = fit(&[], Some(sub_out_mean), 1.0, 1.0, 128_000.0).map_err(|e| format!("subagent output: {e}"))?;
+        let listed = d.main_isl.map(|p| p.knots()).unwrap_or_default();
+        let main_in_mean = tg.input_tokens.map(|i| (tg.scaled(i) as f64 - n_inner as f64 * sub_isl.mean()) / n_main.max(1) as f64);
+        let main_isl = fit_listed(
+            "main_isl",
+            &listed,
+            &[(0.5, 103_443.0), (0.9, 201_209.0), (0.99, 495_148.0)],
+            main_in_mean,
+            8192.0,
+            tg.cap,
+            warnings,
+        )?;
+        Ok(TokenDists { main_isl, sub_isl, main_osl, sub_osl })
+    }
+}
+
+/// Inter-turn gaps: the published percentiles plus the two threshold shares as knots (a knot
+/// that contradicts the others is dropped with a warning).
+fn gap_distribution(stats: &PublishedStats, warnings: &mut Vec<String>) -> Result<QuantileFn, String> {
+    let d = &stats.distributions;
+    let (mut k, _) = knots_or(d.inter_turn_gap_s, &[(0.5, 10.0), (0.9, 149.0), (0.99, 2007.0)]);
+    for (share, at) in [(d.turns_with_gap_over_300s, 300.0), (d.turns_with_gap_over_1800s, 1800.0)] {
+        if let Some(f) = share.filter(|f| *f > 0.0 && *f < 1.0) {
+            k.push((1.0 - f, at));
+        }
+    }
+    k.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut knots: Vec<(f64, f64)> = Vec::new();
+    for (p, x) in k {
+        if knots.last().is_some_and(|l: &(f64, f64)| x < l.1 || p <= l.0) {
+            warnings.push(format!("inter_turn_gap_s: the knot {x} s at p{} contradicts the others; ignored", p * 100.0));
+            continue;
+        }
+        knots.push((p, x));
+    }
+    fit(&knots, None, 1.5, 0.0, 60.0 * 86_400.0).map_err(|e| format!("inter_turn_gap_s: {e}"))
 }
 
 pub(crate) use super::like_plan::Planner;

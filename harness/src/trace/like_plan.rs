@@ -7,7 +7,7 @@ use rand_distr::{Distribution, StandardNormal};
 use super::against::CorpusMeasure;
 use super::fit::{QuantileFn, stratified};
 use super::like::{PlannedGroup, PlannedRequest, PlannedSession, Population, Solved, pct, round_ms as ms};
-use super::published::PublishedStats;
+use super::published::{Pcts, PublishedStats};
 use super::{Entry, InnerRequest, Request, Subagent, Trace};
 
 pub(crate) struct Planner {
@@ -119,6 +119,8 @@ impl Planner {
         out
     }
 
+    /// Solves the model's free parameters for the published rows: the peak draw, then the new
+    /// prefill rows, then timing.
     pub fn calibrate(&mut self, stats: &PublishedStats, warnings: &mut Vec<String>) -> Result<Solved, String> {
         let d = &stats.distributions;
         let mut s = Solved {
@@ -129,80 +131,97 @@ impl Planner {
             gap_position_bias: 0.0,
             peak_median: 2.0,
         };
-        // Peak concurrent groups: the median draw whose session median matches.
         if let Some(target) = d.per_session_with_subagents.and_then(|p| p.peak_concurrent_groups_p50) {
-            let mut best = (f64::INFINITY, s.peak_median);
-            for step in 0..=90 {
-                let m = 1.0 + step as f64 * 0.1;
-                let peaks: Vec<f64> = self.peaks(m).into_iter().map(|p| p as f64).collect();
-                let err = (pct(&peaks, 50.0) - target).abs();
-                if err < best.0 {
-                    best = (err, m);
-                }
-            }
-            s.peak_median = best.1;
+            s.peak_median = self.solve_peak_median(target, s.peak_median);
         }
-        // New prefill: growth spread for p50, rewrite rate for the mean, rewrite size for p99.
         if let Some(np) = d.new_prefill_tokens_per_turn {
-            let mut cache: Option<(f64, Tokens)> = None;
-            let eval = |s: &Solved, cache: &mut Option<(f64, Tokens)>| -> Vec<f64> {
-                if cache.as_ref().is_none_or(|c| c.0 != s.growth_sigma) {
-                    *cache = Some((s.growth_sigma, self.tokens(s.growth_sigma, 0.0, 1.0)));
-                }
-                let base = &cache.as_ref().expect("set").1;
-                let main_rw = self.main_pop.rewrites(&base.main_blocks, &base.sys_eff, s.rewrite_probability, s.rewrite_median_blocks);
-                let protect: Vec<u32> = self
-                    .groups_per
-                    .iter()
-                    .zip(&base.sub_sys_eff)
-                    .flat_map(|(&g, &e)| std::iter::repeat_n(super::like::MAIN_SHARED + e, g as usize))
-                    .collect();
-                let sub_rw = self.sub_pop.rewrites(&base.sub_blocks, &protect, s.rewrite_probability, s.rewrite_median_blocks);
-                let t = Tokens {
-                    main_blocks: base.main_blocks.clone(),
-                    sub_blocks: base.sub_blocks.clone(),
-                    main_rw,
-                    sub_rw,
-                    sys_eff: base.sys_eff.clone(),
-                    sub_sys_eff: base.sub_sys_eff.clone(),
-                };
-                self.new_prefill(&t)
-            };
-            // Rewrite size for p99, rewrite rate for the mean, growth spread for p50: each
-            // moves its own row most, so a few rounds of one-dimensional solves converge.
-            for _round in 0..4 {
-                if let Some(target) = np.p99 {
-                    s.rewrite_median_blocks = bisect(0.5, 20_000.0, 20, true, |v| {
-                        let mut t = s;
-                        t.rewrite_median_blocks = v;
-                        pct(&eval(&t, &mut cache), 99.0) < target
-                    });
-                }
-                if let Some(target) = np.mean {
-                    s.rewrite_probability = bisect(0.0, 0.9, 20, false, |v| {
-                        let mut t = s;
-                        t.rewrite_probability = v;
-                        let x = eval(&t, &mut cache);
-                        x.iter().sum::<f64>() / (x.len().max(1) as f64) < target
-                    });
-                }
-                if let Some(target) = np.p50 {
-                    s.growth_sigma = bisect(0.02, 3.0, 16, false, |v| {
-                        let mut t = s;
-                        t.growth_sigma = v;
-                        pct(&eval(&t, &mut cache), 50.0) > target
-                    });
-                }
+            self.solve_new_prefill(np, &mut s);
+        }
+        self.solve_timing(d.session_waiting_time_fraction, d.time_averaged_context_tokens_mean, &mut s);
+        if s.gap_position_bias.abs() > 0.999 {
+            warnings.push("time_averaged_context_tokens_mean: at the end of the gap-position range; the target may be out of reach".into());
+        }
+        Ok(s)
+    }
+
+    /// Peak concurrent groups: the median draw whose session median matches (the first best on
+    /// a 0.1 grid from 1 to 10; `start` when none beats infinity).
+    fn solve_peak_median(&self, target: f64, start: f64) -> f64 {
+        let mut best = (f64::INFINITY, start);
+        for step in 0..=90 {
+            let m = 1.0 + step as f64 * 0.1;
+            let peaks: Vec<f64> = self.peaks(m).into_iter().map(|p| p as f64).collect();
+            let err = (pct(&peaks, 50.0) - target).abs();
+            if err < best.0 {
+                best = (err, m);
             }
         }
-        // Timing: the gap tail beyond the last knot for the waiting fraction, where long gaps
-        // fall for the time-averaged context.
+        best.1
+    }
+
+    /// New prefill per request at `s`, reusing the blocks of the last growth spread asked for
+    /// (`cache`): only the rewrites change with the rewrite parameters.
+    fn new_prefill_at(&self, s: &Solved, cache: &mut Option<(f64, Tokens)>) -> Vec<f64> {
+        if cache.as_ref().is_none_or(|c| c.0 != s.growth_sigma) {
+            *cache = Some((s.growth_sigma, self.tokens(s.growth_sigma, 0.0, 1.0)));
+        }
+        let base = &cache.as_ref().expect("set").1;
+        let main_rw = self.main_pop.rewrites(&base.main_blocks, &base.sys_eff, s.rewrite_probability, s.rewrite_median_blocks);
+        let protect: Vec<u32> = self
+            .groups_per
+            .iter()
+            .zip(&base.sub_sys_eff)
+            .flat_map(|(&g, &e)| std::iter::repeat_n(super::like::MAIN_SHARED + e, g as usize))
+            .collect();
+        let sub_rw = self.sub_pop.rewrites(&base.sub_blocks, &protect, s.rewrite_probability, s.rewrite_median_blocks);
+        let t = Tokens {
+            main_blocks: base.main_blocks.clone(),
+            sub_blocks: base.sub_blocks.clone(),
+            main_rw,
+            sub_rw,
+            sys_eff: base.sys_eff.clone(),
+            sub_sys_eff: base.sub_sys_eff.clone(),
+        };
+        self.new_prefill(&t)
+    }
+
+    /// New prefill: rewrite size for p99, rewrite rate for the mean, growth spread for p50. Each
+    /// moves its own row most, so a few rounds of one-dimensional solves converge.
+    fn solve_new_prefill(&self, np: Pcts, s: &mut Solved) {
+        let mut cache: Option<(f64, Tokens)> = None;
+        for _round in 0..4 {
+            if let Some(target) = np.p99 {
+                s.rewrite_median_blocks = bisect(0.5, 20_000.0, 20, true, |v| {
+                    let mut t = *s;
+                    t.rewrite_median_blocks = v;
+                    pct(&self.new_prefill_at(&t, &mut cache), 99.0) < target
+                });
+            }
+            if let Some(target) = np.mean {
+                s.rewrite_probability = bisect(0.0, 0.9, 20, false, |v| {
+                    let mut t = *s;
+                    t.rewrite_probability = v;
+                    let x = self.new_prefill_at(&t, &mut cache);
+                    x.iter().sum::<f64>() / (x.len().max(1) as f64) < target
+                });
+            }
+            if let Some(target) = np.p50 {
+                s.growth_sigma = bisect(0.02, 3.0, 16, false, |v| {
+                    let mut t = *s;
+                    t.growth_sigma = v;
+                    pct(&self.new_prefill_at(&t, &mut cache), 50.0) > target
+                });
+            }
+        }
+    }
+
+    /// Timing: the gap tail beyond the last knot for the waiting fraction (`wait`), where long
+    /// gaps fall for the time-averaged context (`ctx`), measured on whole light sessions.
+    fn solve_timing(&self, wait: Option<f64>, ctx: Option<f64>, s: &mut Solved) {
         let tokens = self.tokens(s.growth_sigma, s.rewrite_probability, s.rewrite_median_blocks);
-        let wait = d.session_waiting_time_fraction;
-        let ctx = d.time_averaged_context_tokens_mean;
-        let measure = |this: &Self, s: &Solved| -> CorpusMeasure {
+        let measure = |s: &Solved| -> CorpusMeasure {
             let mut m = CorpusMeasure::default();
-            for sess in this.sessions(s, &tokens) {
+            for sess in self.sessions(s, &tokens) {
                 m.add(&light_trace(&sess));
             }
             m
@@ -210,23 +229,19 @@ impl Planner {
         for _round in 0..if wait.is_some() || ctx.is_some() { 2 } else { 0 } {
             if let Some(target) = wait {
                 s.gap_tail_sigma = bisect(0.0, 8.0, 24, false, |v| {
-                    let mut t = s;
+                    let mut t = *s;
                     t.gap_tail_sigma = v;
-                    measure(self, &t).value("distributions.session_waiting_time_fraction").unwrap_or(0.0) < target
+                    measure(&t).value("distributions.session_waiting_time_fraction").unwrap_or(0.0) < target
                 });
             }
             if let Some(target) = ctx {
                 s.gap_position_bias = bisect(-1.0, 1.0, 18, false, |v| {
-                    let mut t = s;
+                    let mut t = *s;
                     t.gap_position_bias = v;
-                    measure(self, &t).value("distributions.time_averaged_context_tokens_mean").unwrap_or(0.0) < target
+                    measure(&t).value("distributions.time_averaged_context_tokens_mean").unwrap_or(0.0) < target
                 });
             }
         }
-        if s.gap_position_bias.abs() > 0.999 {
-            warnings.push("time_averaged_context_tokens_mean: at the end of the gap-position range; the target may be out of reach".into());
-        }
-        Ok(s)
     }
 
     /// Peak concurrent groups per subagent session for a median draw `m`.
@@ -249,84 +264,19 @@ impl Planner {
         let peaks = self.peaks(s.peak_median);
         let mut out = Vec::with_capacity(self.n);
         let (mut i, mut gi) = (0usize, 0usize);
-        let (mut g, mut j) = (0usize, 0usize);
+        // The next subagent group and its first inner request; the next subagent session.
+        let mut next = (0usize, 0usize);
         let mut sub_k = 0usize;
         for (sess, &m) in self.turns.iter().enumerate() {
             let m = m as usize;
             let mut r = ChaCha8Rng::seed_from_u64(self.seed.wrapping_mul(0x100_0000_01b3) ^ sess as u64);
-            // Gaps, arranged: larger keys take larger gaps; the bias pushes them late (or early).
-            let mut gaps: Vec<f64> = self.gap_u[gi..gi + m - 1].iter().map(|&u| gap_fn.quantile(u)).collect();
-            gaps.sort_by(|a, b| b.total_cmp(a));
-            let b = s.gap_position_bias;
-            let mut pos: Vec<(f64, usize)> = (1..m)
-                .map(|k| {
-                    let x = (k - 1) as f64 / (m - 1).max(1) as f64;
-                    let lean = if b >= 0.0 { x } else { 1.0 - x };
-                    ((1.0 - b.abs()) * self.gap_w[gi + k - 1] + b.abs() * lean, k)
-                })
-                .collect();
-            pos.sort_by(|a, b| b.0.total_cmp(&a.0));
-            let mut gap_at = vec![0.0; m];
-            for (rank, &(_, k)) in pos.iter().enumerate() {
-                gap_at[k] = gaps[rank];
-            }
-            let mut main = Vec::with_capacity(m);
-            let mut t_now = 0.0;
-            for k in 0..m {
-                let blocks = t.main_blocks[i + k];
-                let out_tok = self.main_out[i + k];
-                if k > 0 {
-                    let prev: &PlannedRequest = &main[k - 1];
-                    t_now = ms(prev.t + prev.api + gap_at[k]);
-                }
-                let z: f64 = StandardNormal.sample(&mut r);
-                let api = ms((1.0 + blocks as f64 * 64.0 / 60_000.0 + out_tok as f64 / 55.0) * (0.25 * z).exp()).max(0.05);
-                main.push(PlannedRequest { t: t_now, api, blocks, out: out_tok, rewrite: t.main_rw[i + k] });
-            }
+            let (gap_at, pos) = self.arrange_gaps(&gap_fn, s.gap_position_bias, gi, m);
+            let main = self.main_turns(t, i, &gap_at, &mut r);
             let mut session = PlannedSession { main, groups: Vec::new(), sys_blocks: t.sys_eff[sess], sub_prefix_blocks: 0 };
             if sub_k < self.sub_sessions.len() && self.sub_sessions[sub_k] == sess {
-                let n_groups = self.groups_per[sub_k] as usize;
-                let peak = peaks[sub_k].max(1) as usize;
                 session.sub_prefix_blocks = t.sub_sys_eff[sub_k];
-                // Batches: the first holds `peak` groups, the rest 1..=peak; batch b spawns after
-                // the b-th largest gap's turn, never before the previous batch has finished.
-                let mut sizes = vec![peak.min(n_groups)];
-                while sizes.iter().sum::<usize>() < n_groups {
-                    let left = n_groups - sizes.iter().sum::<usize>();
-                    sizes.push(r.random_range(1..=peak).min(left));
-                }
-                let mut anchors: Vec<usize> = pos.iter().map(|&(_, k)| k - 1).collect();
-                if anchors.is_empty() {
-                    anchors.push(0);
-                }
-                let mut chosen: Vec<usize> = (0..sizes.len()).map(|b| anchors[b % anchors.len()]).collect();
-                chosen.sort_unstable();
-                let mut prev_end = f64::NEG_INFINITY;
-                for (bi, &size) in sizes.iter().enumerate() {
-                    let a = &session.main[chosen[bi]];
-                    let spawn = ms((a.t + a.api + 1.0).max(prev_end + 1.0));
-                    let mut batch_end = spawn;
-                    for _ in 0..size {
-                        let l = self.inner_per[g] as usize;
-                        let mut inner = Vec::with_capacity(l);
-                        let mut tt = spawn;
-                        for q in 0..l {
-                            let blocks = t.sub_blocks[j + q];
-                            let out_tok = self.sub_out[j + q];
-                            let z: f64 = StandardNormal.sample(&mut r);
-                            let api = ms((0.6 + blocks as f64 * 64.0 / 80_000.0 + out_tok as f64 / 80.0) * (0.25 * z).exp()).max(0.05);
-                            inner.push(PlannedRequest { t: tt, api, blocks, out: out_tok, rewrite: t.sub_rw[j + q] });
-                            let zt: f64 = StandardNormal.sample(&mut r);
-                            tt = ms(tt + api + (0.3 + 1.5 * (0.8 * zt).exp()).min(60.0));
-                        }
-                        let last = inner.last().expect("groups have requests");
-                        batch_end = batch_end.max(last.t + last.api);
-                        session.groups.push(PlannedGroup { inner });
-                        j += l;
-                        g += 1;
-                    }
-                    prev_end = batch_end;
-                }
+                let sizes = batch_sizes(self.groups_per[sub_k] as usize, peaks[sub_k].max(1) as usize, &mut r);
+                self.add_groups(&mut session, t, &sizes, &pos, &mut next, &mut r);
                 sub_k += 1;
             }
             out.push(session);
@@ -335,6 +285,110 @@ impl Planner {
         }
         out
     }
+
+    /// A session's `m - 1` gaps (from `gi` on), arranged: larger keys take larger gaps; the bias
+    /// `b` pushes them late (or early). Returns the gap before each turn, and the turns after a
+    /// gap by descending key (the largest gap first).
+    fn arrange_gaps(&self, gap_fn: &QuantileFn, b: f64, gi: usize, m: usize) -> (Vec<f64>, Vec<(f64, usize)>) {
+        let mut gaps: Vec<f64> = self.gap_u[gi..gi + m - 1].iter().map(|&u| gap_fn.quantile(u)).collect();
+        gaps.sort_by(|a, b| b.total_cmp(a));
+        let mut pos: Vec<(f64, usize)> = (1..m)
+            .map(|k| {
+                let x = (k - 1) as f64 / (m - 1).max(1) as f64;
+                let lean = if b >= 0.0 { x } else { 1.0 - x };
+                ((1.0 - b.abs()) * self.gap_w[gi + k - 1] + b.abs() * lean, k)
+            })
+            .collect();
+        pos.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let mut gap_at = vec![0.0; m];
+        for (rank, &(_, k)) in pos.iter().enumerate() {
+            gap_at[k] = gaps[rank];
+        }
+        (gap_at, pos)
+    }
+
+    /// A session's main turns from request `i` on: each starts its gap after the previous one
+    /// ends; API time grows with input and output, spread by one normal draw per turn.
+    fn main_turns(&self, t: &Tokens, i: usize, gap_at: &[f64], r: &mut ChaCha8Rng) -> Vec<PlannedRequest> {
+        let m = gap_at.len();
+        let mut main: Vec<PlannedRequest> = Vec::with_capacity(m);
+        let mut t_now = 0.0;
+        for k in 0..m {
+            let blocks = t.main_blocks[i + k];
+            let out_tok = self.main_out[i + k];
+            if k > 0 {
+                let prev: &PlannedRequest = &main[k - 1];
+                t_now = ms(prev.t + prev.api + gap_at[k]);
+            }
+            let z: f64 = StandardNormal.sample(r);
+            let api = ms((1.0 + blocks as f64 * 64.0 / 60_000.0 + out_tok as f64 / 55.0) * (0.25 * z).exp()).max(0.05);
+            main.push(PlannedRequest { t: t_now, api, blocks, out: out_tok, rewrite: t.main_rw[i + k] });
+        }
+        main
+    }
+
+    /// A subagent session's groups in batches of `sizes`: batch b spawns after the b-th largest
+    /// gap's turn (`pos`), never before the previous batch has finished.
+    fn add_groups(
+        &self,
+        session: &mut PlannedSession,
+        t: &Tokens,
+        sizes: &[usize],
+        pos: &[(f64, usize)],
+        next: &mut (usize, usize),
+        r: &mut ChaCha8Rng,
+    ) {
+        let mut anchors: Vec<usize> = pos.iter().map(|&(_, k)| k - 1).collect();
+        if anchors.is_empty() {
+            anchors.push(0);
+        }
+        let mut chosen: Vec<usize> = (0..sizes.len()).map(|b| anchors[b % anchors.len()]).collect();
+        chosen.sort_unstable();
+        let mut prev_end = f64::NEG_INFINITY;
+        for (bi, &size) in sizes.iter().enumerate() {
+            let a = &session.main[chosen[bi]];
+            let spawn = ms((a.t + a.api + 1.0).max(prev_end + 1.0));
+            let mut batch_end = spawn;
+            for _ in 0..size {
+                let group = self.group(t, spawn, next, r);
+                let last = group.inner.last().expect("groups have requests");
+                batch_end = batch_end.max(last.t + last.api);
+                session.groups.push(group);
+            }
+            prev_end = batch_end;
+        }
+    }
+
+    /// The group `next.0`, its inner requests from `next.1` on, back to back from `spawn` with
+    /// short pauses (two normal draws per request); advances `next`.
+    fn group(&self, t: &Tokens, spawn: f64, next: &mut (usize, usize), r: &mut ChaCha8Rng) -> PlannedGroup {
+        let (g, j) = *next;
+        let l = self.inner_per[g] as usize;
+        let mut inner = Vec::with_capacity(l);
+        let mut tt = spawn;
+        for q in 0..l {
+            let blocks = t.sub_blocks[j + q];
+            let out_tok = self.sub_out[j + q];
+            let z: f64 = StandardNormal.sample(r);
+            let api = ms((0.6 + blocks as f64 * 64.0 / 80_000.0 + out_tok as f64 / 80.0) * (0.25 * z).exp()).max(0.05);
+            inner.push(PlannedRequest { t: tt, api, blocks, out: out_tok, rewrite: t.sub_rw[j + q] });
+            let zt: f64 = StandardNormal.sample(r);
+            tt = ms(tt + api + (0.3 + 1.5 * (0.8 * zt).exp()).min(60.0));
+        }
+        *next = (g + 1, j + l);
+        PlannedGroup { inner }
+    }
+}
+
+/// Batch sizes of a session's `n_groups` subagent groups: the first holds `peak` groups, the
+/// rest 1..=peak.
+fn batch_sizes(n_groups: usize, peak: usize, r: &mut ChaCha8Rng) -> Vec<usize> {
+    let mut sizes = vec![peak.min(n_groups)];
+    while sizes.iter().sum::<usize>() < n_groups {
+        let left = n_groups - sizes.iter().sum::<usize>();
+        sizes.push(r.random_range(1..=peak).min(left));
+    }
+    sizes
 }
 
 /// The session as a trace without hash ids (enough for every timing and count statistic).

@@ -201,121 +201,30 @@ impl Generator {
         let p = &self.params;
         let s = self.strata[index];
         let mut rng = ChaCha8Rng::seed_from_u64(sub_seed(p.seed, "trace", index as u64));
-        let total_w: u32 = MODELS.iter().map(|m| m.1).sum();
-        let mut pick = rng.random_range(0..total_w);
-        let mut model = MODELS[0].0;
-        for (m, w) in MODELS {
-            if pick < w {
-                model = m;
-                break;
-            }
-            pick -= w;
-        }
+        let model = pick_model(&mut rng);
         let system = quantile(&SYSTEM, rng.random());
         let tool_tokens = (system * 0.82).round() as u64;
         let system_tokens = system.round() as u64 - tool_tokens;
         let sys_blocks = (system / 64.0).floor() as usize;
         let n = s.turns as usize;
-        let api_noise = LogNormal::new(0.0, 0.3).expect("valid");
-        let normal = rand_distr::StandardNormal;
-        let pace: f64 = normal.sample(&mut rng);
+        let pace: f64 = rand_distr::StandardNormal.sample(&mut rng);
         let rho = p.think_correlation.clamp(0.0, 0.999);
-        let think_u = |rng: &mut ChaCha8Rng| {
-            let e: f64 = normal.sample(rng);
-            normal_cdf(rho * pace + (1.0 - rho * rho).sqrt() * e)
-        };
-
-        // Subagent anchors: main turn indices after which a group spawns (skewed early).
-        let mut anchors: Vec<usize> = Vec::new();
-        if s.subagents && n >= 2 {
-            let groups = GROUPS[rng.random_range(0..GROUPS.len())] as usize;
-            for _ in 0..groups {
-                let u: f64 = rng.random();
-                anchors.push(((u * u) * (n - 1) as f64) as usize);
-            }
-            anchors.sort_unstable();
-        }
-
-        let mut next_id: u64 = 1;
-        fn fresh_ids(next_id: &mut u64, ids: &mut Vec<u64>, upto: usize) {
-            while ids.len() < upto {
-                ids.push(*next_id);
-                *next_id += 1;
-            }
-        }
-        let mut ids: Vec<u64> = Vec::new();
-        let mut input = s.first.max(system + 256.0).round() as u64;
-        fresh_ids(&mut next_id, &mut ids, (input / 64) as usize);
-        let mut entries: Vec<Entry> = Vec::new();
-        let mut t = 0.0f64;
-        let mut prev_out = 0u64;
-        let mut prev_end = 0.0f64;
-        let mut sa_counter = 0usize;
-        let mut sa_prefix: Vec<u64> = Vec::new();
-        let mut has_sub = false;
+        let anchors = subagent_anchors(&mut rng, s.subagents, n);
+        let mut a = MainAgent::new(s.first.max(system + 256.0).round() as u64);
         for k in 0..n {
-            let think = if k == 0 { 0.0 } else { quantile(&THINK, think_u(&mut rng)).round() };
+            let think = if k == 0 { 0.0 } else { quantile(&THINK, think_u(&mut rng, pace, rho)).round() };
             if k > 0 {
-                t = prev_end + think;
-                let g = quantile(&GROWTH, rng.random()).max(prev_out as f64 + 32.0);
-                let mut next = input + g.round() as u64;
-                if next as f64 > s.limit {
-                    let (lo, hi) = p.compact_to;
-                    next = rng.random_range(lo..hi).round() as u64;
-                    ids.truncate(sys_blocks.min(ids.len()));
-                } else if rng.random::<f64>() < p.tail_edit_probability {
-                    ids.pop();
-                }
-                input = next;
-                let want = (input / 64) as usize;
-                ids.truncate(want);
-                fresh_ids(&mut next_id, &mut ids, want);
+                a.t = a.prev_end + think;
+                self.grow(&mut a, &mut rng, s.limit, sys_blocks);
             }
-            let out = quantile(&OSL, rng.random()).round().max(1.0) as u64;
-            let api = ((2.2 + out as f64 / 60.0) * api_noise.sample(&mut rng) * 100.0).round() / 100.0;
-            entries.push(Entry::NonStreaming(Request {
-                t,
-                model: model.to_string(),
-                input_tokens: input,
-                output_tokens: out,
-                hash_ids: ids.clone(),
-                api_time: Some(api),
-                think_time: Some(think),
-                ttft: None,
-                input_types: None,
-                output_types: None,
-                stop: Some(if k + 1 == n { "end_turn" } else { "tool_use" }.to_string()),
-            }));
-            prev_out = out;
-            prev_end = t + api;
-            // Subagent groups anchored on this turn run in parallel; the next main turn joins them
-            // unless they run in the background.
-            let here = anchors.iter().filter(|&&a| a == k).count();
+            a.request(&mut rng, model, think, k + 1 == n);
+            let here = anchors.iter().filter(|&&x| x == k).count();
             if here > 0 {
-                has_sub = true;
-                if sa_prefix.is_empty() {
-                    let sa_sys = rng.random_range(8_300..9_400u64);
-                    fresh_ids(&mut next_id, &mut sa_prefix, (sa_sys / 64) as usize);
-                }
-                let mut join_at = prev_end;
-                let mut background = true;
-                for _ in 0..here {
-                    sa_counter += 1;
-                    let start = prev_end + quantile(&INNER_THINK, rng.random()).round();
-                    let (sa, end) = self.subagent(&mut rng, sa_counter, start, &sa_prefix, &mut next_id);
-                    if rng.random::<f64>() >= p.background_probability {
-                        background = false;
-                        join_at = join_at.max(end);
-                    }
-                    entries.push(Entry::Subagent(sa));
-                }
-                if !background {
-                    prev_end = join_at;
-                }
+                self.spawn_groups(&mut a, &mut rng, here);
             }
         }
         let mut models = vec![model.to_string()];
-        if has_sub {
+        if a.has_sub {
             models.push(SUBAGENT_MODEL.to_string());
         }
         Trace {
@@ -325,8 +234,53 @@ impl Generator {
             hash_id_scope: "local".into(),
             tool_tokens,
             system_tokens,
-            requests: entries,
+            requests: a.entries,
             totals: None,
+        }
+    }
+
+    /// The context before a main turn after the first: grown by the growth draw (at least the
+    /// previous output); compacted back to the system prefix past the trace's limit, else its
+    /// last block rewritten now and then.
+    fn grow(&self, a: &mut MainAgent, rng: &mut ChaCha8Rng, limit: f64, sys_blocks: usize) {
+        let p = &self.params;
+        let g = quantile(&GROWTH, rng.random()).max(a.prev_out as f64 + 32.0);
+        let mut next = a.input + g.round() as u64;
+        if next as f64 > limit {
+            let (lo, hi) = p.compact_to;
+            next = rng.random_range(lo..hi).round() as u64;
+            a.ids.truncate(sys_blocks.min(a.ids.len()));
+        } else if rng.random::<f64>() < p.tail_edit_probability {
+            a.ids.pop();
+        }
+        a.input = next;
+        let want = (a.input / 64) as usize;
+        a.ids.truncate(want);
+        fresh_ids(&mut a.next_id, &mut a.ids, want);
+    }
+
+    /// `here` subagent groups anchored on the main turn just made run in parallel; the next main
+    /// turn joins them unless every one of them runs in the background.
+    fn spawn_groups(&self, a: &mut MainAgent, rng: &mut ChaCha8Rng, here: usize) {
+        a.has_sub = true;
+        if a.sa_prefix.is_empty() {
+            let sa_sys = rng.random_range(8_300..9_400u64);
+            fresh_ids(&mut a.next_id, &mut a.sa_prefix, (sa_sys / 64) as usize);
+        }
+        let mut join_at = a.prev_end;
+        let mut background = true;
+        for _ in 0..here {
+            a.sa_counter += 1;
+            let start = a.prev_end + quantile(&INNER_THINK, rng.random()).round();
+            let (sa, end) = self.subagent(rng, a.sa_counter, start, &a.sa_prefix, &mut a.next_id);
+            if rng.random::<f64>() >= self.params.background_probability {
+                background = false;
+                join_at = join_at.max(end);
+            }
+            a.entries.push(Entry::Subagent(sa));
+        }
+        if !background {
+            a.prev_end = join_at;
         }
     }
 
@@ -385,6 +339,108 @@ impl Generator {
             system_tokens: (prefix.len() as u64 * 64) / 10,
         };
         (sa, end)
+    }
+}
+
+/// A main model, weighted by the corpus's request counts.
+fn pick_model(rng: &mut ChaCha8Rng) -> &'static str {
+    let total_w: u32 = MODELS.iter().map(|m| m.1).sum();
+    let mut pick = rng.random_range(0..total_w);
+    let mut model = MODELS[0].0;
+    for (m, w) in MODELS {
+        if pick < w {
+            model = m;
+            break;
+        }
+        pick -= w;
+    }
+    model
+}
+
+/// A think-time quantile: the trace's pace and a fresh normal draw, correlated by `rho`.
+fn think_u(rng: &mut ChaCha8Rng, pace: f64, rho: f64) -> f64 {
+    let e: f64 = rand_distr::StandardNormal.sample(rng);
+    normal_cdf(rho * pace + (1.0 - rho * rho).sqrt() * e)
+}
+
+/// Main turn indices after which a subagent group spawns (skewed early); none unless the trace
+/// has subagents and at least two turns.
+fn subagent_anchors(rng: &mut ChaCha8Rng, subagents: bool, n: usize) -> Vec<usize> {
+    let mut anchors: Vec<usize> = Vec::new();
+    if subagents && n >= 2 {
+        let groups = GROUPS[rng.random_range(0..GROUPS.len())] as usize;
+        for _ in 0..groups {
+            let u: f64 = rng.random();
+            anchors.push(((u * u) * (n - 1) as f64) as usize);
+        }
+        anchors.sort_unstable();
+    }
+    anchors
+}
+
+/// Appends fresh block ids to `ids` until it holds `upto`.
+fn fresh_ids(next_id: &mut u64, ids: &mut Vec<u64>, upto: usize) {
+    while ids.len() < upto {
+        ids.push(*next_id);
+        *next_id += 1;
+    }
+}
+
+/// One trace's main agent while it is generated: its context (input tokens and block ids), the
+/// clock, the subagents' shared prefix and the entries so far.
+struct MainAgent {
+    next_id: u64,
+    ids: Vec<u64>,
+    input: u64,
+    /// Start of the current turn, and the end the next turn's think time counts from.
+    t: f64,
+    prev_end: f64,
+    prev_out: u64,
+    sa_counter: usize,
+    sa_prefix: Vec<u64>,
+    has_sub: bool,
+    entries: Vec<Entry>,
+}
+
+impl MainAgent {
+    fn new(input: u64) -> MainAgent {
+        let mut a = MainAgent {
+            next_id: 1,
+            ids: Vec::new(),
+            input,
+            t: 0.0,
+            prev_end: 0.0,
+            prev_out: 0,
+            sa_counter: 0,
+            sa_prefix: Vec::new(),
+            has_sub: false,
+            entries: Vec::new(),
+        };
+        fresh_ids(&mut a.next_id, &mut a.ids, (input / 64) as usize);
+        a
+    }
+
+    /// The main turn at the current context: output and API time (`≈ 2.2 s + out/60 tok/s`,
+    /// log-normal noise) drawn.
+    fn request(&mut self, rng: &mut ChaCha8Rng, model: &str, think: f64, last: bool) {
+        let api_noise = LogNormal::new(0.0, 0.3).expect("valid");
+        let out = quantile(&OSL, rng.random()).round().max(1.0) as u64;
+        let api = ((2.2 + out as f64 / 60.0) * api_noise.sample(rng) * 100.0).round() / 100.0;
+        self.entries.push(Entry::NonStreaming(Request {
+            t: self.t,
+            model: model.to_string(),
+            input_tokens: self.input,
+            output_tokens: out,
+            hash_ids: self.ids.clone(),
+            api_time: Some(api),
+            think_time: Some(think),
+            ttft: None,
+            input_types: None,
+            output_types: None,
+            stop: Some(if last { "end_turn" } else { "tool_use" }.to_string()),
+        }));
+        self.prev_out = out;
+        self.prev_end = self.t + api;
     }
 }
 

@@ -2,12 +2,17 @@
 //! the per-request records (a polars record table; statistics by [`Stats::of`]). One definition per metric, as the spec writes it:
 //! statistics over successful profiling records, percentiles by linear interpolation between
 //! order statistics, interactivity as the reciprocal of an ITL statistic (never a mean of 1/ITL).
+//! The aggregate itself is computed in `aggregate.rs`; here are its statistics, inputs and
+//! headline numbers.
+
+mod aggregate;
+
+pub use aggregate::aggregate;
 
 use crate::records::{Record, RecordPhase};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use std::collections::BTreeMap;
 
 /// Statistics of one metric (population std).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -49,6 +54,11 @@ pub fn percentile_linear(sorted: &[f64], p: f64) -> f64 {
 /// values are not observations of the metric).
 fn stats(df: &DataFrame, name: &str) -> PolarsResult<Stats> {
     Ok(Stats::of(column(df, name, |v| v > 0.0)?))
+}
+
+/// Statistics over every value (QPS windows may be empty).
+fn stats_nonneg(df: &DataFrame, name: &str) -> PolarsResult<Stats> {
+    Ok(Stats::of(column(df, name, |_| true)?))
 }
 
 /// A column's non-null values that pass `keep`.
@@ -182,208 +192,6 @@ pub struct Summary {
     pub invalid_reasons: Vec<String>,
     pub submission_valid: bool,
     pub submission_invalid_reasons: Vec<String>,
-}
-
-/// Error category: the error's `type`, else the text before the first `:` (≤ 120 chars).
-fn category(r: &Record) -> Option<String> {
-    let e = r.error.as_ref()?;
-    let k = if !e.kind.is_empty() { e.kind.clone() } else { e.message.split(':').next().unwrap_or_default().to_string() };
-    Some(k.chars().take(120).collect())
-}
-
-/// Computes the aggregate JSON (InferenceX agentic shape plus sweep's provenance) and its summary.
-pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value, Summary)> {
-    let df = record_frame(records)?;
-    let gpus = ctx.num_gpus.max(1) as f64;
-    let (ttft, e2el, itl, fr_itl) = (stats(&df, "ttft")?, stats(&df, "e2el")?, stats(&df, "itl")?, stats(&df, "full_response_itl")?);
-    let (e2e_r, isl, osl, osl_exp) = (stats(&df, "e2e_per_token")?, stats(&df, "isl")?, stats(&df, "osl")?, stats(&df, "osl_expected")?);
-    let inv_itl_std = stats(&df, "inv_itl")?.std;
-    let inv_e2e_std = stats(&df, "inv_e2e_per_token")?.std;
-
-    let ok: Vec<&Record> = records.iter().filter(|r| r.phase == RecordPhase::Profiling && r.ok()).collect();
-    let prof: Vec<&Record> = records.iter().filter(|r| r.phase == RecordPhase::Profiling).collect();
-    let sum_isl: u64 = ok.iter().filter_map(|r| r.input_tokens).sum();
-    let sum_osl: u64 = ok.iter().filter_map(|r| r.output_tokens).sum();
-    let duration = match (ok.iter().map(|r| r.start_ns).min(), ok.iter().map(|r| r.end_ns).max()) {
-        (Some(a), Some(b)) if b > a => (b - a) as f64 / 1e9,
-        _ => 0.0,
-    };
-    let tps = |x: u64| if duration > 0.0 { x as f64 / duration } else { 0.0 };
-    let (in_tps, out_tps, tot_tps) = (tps(sum_isl), tps(sum_osl), tps(sum_isl + sum_osl));
-
-    // QPS over consecutive 1 s windows from the first to the last completion.
-    let mut ends: Vec<u64> = ok.iter().map(|r| r.end_ns).collect();
-    ends.sort_unstable();
-    let qps_counts: Vec<Option<f64>> = match (ends.first(), ends.last()) {
-        (Some(&a), Some(&b)) => {
-            let n = ((b - a) / 1_000_000_000 + 1) as usize;
-            let mut c = vec![0.0; n];
-            for e in &ends {
-                c[((e - a) / 1_000_000_000) as usize] += 1.0;
-            }
-            c.into_iter().map(Some).collect()
-        }
-        _ => Vec::new(),
-    };
-    let qps_df = df!("qps" => qps_counts.clone())?;
-    let mut qps = if qps_counts.is_empty() { Stats::default() } else { stats_nonneg(&qps_df, "qps")? };
-    qps.n = qps_counts.len();
-
-    let hit: u64 = ok.iter().map(|r| r.theoretical_hit_blocks).sum();
-    let tot_blocks: u64 = ok.iter().map(|r| r.theoretical_total_blocks).sum();
-    let theo = if tot_blocks > 0 { hit as f64 / tot_blocks as f64 } else { 0.0 };
-
-    // Accounting.
-    let records_total = records.len();
-    let warmup_dropped = records.iter().filter(|r| r.phase != RecordPhase::Profiling).count();
-    let error_dropped = records.iter().filter(|r| r.error.is_some()).count();
-    let mut cats: BTreeMap<String, u64> = BTreeMap::new();
-    for r in records {
-        if let Some(c) = category(r) {
-            *cats.entry(c).or_default() += 1;
-        }
-    }
-    let prof_errors = prof.iter().filter(|r| r.error.is_some()).count();
-    let prof_cancelled = prof.iter().filter(|r| r.was_cancelled && r.error.is_none()).count();
-    let completed = prof.len() - prof_cancelled;
-    let overflow = prof.iter().filter(|r| r.error.as_ref().is_some_and(|e| e.is_context_overflow())).count();
-
-    // Validity (a point fails) and submission validity (reported with reasons).
-    let mut invalid = Vec::new();
-    if completed == 0 || ok.is_empty() {
-        invalid.push("no_successful_requests".to_string());
-    } else if prof_errors as f64 / completed as f64 > 0.10 {
-        invalid.push(format!(
-            "error_rate_exceeded ({prof_errors}/{completed} = {:.1} % > 10 %)",
-            100.0 * prof_errors as f64 / completed as f64
-        ));
-    }
-    if ctx.cancelled {
-        invalid.push("run_cancelled".into());
-    }
-    let mut sub_invalid = Vec::new();
-    if ctx.profile_duration_s < 900.0 {
-        sub_invalid.push(format!("unsafe_override (profile {:.0} s < 900 s)", ctx.profile_duration_s));
-    }
-    if completed > 0 && overflow as f64 / completed as f64 > 0.01 {
-        sub_invalid.push(format!("context_overflow_rate_exceeded ({overflow}/{completed})"));
-    }
-    let coverage = metric_duration_coverage(ctx, &prof);
-    if let Some(c) = &coverage
-        && c.checked
-        && !c.passed()
-    {
-        sub_invalid.push(format!(
-            "insufficient_profile_metric_coverage (TTFT reaches {:.1} %, ITL {:.1} % of the {:.0} s profile; {:.0} % required)",
-            c.ttft_ratio * 100.0,
-            c.inter_token_latency_ratio * 100.0,
-            ctx.profile_duration_s,
-            c.required_ratio * 100.0
-        ));
-    }
-    if let Some(cpu) = ctx.client_cpu_max
-        && cpu > 0.85
-    {
-        sub_invalid.push(format!("client_saturation (harness CPU {:.0} %)", cpu * 100.0));
-    }
-    if ctx.cancelled {
-        sub_invalid.push("run_cancelled".into());
-    }
-    let valid = invalid.is_empty();
-
-    let intvty = itl.reciprocal(inv_itl_std);
-    let e2e_norm = e2e_r.reciprocal(inv_e2e_std);
-    let summary = Summary {
-        requests_ok: ok.len(),
-        requests_error: prof_errors,
-        tput_per_gpu: tot_tps / gpus,
-        output_tput_per_gpu: out_tps / gpus,
-        input_tput_per_gpu: in_tps / gpus,
-        ttft: ttft.clone(),
-        e2el: e2el.clone(),
-        itl: itl.clone(),
-        intvty_p90: if itl.p90 > 0.0 { 1.0 / itl.p90 } else { 0.0 },
-        e2e_norm_intvty_p90: if e2e_r.p90 > 0.0 { 1.0 / e2e_r.p90 } else { 0.0 },
-        theoretical_cache_hit_rate: theo,
-        kv: ctx.server_metrics.as_ref().and_then(crate::kv::KvSummary::from_server_metrics),
-        valid,
-        invalid_reasons: invalid.clone(),
-        submission_valid: sub_invalid.is_empty() && valid,
-        submission_invalid_reasons: sub_invalid.clone(),
-    };
-
-    let mut agg = ctx.identity.clone();
-    agg.insert("scenario_type".into(), json!("agentic-coding"));
-    agg.insert("result_kind".into(), json!(ctx.result_kind));
-    agg.insert("profiles".into(), ctx.profiles.clone());
-    agg.insert("target".into(), json!(ctx.target));
-    agg.insert("trace_set".into(), json!(ctx.trace_set));
-    agg.insert("seed".into(), json!(ctx.seed));
-    agg.insert("benchmark_id".into(), json!(ctx.benchmark_id));
-    agg.insert("metric_duration_coverage".into(), json!(coverage));
-    agg.insert("num_gpus".into(), json!(ctx.num_gpus));
-    agg.insert("num_requests_total".into(), json!(records_total));
-    agg.insert("num_requests_successful".into(), json!(ok.len()));
-    agg.insert(
-        "request_accounting".into(),
-        json!({
-            "records_total": records_total,
-            "records_profiled": ok.len(),
-            "records_dropped_total": records_total - ok.len(),
-            "records_warmup_dropped": warmup_dropped,
-            "records_error_dropped": error_dropped,
-            "records_cancelled": records.iter().filter(|r| r.was_cancelled).count(),
-            "context_overflow_count": overflow,
-            "error_categories": cats,
-        }),
-    );
-    agg.insert(
-        "request_metrics".into(),
-        json!({
-            "qps": {"window_seconds": 1, "samples": qps.n, "mean": qps.mean, "p50": qps.p50, "p75": qps.p75, "p90": qps.p90, "p95": qps.p95, "std": qps.std},
-            "latency": {
-                "ttft": ttft.json(), "e2el": e2el.json(), "itl": itl.json(), "tpot": itl.json(),
-                "intvty": intvty, "e2e_norm_intvty": e2e_norm,
-                "full_response_itl": fr_itl.json(), "full_response_intvty": fr_itl.reciprocal(0.0),
-            },
-            "tokens": {"input": isl.json(), "output_actual": osl.json(), "output_expected": osl_exp.json()},
-            "throughput": {
-                "input": {"tokens_per_second": in_tps},
-                "output": {"tokens_per_second": out_tps},
-                "total": {"tokens_per_second": tot_tps},
-                "duration_seconds": duration,
-                "per_gpu": {"total_tput_tps": tot_tps / gpus, "output_tput_tps": out_tps / gpus, "input_tput_tps": in_tps / gpus},
-            },
-            "cache": {"theoretical_cache_hit_rate": theo},
-        }),
-    );
-    agg.insert("server_metrics".into(), ctx.server_metrics.clone().unwrap_or(json!({"present": false})));
-    if let Some(kv) = &summary.kv {
-        agg.insert("kv".into(), serde_json::to_value(kv).unwrap_or(Value::Null));
-    }
-    if let Some(cpu) = ctx.client_cpu_seconds {
-        // The harness's own cost, so a saturated client is visible next to the server's numbers.
-        let per_1k = if records_total > 0 { cpu * 1000.0 / records_total as f64 } else { 0.0 };
-        let mut client = json!({"cpu_seconds": cpu, "cpu_seconds_per_1000_requests": per_1k, "cpu_max_share": ctx.client_cpu_max});
-        // Where the server stamps its events: its own TTFT per request, and what the path to this
-        // client added to it (wall milliseconds).
-        let values = |f: &dyn Fn(&Record) -> Option<f64>| ok.iter().filter_map(|r| f(r)).collect::<Vec<f64>>();
-        let added = values(&|r| r.added_latency_ns.map(|x| x as f64 / 1e6));
-        if !added.is_empty() {
-            let server = values(&|r| r.server_ttft_ns.map(|x| x as f64 / 1e9));
-            client["added_latency_ms"] = stats_nonneg(&df!("v" => added)?, "v")?.json();
-            client["server_ttft"] = stats_nonneg(&df!("v" => server)?, "v")?.json();
-        }
-        agg.insert("client".into(), client);
-    }
-    agg.insert("tput_per_gpu".into(), json!(tot_tps / gpus));
-    agg.insert("validity".into(), json!({"valid": valid, "reasons": invalid, "submission_valid": summary.submission_valid, "submission_invalid_reasons": sub_invalid}));
-    Ok((round_json(Value::Object(agg)), summary))
-}
-
-/// Statistics over every value (QPS windows may be empty).
-fn stats_nonneg(df: &DataFrame, name: &str) -> PolarsResult<Stats> {
-    Ok(Stats::of(column(df, name, |_| true)?))
 }
 
 /// A metric compared between a measured point and its simulated twin.
