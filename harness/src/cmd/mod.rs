@@ -69,3 +69,14 @@ impl RepoArgs {
         Ok(r)
     }
 }
+
+/// A command's output to a reader that went away (`| head`) is not an error: what it wanted was
+/// written.
+pub fn reader_may_stop(r: anyhow::Result<()>) -> anyhow::Result<()> {
+    match r {
+        Err(e) if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) => {
+            Ok(())
+        }
+        r => r,
+    }
+}

@@ -95,16 +95,25 @@ pub fn compare(a: &CompareArgs) -> anyhow::Result<ExitCode> {
     let base = RunSummary::load(&a.base).map_err(anyhow::Error::msg)?;
     let new = RunSummary::load(&a.new).map_err(anyhow::Error::msg)?;
     let deltas = gate::compare(&base, &new);
+    super::reader_may_stop(print_deltas(&deltas))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The comparison table on stdout.
+fn print_deltas(deltas: &[gate::Delta]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
     if deltas.is_empty() {
-        println!("no point is in both runs");
-        return Ok(ExitCode::SUCCESS);
+        writeln!(out, "no point is in both runs")?;
+        return Ok(());
     }
     let w = deltas.iter().map(|d| d.point.len()).max().unwrap_or(5);
-    println!(
+    writeln!(
+        out,
         "{:<w$}  {:<20}  {:>24}  {:>8}  {:>9}  {:>10}  verdict (noise model)",
         "point", "metric", "base → new", "change", "threshold", "detectable"
-    );
-    for d in &deltas {
+    )?;
+    for d in deltas {
         let j = &d.judgement;
         let arrow = format!("{} → {}", gate::fmt_num(j.base), gate::fmt_num(j.new));
         let verdict = match (j.beyond_noise, j.worse) {
@@ -112,12 +121,13 @@ pub fn compare(a: &CompareArgs) -> anyhow::Result<ExitCode> {
             (true, true) => "WORSE beyond noise",
             (true, false) => "better beyond noise",
         };
-        println!(
+        writeln!(
+            out,
             "{:<w$}  {:<20}  {:>24}  {:>+7.1}%  {:>8.1}%  {:>9.1}%  {verdict} ({})",
             d.point, d.metric, arrow, j.change_pct, j.threshold_pct, j.detectable_pct, j.model
-        );
+        )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 #[cfg(test)]

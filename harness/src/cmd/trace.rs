@@ -376,13 +376,7 @@ fn dry_run_cmd(d: &DryRunArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn conversations_cmd(c: &ConversationsArgs) -> anyhow::Result<()> {
-    match list_conversations(c) {
-        // The reader went away (`| head`): what it wanted was written.
-        Err(e) if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) => {
-            Ok(())
-        }
-        r => r,
-    }
+    super::reader_may_stop(list_conversations(c))
 }
 
 fn list_conversations(c: &ConversationsArgs) -> anyhow::Result<()> {
