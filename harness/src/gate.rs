@@ -179,6 +179,19 @@ pub fn evaluate(run: &RunSummary, baseline: Option<&RunSummary>, eval_checks: Ve
     Verdict { passed: checks.iter().all(|c| c.passed), run_id: run.run_id.clone(), baseline: baseline.map(|b| b.run_id.clone()), checks }
 }
 
+/// Numbers for tables: thousands separators for large values, 3 significant-ish digits for small.
+pub fn fmt_value(x: f64) -> String {
+    if !x.is_finite() {
+        "-".into()
+    } else if x.abs() >= 1000.0 {
+        fmt_num(x)
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
 /// `7,314` / `0.123` style numbers for humans.
 pub fn fmt_num(x: f64) -> String {
     if x.abs() >= 100.0 {

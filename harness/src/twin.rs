@@ -62,7 +62,7 @@ pub fn load(dir: &Path) -> Option<Residuals> {
 
 fn cell(r: &MetricResidual) -> String {
     let flag = if r.residual_pct.abs() > FLAG_PCT { " ⚠" } else { "" };
-    format!("{} / {} / {:+.1} %{flag}", crate::fit::fmt(r.measured), crate::fit::fmt(r.predicted), r.residual_pct)
+    format!("{} / {} / {:+.1} %{flag}", crate::gate::fmt_value(r.measured), crate::gate::fmt_value(r.predicted), r.residual_pct)
 }
 
 const COLS: [Metric; 6] = [Metric::TputPerGpu, Metric::IntvtyP90, Metric::TtftP50, Metric::TtftP90, Metric::E2elP75, Metric::E2elP90];

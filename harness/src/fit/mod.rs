@@ -40,12 +40,13 @@ mod tests;
 #[cfg(doc)]
 use engine::profiles::WorkloadScales;
 
+pub use crate::gate::fmt_value as fmt;
 pub use crate::metrics::{Metric, residual_pct};
 pub use cache::{FitCache, FitTimings, PointTiming};
 pub use error::{FitError, PointError};
 pub use measured::{MeasuredPoint, load_measured, match_points};
 pub use objective::{Evaluation, corrected_targets, default_weights, loss, loss_definition, parse_weights};
-pub use output::{FitProvenance, fit_points, fit_table, fitted_profile, fmt, profile_yaml};
+pub use output::{FitProvenance, fit_points, fit_table, fitted_profile, profile_yaml};
 pub use problem::FitProblem;
 pub use search::{CoarseOptions, FitOptions, FitOutcome, fit};
 pub use simulate::{mean_summary, rotated, simulate_point, simulate_point_orders, simulate_point_timed};

@@ -8,6 +8,7 @@ use engine::profiles::{CoarseRecord, CorpusRecord, FitParameter, FitPoint, FitRe
 
 use super::objective::loss_definition;
 use super::{Evaluation, FitError, FitOptions, FitOutcome, FitProblem, MeasuredPoint, Metric, residual_pct};
+use crate::gate::fmt_value as fmt;
 use crate::plan::PlanPoint;
 
 /// Per-point residual records of an evaluation.
@@ -133,17 +134,4 @@ pub fn fit_table(points: &[(PlanPoint, MeasuredPoint)], base: &Evaluation, fitte
         }
     }
     o
-}
-
-/// Numbers for tables: thousands separators for large values, 3 significant-ish digits for small.
-pub fn fmt(x: f64) -> String {
-    if !x.is_finite() {
-        "-".into()
-    } else if x.abs() >= 1000.0 {
-        crate::gate::fmt_num(x)
-    } else if x.abs() >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.3}")
-    }
 }

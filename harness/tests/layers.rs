@@ -1,0 +1,97 @@
+//! The dependency directions of docs/ARCHITECTURE.md, checked on the source: a module may not
+//! name a module above it. (Crate boundaries would enforce some of these too; inside one crate
+//! the compiler cannot, so this reads the `crate::` paths each file names.)
+
+use std::path::{Path, PathBuf};
+
+fn sources(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `(file, forbidden text)` for every file under `paths` (files or folders, relative to `crate_dir`)
+/// that names one of `forbidden`.
+fn violations(crate_dir: &str, paths: &[&str], forbidden: &[&str]) -> Vec<String> {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(crate_dir);
+    let mut out = Vec::new();
+    for p in paths {
+        let p = base.join(p);
+        assert!(p.exists(), "{} is gone: update this test and docs/ARCHITECTURE.md", p.display());
+        // Tests may reach across layers to set a module up.
+        for f in sources(&p).into_iter().filter(|f| !f.components().any(|c| c.as_os_str() == "tests") && !f.ends_with("tests.rs")) {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                for bad in forbidden {
+                    if code.contains(bad) {
+                        out.push(format!("{}:{}: {bad}", f.display(), n + 1));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_engine_core_knows_no_clock_socket_thread_or_tokenizer() {
+    let v = violations(
+        "engine/src",
+        &["core"],
+        &["crate::server", "crate::tokenize", "std::time", "std::net", "std::thread", "tokio", "hyper", "Instant::now"],
+    );
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+#[test]
+fn cost_and_profiles_do_not_depend_on_calibration() {
+    let v = violations("engine/src", &["cost", "profiles"], &["crate::calibrate"]);
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+#[test]
+fn results_reports_and_the_gate_do_not_execute() {
+    let results = ["records.rs", "metrics", "kv.rs", "results.rs", "pareto.rs", "noise.rs", "gate.rs", "report", "twin.rs", "html.rs"];
+    let above = ["crate::run", "crate::targets", "crate::workload", "crate::fit", "crate::cmd", "crate::trace", "crate::plan", "engine::"];
+    let v = violations("harness/src", &results, &above);
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+#[test]
+fn nothing_below_the_cli_depends_on_it() {
+    let below = [
+        "run",
+        "targets",
+        "workload",
+        "trace",
+        "prompt",
+        "fit",
+        "calibrate",
+        "plan",
+        "recipe",
+        "records.rs",
+        "metrics",
+        "results.rs",
+        "report",
+        "gate.rs",
+        "noise.rs",
+        "twin.rs",
+    ];
+    let v = violations("harness/src", &below, &["crate::cmd"]);
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+#[test]
+fn the_workload_core_knows_no_transport() {
+    let v = violations("harness/src", &["workload"], &["crate::targets", "crate::run", "reqwest", "tokio", "std::net", "Instant::now"]);
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
