@@ -22,6 +22,10 @@ pub struct Verdict {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<String>,
     pub checks: Vec<Check>,
+    /// Points not finished (interrupted or not reached): an incomplete run never passes, and
+    /// these are not counted as failed checks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub incomplete: Vec<String>,
 }
 
 /// A metric compared against a baseline.
@@ -135,13 +139,20 @@ fn point_check(p: &PointResult) -> Check {
         },
         Status::Failed { reason } => Check { name, passed: false, detail: format!("failed: {reason}") },
         Status::Cancelled { reason } => Check { name, passed: false, detail: format!("cancelled: {reason}") },
-        Status::Pending => Check { name, passed: false, detail: "not run".into() },
+        Status::Interrupted { .. } | Status::Pending => unreachable!("unfinished points are not checked"),
     }
+}
+
+/// Points the run has not finished (interrupted, or not reached): the run is incomplete, which
+/// is not a failure of any recipe.
+fn unfinished(run: &RunSummary) -> Vec<String> {
+    run.points.iter().filter(|p| matches!(p.status, Status::Interrupted { .. } | Status::Pending)).map(|p| p.id.clone()).collect()
 }
 
 /// The gate over a run (and a baseline when given).
 pub fn evaluate(run: &RunSummary, baseline: Option<&RunSummary>, eval_checks: Vec<Check>) -> Verdict {
-    let mut checks: Vec<Check> = run.points.iter().map(point_check).collect();
+    let incomplete = unfinished(run);
+    let mut checks: Vec<Check> = run.points.iter().filter(|p| !incomplete.contains(&p.id)).map(point_check).collect();
     for c in &run.curves {
         checks.push(Check {
             name: format!("pareto coverage {}", c.curve),
@@ -176,7 +187,13 @@ pub fn evaluate(run: &RunSummary, baseline: Option<&RunSummary>, eval_checks: Ve
             });
         }
     }
-    Verdict { passed: checks.iter().all(|c| c.passed), run_id: run.run_id.clone(), baseline: baseline.map(|b| b.run_id.clone()), checks }
+    Verdict {
+        passed: incomplete.is_empty() && checks.iter().all(|c| c.passed),
+        incomplete,
+        run_id: run.run_id.clone(),
+        baseline: baseline.map(|b| b.run_id.clone()),
+        checks,
+    }
 }
 
 /// Numbers for tables: thousands separators for large values, 3 significant-ish digits for small.
@@ -216,10 +233,17 @@ pub fn junit(v: &Verdict) -> String {
     let esc = crate::html::escape;
     let failures = v.checks.iter().filter(|c| !c.passed).count();
     let mut o = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"sweep gate {}\" tests=\"{}\" failures=\"{failures}\">\n",
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"sweep gate {}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{}\">\n",
         esc(&v.run_id),
-        v.checks.len()
+        v.checks.len() + v.incomplete.len(),
+        v.incomplete.len()
     );
+    for id in &v.incomplete {
+        o.push_str(&format!(
+            "  <testcase classname=\"sweep.gate\" name=\"point {}\"><skipped message=\"not finished (interrupted or not reached)\"/></testcase>\n",
+            esc(id)
+        ));
+    }
     for c in &v.checks {
         o.push_str(&format!("  <testcase classname=\"sweep.gate\" name=\"{}\">", esc(&c.name)));
         if c.passed {
@@ -235,12 +259,20 @@ pub fn junit(v: &Verdict) -> String {
 
 /// The human summary: failing checks first.
 pub fn human(v: &Verdict) -> String {
-    let mut o = format!(
-        "gate: {} ({} checks, {} failed)\n",
-        if v.passed { "PASS" } else { "FAIL" },
-        v.checks.len(),
-        v.checks.iter().filter(|c| !c.passed).count()
-    );
+    let failed = v.checks.iter().filter(|c| !c.passed).count();
+    let verdict = match (v.passed, failed, v.incomplete.is_empty()) {
+        (true, ..) => "PASS",
+        (false, 0, false) => "INCOMPLETE",
+        _ => "FAIL",
+    };
+    let mut o = format!("gate: {verdict} ({} checks, {failed} failed)\n", v.checks.len());
+    if !v.incomplete.is_empty() {
+        o.push_str(&format!(
+            "  INCOMPLETE  {} point(s) not finished (interrupted or not reached; re-run with --resume): {}\n",
+            v.incomplete.len(),
+            v.incomplete.join(", ")
+        ));
+    }
     for c in v.checks.iter().filter(|c| !c.passed) {
         o.push_str(&format!("  FAIL  {}: {}\n", c.name, c.detail));
     }

@@ -19,6 +19,9 @@ pub enum Status {
     Failed { reason: String },
     /// Not run because of an earlier failure (canary or fail-fast).
     Cancelled { reason: String },
+    /// Stopped by the user (Ctrl-C, SIGTERM) before its end: its records are kept, it is never
+    /// valid, it is not a failure of the recipe, and `--resume` runs it again.
+    Interrupted { reason: String },
     /// Not run in this invocation (`--only`, interrupted).
     Pending,
 }

@@ -88,7 +88,7 @@ fn a_set_cancel_flag_stops_the_point_and_keeps_its_records() {
     let r = SimRunner::new(harness::workload::default_pool(42), "synthetic".into());
     let dir = tempfile::tempdir().unwrap();
     let out = r.run(&Job { point, dir: dir.path().to_path_buf(), cancel: Arc::new(AtomicBool::new(true)), seed: 42, turn: None });
-    assert_eq!(out.status, harness::results::Status::Failed { reason: "cancelled".into() });
+    assert_eq!(out.status, harness::results::Status::Interrupted { reason: harness::targets::STOPPED.into() });
     assert!(out.ctx.cancelled);
 }
 

@@ -118,9 +118,11 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     };
     ctx.identity.insert("conc".into(), a.concurrency.into());
     let b = bar();
+    let interrupt = Arc::new(AtomicBool::new(false));
+    super::install_interrupt(interrupt.clone(), "stopping the replay; the records so far are kept");
     let (records, status) = match &a.engine {
-        Some(flags) => replay_engine(a, flags, &pool, cfg, &mut ctx, &b)?,
-        None => replay_url(a, &pool, cfg, &mut ctx, &b, &out)?,
+        Some(flags) => replay_engine(a, flags, &pool, cfg, &mut ctx, &b, &interrupt)?,
+        None => replay_url(a, &pool, cfg, &mut ctx, &b, &out, &interrupt)?,
     };
     b.finish_and_clear();
     records::write_jsonl(&out.join("profile_export.jsonl"), &records)?;
@@ -131,7 +133,11 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     write_json(&out.join("agg.json"), &agg)?;
     print_result(&ctx, &status, &s);
     println!("wrote {}", out.display());
-    Ok(if s.valid && status == Status::Done { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(match status {
+        Status::Interrupted { .. } => ExitCode::from(130),
+        Status::Done if s.valid => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    })
 }
 
 /// The workload of the replay: `--concurrency` lanes for `--duration`, and its cache-bust id.
@@ -156,6 +162,7 @@ fn replay_engine(
     cfg: WorkloadConfig,
     ctx: &mut PointContext,
     b: &indicatif::ProgressBar,
+    cancel: &AtomicBool,
 ) -> anyhow::Result<(Vec<Record>, Status)> {
     let argv = shell_split(flags)?;
     let env = std::env::vars().filter(|(k, _)| k.starts_with("SGLANG_")).collect();
@@ -172,8 +179,7 @@ fn replay_engine(
     let mut engine = sim::build_engine(&launch, None, None, &choice, a.seed)?;
     ctx.result_kind = "predicted".into();
     ctx.target = "sim".into();
-    let cancel = AtomicBool::new(false);
-    let o = sim::run_point(&mut engine, pool, cfg, ctx.clone(), &cancel, |p| show(b, p, "virtual", p.now_ns as f64 / 1e9));
+    let o = sim::run_point(&mut engine, pool, cfg, ctx.clone(), cancel, |p| show(b, p, "virtual", p.now_ns as f64 / 1e9));
     *ctx = o.ctx;
     Ok((o.records, o.status))
 }
@@ -186,13 +192,13 @@ fn replay_url(
     ctx: &mut PointContext,
     b: &indicatif::ProgressBar,
     out: &Path,
+    cancel: &AtomicBool,
 ) -> anyhow::Result<(Vec<Record>, Status)> {
     let url = a.url.clone().expect("clap requires --url or --engine");
     // One thread for the I/O (synthesis runs on the blocking pool): cross-thread wake-ups for
     // every streamed chunk cost about 40 % of the client's CPU.
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let t0 = std::time::Instant::now();
-    let cancel = AtomicBool::new(false);
     let run = rt.block_on(async {
         let mut t = HttpTarget::new(&url, "").map_err(anyhow::Error::msg)?;
         t.identify(ctx, a.tokenizer.as_deref(), &url).await.map_err(anyhow::Error::msg)?;
@@ -212,7 +218,7 @@ fn replay_url(
         let scale = t.time_scale;
         let clock = if scale == 1.0 { "real".to_string() } else { format!("server (x{scale}) ") };
         Ok::<_, anyhow::Error>(
-            crate::targets::http::replay(&t, &mut wl, &cancel, || Ok(()), |p| show(b, p, &clock, t0.elapsed().as_secs_f64() * scale)).await,
+            crate::targets::http::replay(&t, &mut wl, cancel, || Ok(()), |p| show(b, p, &clock, t0.elapsed().as_secs_f64() * scale)).await,
         )
     })?;
     if let Some(export) = run.fill(ctx) {
@@ -229,6 +235,10 @@ fn replay_url(
 fn print_result(ctx: &PointContext, status: &Status, s: &metrics::Summary) {
     match status {
         Status::Failed { reason } => println!("status: failed: {reason} ({})", ctx.result_kind),
+        Status::Interrupted { .. } => {
+            println!("status: interrupted; the records so far are kept, the aggregate is not valid ({})", ctx.result_kind)
+        }
+        Status::Done => println!("status: done ({})", ctx.result_kind),
         st => println!("status: {st:?} ({})", ctx.result_kind),
     }
     if let Some(cpu) = ctx.client_cpu_seconds {

@@ -171,4 +171,20 @@ mod tests {
         let failed: Vec<String> = v.checks.iter().filter(|c| !c.passed).map(|c| c.name.clone()).collect();
         assert!(failed.contains(&"point cfg/tp4-c16".to_string()) && failed.contains(&"pareto coverage cfg".to_string()), "{failed:?}");
     }
+
+    #[test]
+    fn an_interrupted_run_is_incomplete_not_failed() {
+        let d = tempfile::tempdir().unwrap();
+        let mut run = fake_run(5);
+        run.points[3].status = crate::results::Status::Interrupted { reason: crate::targets::STOPPED.into() };
+        run.points[4].status = crate::results::Status::Pending;
+        run.save(d.path()).unwrap();
+        let v = gate_run(d.path(), None, None).unwrap();
+        assert!(!v.passed, "an incomplete run never passes");
+        assert_eq!(v.incomplete, vec![run.points[3].id.clone(), run.points[4].id.clone()]);
+        assert!(v.checks.iter().filter(|c| c.name.starts_with("point ")).all(|c| c.passed), "{}", gate::human(&v));
+        assert!(gate::human(&v).starts_with("gate: INCOMPLETE (") && gate::human(&v).contains("--resume"), "{}", gate::human(&v));
+        let xml = std::fs::read_to_string(d.path().join("gate.xml")).unwrap();
+        assert!(xml.contains("<skipped") && !xml.contains("<failure"), "{xml}");
+    }
 }

@@ -133,34 +133,6 @@ fn drop_fixed_seq_len(plan: &mut Plan) -> Vec<String> {
     dropped
 }
 
-/// Ctrl-C sets `flag` (first press: finish cleanly; second: exit at once).
-fn install_interrupt(flag: Arc<AtomicBool>) {
-    std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-        rt.block_on(async {
-            // SIGTERM (a cancelled CI job, a batch scheduler's kill) stops as cleanly as Ctrl-C:
-            // running points are recorded and submitted Slurm jobs cancelled.
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            let first = match term.as_mut() {
-                Some(t) => tokio::select! {
-                    r = tokio::signal::ctrl_c() => r.is_ok(),
-                    r = t.recv() => r.is_some(),
-                },
-                None => tokio::signal::ctrl_c().await.is_ok(),
-            };
-            if first {
-                eprintln!(
-                    "\ninterrupted: stopping running points; finished points are kept (re-run with --resume to continue). Press Ctrl-C again to exit now."
-                );
-                flag.store(true, Ordering::SeqCst);
-            }
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
-            }
-        });
-    });
-}
-
 /// The summary table printed at the end of a run.
 pub fn summary_table(run: &RunSummary) -> String {
     let w = run.points.iter().map(|p| p.id.len()).max().unwrap_or(5).max(5);
@@ -227,7 +199,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         out.display()
     );
     let interrupt = Arc::new(AtomicBool::new(false));
-    install_interrupt(interrupt.clone());
+    super::install_interrupt(interrupt.clone(), "stopping running points; finished points are kept (re-run with --resume to continue)");
     let t0 = std::time::Instant::now();
     let summary = run::execute(&plan, &opts, runner.as_ref(), &interrupt).map_err(anyhow::Error::msg)?;
     let wall = t0.elapsed().as_secs_f64();

@@ -37,6 +37,7 @@ pub fn status_text(p: &PointResult) -> String {
         },
         Status::Failed { reason } => format!("FAILED: {reason}"),
         Status::Cancelled { reason } => format!("cancelled: {reason}"),
+        Status::Interrupted { reason } => format!("interrupted: {reason}"),
         Status::Pending => "not run".into(),
     }
 }

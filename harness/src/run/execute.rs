@@ -246,6 +246,8 @@ impl<'a> Execution<'a> {
             };
             match self.run_watched(p, turn, &state.cancel) {
                 Ok(true) => {}
+                // A point the user stopped is not a failure of the matrix.
+                Ok(false) if self.interrupt.load(Ordering::Relaxed) => {}
                 Ok(false) => {
                     if m.fail_fast {
                         state.first_failure.lock().expect("lock").get_or_insert_with(|| p.id.clone());
@@ -287,7 +289,7 @@ impl<'a> Execution<'a> {
         for p in &m.points {
             if let Some(x) = r.get_mut(&p.id)
                 && p.id != failed
-                && (x.status == Status::Pending || matches!(&x.status, Status::Failed { reason } if reason == "cancelled"))
+                && matches!(x.status, Status::Pending | Status::Interrupted { .. })
             {
                 x.status = Status::Cancelled { reason: reason.clone() };
             }

@@ -14,11 +14,15 @@ use crate::records::{Record, RecordPhase};
 use crate::results::Status;
 use crate::workload::{Outcome, Phase, RequestSpec, SourceKind};
 
+/// Why a point stopped before its end when its cancel flag was raised.
+pub const STOPPED: &str = "stopped before the end";
+
 /// A point's status from how its workload ended (both targets); marks cancellation in `ctx`.
 pub fn point_status(interrupted: bool, outcome: Option<&Outcome>, ctx: &mut PointContext, unfinished: &str) -> Status {
     if interrupted {
         ctx.cancelled = true;
-        return Status::Failed { reason: "cancelled".into() };
+        // The run decides whose stop it was: the user's, or its matrix's fail-fast.
+        return Status::Interrupted { reason: STOPPED.into() };
     }
     match outcome {
         Some(Outcome::Completed) => Status::Done,

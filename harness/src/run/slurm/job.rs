@@ -48,7 +48,7 @@ impl SlurmRunner {
         self.active.lock().expect("lock").insert(id.clone());
         let mut log = JobLog { path: dir.join(format!("slurm-{id}.out")), pos: 0, tail: String::new(), tag: format!("job {id}") };
         let Some(final_info) = self.wait_for_end(job, &id, &mut log) else {
-            return self.failed(job, "cancelled".into(), t0.elapsed().as_secs_f64());
+            return self.stopped(job, t0.elapsed().as_secs_f64());
         };
         self.active.lock().expect("lock").remove(&id);
         // The log may still be flushing on a shared filesystem.
@@ -85,7 +85,7 @@ impl SlurmRunner {
             t.wait();
         }
         if job.cancel.load(Ordering::Relaxed) {
-            return self.failed(job, "cancelled".into(), 0.0).map(|d| Start::Ended(Box::new(d)));
+            return self.stopped(job, 0.0).map(|d| Start::Ended(Box::new(d)));
         }
         let id = match self.submit(p, dir) {
             Ok(id) => id,
@@ -228,9 +228,18 @@ impl SlurmRunner {
 
     /// Writes a failed point (no result from its job) into the run's point folder.
     fn failed(&self, job: &Job, reason: String, wall_s: f64) -> Result<PointDone, SlurmError> {
+        self.ended(job, Status::Failed { reason }, wall_s)
+    }
+
+    /// The point was stopped (Ctrl-C, SIGTERM, its matrix's fail-fast) before or while its job ran.
+    fn stopped(&self, job: &Job, wall_s: f64) -> Result<PointDone, SlurmError> {
+        self.ended(job, Status::Interrupted { reason: crate::targets::STOPPED.into() }, wall_s)
+    }
+
+    fn ended(&self, job: &Job, status: Status, wall_s: f64) -> Result<PointDone, SlurmError> {
         std::fs::create_dir_all(&job.dir).map_err(|e| io_error(&job.dir, e))?;
         let mut res = pending(&job.point);
-        res.status = Status::Failed { reason };
+        res.status = status;
         res.wall_s = wall_s;
         let status = job.dir.join("status.json");
         write_json(&status, &res).map_err(|e| io_error(&status, e))?;

@@ -1,0 +1,93 @@
+//! Ctrl-C (SIGINT) and SIGTERM in the middle of `sweep run` and `sweep replay`: the records so far
+//! are kept, the point is `interrupted` (never valid, not a failure, no fail-fast), the gate says
+//! the run is incomplete, and the exit code is 130.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn signal_after(mut child: Child, err: &Path, started: &str, wait: Duration, signal: i32) -> (i32, String) {
+    let t0 = Instant::now();
+    loop {
+        let t = std::fs::read_to_string(err).unwrap_or_default();
+        if t.contains(started) {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "sweep exited before it started:\n{t}");
+        assert!(t0.elapsed() < Duration::from_secs(120), "never started:\n{t}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(wait);
+    assert!(child.try_wait().unwrap().is_none(), "sweep finished before the signal: make the run longer");
+    // SAFETY: a signal to the child this test started.
+    unsafe {
+        libc::kill(child.id() as i32, signal);
+    }
+    let code = child.wait().unwrap().code().unwrap_or(-1);
+    (code, std::fs::read_to_string(err).unwrap())
+}
+
+fn json(p: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+#[test]
+fn an_interrupted_run_keeps_its_points_blames_no_one_and_exits_130() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, err) = (tmp.path().join("run"), tmp.path().join("stderr.txt"));
+    // Ten-hour points on the virtual clock: far longer than the test waits.
+    let child = Command::new(env!("CARGO_BIN_EXE_sweep"))
+        .args(["run", "full-sweep-fail-fast", "--configs", "dsv3-*", "--duration", "36000", "--jobs", "1", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let (code, stderr) = signal_after(child, &err, "sweep run:", Duration::from_secs(2), libc::SIGINT);
+    assert_eq!(code, 130, "{stderr}");
+    let s = json(&out.join("summary.json"));
+    let states: Vec<(String, String)> = s["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap().to_string(), p["status"]["state"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(states.iter().any(|(_, st)| st == "interrupted"), "{states:?}");
+    assert!(states.iter().all(|(_, st)| st == "interrupted" || st == "pending" || st == "done"), "{states:?}");
+    // The interrupted point kept what it had recorded.
+    let (id, _) = states.iter().find(|(_, st)| st == "interrupted").unwrap();
+    let dir = harness::results::point_dir(&out, id);
+    assert!(std::fs::metadata(dir.join("profile_export.jsonl")).map(|m| m.len() > 0).unwrap_or(false), "{id}: no records kept");
+    let g = json(&out.join("gate.json"));
+    assert_eq!(g["passed"], false);
+    assert!(!g["incomplete"].as_array().unwrap().is_empty(), "{g}");
+    assert!(
+        g["checks"].as_array().unwrap().iter().all(|c| !c["name"].as_str().unwrap().starts_with("point ") || c["passed"] == true),
+        "{g}"
+    );
+}
+
+#[test]
+fn sigterm_on_a_replay_keeps_its_records_and_exits_130() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, err) = (tmp.path().join("replay"), tmp.path().join("stderr.txt"));
+    let child = Command::new(env!("CARGO_BIN_EXE_sweep"))
+        .args(["replay", "--engine", "--model-path deepseek-ai/DeepSeek-V3 --tp 8", "--concurrency", "16", "--duration", "36000"])
+        .args(["--warmup-per-lane", "1", "--out"])
+        .arg(&out)
+        .stdout(std::fs::File::create(tmp.path().join("stdout.txt")).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    // The replay has started once the trace pool is loaded: give it a few seconds of simulation.
+    std::thread::sleep(Duration::from_secs(4));
+    let (code, stderr) = signal_after(child, &err, "", Duration::ZERO, libc::SIGTERM);
+    let stdout = std::fs::read_to_string(tmp.path().join("stdout.txt")).unwrap();
+    assert_eq!(code, 130, "{stdout}\n{stderr}");
+    assert!(stdout.contains("status: interrupted"), "{stdout}");
+    let records = std::fs::read_to_string(out.join("profile_export.jsonl")).unwrap();
+    assert!(records.lines().count() > 0, "no records kept");
+    let agg = json(&out.join("agg.json"));
+    assert_eq!(agg["validity"]["valid"], false, "{agg}");
+    assert!(agg["validity"]["reasons"].as_array().unwrap().iter().any(|r| r == "run_cancelled"), "{agg}");
+}
