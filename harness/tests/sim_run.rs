@@ -195,6 +195,67 @@ fn resume_runs_only_the_missing_points() {
     let summary = harness::results::RunSummary::load(&dir).unwrap();
     assert_eq!(summary.points.len(), 8);
     assert!(summary.points.iter().all(|p| p.ok()));
+
+    // Another seed or duration is another run: resuming into it is refused, naming the option,
+    // and nothing in the run changes.
+    let summary_before = std::fs::read(dir.join("summary.json")).unwrap();
+    for (flag, value, named) in [("--seed", "7", "--seed 42, this invocation has 7"), ("--duration", "600", "--duration Some(300.0)")] {
+        let mut a = vec!["run", "full-sweep-fail-fast", "--configs", "dsv41flash-*", "--duration", "300", "--traces", "synthetic"];
+        if flag == "--duration" {
+            a[5] = value;
+        } else {
+            a.extend([flag, value]);
+        }
+        a.extend(["--out", d, "--resume"]);
+        let o = sweep(&a, &workspace_root());
+        let (so, se) = text(&o);
+        assert!(!o.status.success() && se.contains(named), "{flag}: {so}\n{se}");
+    }
+    assert_eq!(std::fs::read(dir.join("summary.json")).unwrap(), summary_before, "a refused resume touched the run");
+}
+
+#[test]
+fn resume_without_out_finds_the_latest_matching_run_or_says_there_is_none() {
+    let repo = repo_copy();
+    let root = repo.path().to_str().unwrap();
+    let args = |seed: &str| {
+        vec![
+            "run".to_string(),
+            "full-sweep-fail-fast".into(),
+            "--only".into(),
+            "dsv3-fp8-h200-sglang-agentic/tp8-c1".into(),
+            "--duration".into(),
+            "60".into(),
+            "--traces".into(),
+            "synthetic:20".into(),
+            "--seed-replicates".into(),
+            "0".into(),
+            "--seed".into(),
+            seed.into(),
+            "--root".into(),
+            root.into(),
+        ]
+    };
+    let run = |a: Vec<String>| {
+        let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+        sweep(&a, repo.path())
+    };
+    let mut resume = args("42");
+    resume.push("--resume".into());
+    let o = run(resume.clone());
+    let (so, se) = text(&o);
+    assert!(!o.status.success() && se.contains("--resume: no run under"), "{so}\n{se}");
+    // One point: the gate fails on coverage (exit 1), but the run is made.
+    let finished = |o: &std::process::Output| o.status.code().is_some_and(|c| c <= 1) && text(o).0.contains("1/1 point(s) finished");
+    assert!(finished(&run(args("42"))));
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(finished(&run(args("7"))), "a newer run with another seed");
+    let o = run(resume);
+    let (so, se) = text(&o);
+    assert!(finished(&o), "{so}\n{se}");
+    let resumed = se.lines().find_map(|l| l.strip_prefix("sweep run: resuming ")).unwrap_or_else(|| panic!("{se}")).to_string();
+    let id = harness::run::identity::RunIdentity::load(std::path::Path::new(&resumed)).unwrap().unwrap();
+    assert_eq!(id.seed, 42, "resumed {resumed}, not the seed-42 run");
 }
 
 #[test]
@@ -270,6 +331,7 @@ fn a_failing_point_cancels_the_rest_of_its_own_matrix_only() {
         seed: 42,
         replicates: 50,
         seed_replicates: 0,
+        identity: None,
         verbose: false,
     };
     let mut runner = SimRunner::new(harness::workload::default_pool(42), "synthetic".into());

@@ -136,6 +136,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
         seed: a.seed,
         replicates: 200,
         seed_replicates: 0,
+        identity: None,
         verbose: true,
     };
     eprintln!("sweep predict: {} point(s) of {} with hardware profile {}; traces {trace_set}", plan.points().count(), a.config, gpu.name);

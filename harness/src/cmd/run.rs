@@ -5,6 +5,7 @@ use super::RepoArgs;
 use crate::plan::{self, Inputs, Labels, Plan, PlanRequest};
 use crate::repo::Repo;
 use crate::results::{RunSummary, Status};
+use crate::run::identity::RunIdentity;
 use crate::run::launcher::{Endpoint, PointLauncher};
 use crate::run::{self, PointRunner, RunOptions};
 use crate::targets::sim::{ProfileChoice, SimRunner};
@@ -160,10 +161,34 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let Some((repo, plan)) = plan_for(args)? else { return Ok(ExitCode::FAILURE) };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let label = args.labels.first().map(|s| s.replace(',', "+")).unwrap_or_default();
+    let seed_replicates = args.seed_replicates.unwrap_or(if args.target == "sim" { DEFAULT_SIM_SEED_REPLICATES } else { 0 });
+    let identity = RunIdentity {
+        version: env!("CARGO_PKG_VERSION").into(),
+        labels: args.labels.clone(),
+        target: args.target.clone(),
+        seed: args.seed,
+        duration: args.duration,
+        traces: args.traces.clone(),
+        seed_replicates,
+        model: args.model.clone(),
+        hardware: args.hardware.clone(),
+        recipes: RunIdentity::recipes(&plan),
+    };
+    let reports = repo.root.join("reports");
     let out = match &args.out {
         Some(o) => o.clone(),
-        None => repo.root.join("reports").join(format!("{}-{label}", utc_stamp(now))),
+        // `--resume` alone: the newest run made with these options.
+        None if args.resume => crate::run::identity::latest_matching(&reports, &identity).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--resume: no run under {} was made with these options (labels, target, seed, duration, traces, profiles, recipes); name one with --out, or start a new run without --resume",
+                reports.display()
+            )
+        })?,
+        None => reports.join(format!("{}-{label}", utc_stamp(now))),
     };
+    if args.resume && args.out.is_none() {
+        eprintln!("sweep run: resuming {}", out.display());
+    }
     let run_id = out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| label.clone());
 
     if args.twin && args.target == "sim" {
@@ -185,7 +210,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         only: args.only.iter().chain(&args.point).cloned().collect(),
         seed: args.seed,
         replicates: 200,
-        seed_replicates: args.seed_replicates.unwrap_or(if args.target == "sim" { DEFAULT_SIM_SEED_REPLICATES } else { 0 }),
+        seed_replicates,
+        identity: Some(identity),
         verbose: true,
     };
     let n = plan.points().filter(|p| opts.only.is_empty() || opts.only.contains(&p.id)).count();

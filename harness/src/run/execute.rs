@@ -1,6 +1,7 @@
 //! Executing a plan: the selected points, the canary, each matrix's points on worker threads with
 //! matrix-scoped fail-fast, and every point's files and the run summary written as they finish.
 
+use super::identity::RunIdentity;
 use super::{Job, Outcome, PointRunner, RunError, RunOptions, StartOrder, Turn, finalize, pending};
 use crate::metrics;
 use crate::noise::{self, SeedSample};
@@ -15,6 +16,16 @@ use std::sync::{Arc, Mutex};
 
 /// Runs the plan's throughput points; `interrupt` is the Ctrl-C flag.
 pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interrupt: &Arc<AtomicBool>) -> Result<RunSummary, RunError> {
+    if let Some(id) = &opts.identity {
+        if opts.resume
+            && let Some(old) = RunIdentity::load(&opts.out)?
+        {
+            old.check(id, &opts.out)?;
+        }
+        std::fs::create_dir_all(&opts.out).map_err(RunError::io(&opts.out))?;
+        let path = RunIdentity::path(&opts.out);
+        write_json(&path, id).map_err(RunError::io(&path))?;
+    }
     std::fs::create_dir_all(&opts.out).map_err(RunError::io(&opts.out))?;
     let plan_json = opts.out.join("plan.json");
     write_json(&plan_json, plan).map_err(RunError::io(&plan_json))?;

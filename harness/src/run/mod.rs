@@ -6,6 +6,7 @@
 pub mod collect;
 mod execute;
 mod finalize;
+pub mod identity;
 pub mod launcher;
 mod order;
 pub mod slurm;
@@ -53,6 +54,8 @@ pub enum RunError {
     Duplicate { point: String, first: PathBuf, second: PathBuf },
     #[error("{point}: {source}")]
     Copy { point: String, source: std::io::Error },
+    #[error(transparent)]
+    Resume(#[from] identity::ResumeError),
 }
 
 impl RunError {
@@ -120,6 +123,8 @@ pub struct RunOptions {
     pub replicates: usize,
     /// Extra replays of each finished point with the shared gate seeds (`noise::replicate_seeds`).
     pub seed_replicates: usize,
+    /// What makes this run itself (`run.json`): checked by `--resume`, recorded otherwise.
+    pub identity: Option<identity::RunIdentity>,
     /// Print a line per finished point.
     pub verbose: bool,
 }

@@ -89,6 +89,7 @@ fn parallel_points_reach_their_runner_in_plan_order() {
         seed: 1,
         replicates: 10,
         seed_replicates: 0,
+        identity: None,
         verbose: false,
     };
     execute(&plan, &opts, &runner, &Arc::new(AtomicBool::new(false))).unwrap();
