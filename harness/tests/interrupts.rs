@@ -91,3 +91,58 @@ fn sigterm_on_a_replay_keeps_its_records_and_exits_130() {
     assert_eq!(agg["validity"]["valid"], false, "{agg}");
     assert!(agg["validity"]["reasons"].as_array().unwrap().iter().any(|r| r == "run_cancelled"), "{agg}");
 }
+
+/// Pids of the live (not zombie) processes whose parent is `ppid`.
+fn children_of(ppid: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Some((state, parent)) = stat(pid)
+            && parent == ppid
+            && state != 'Z'
+        {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+/// (state, parent pid) from `/proc/PID/stat`.
+fn stat(pid: u32) -> Option<(char, u32)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: fields follow the last ')'.
+    let mut f = s[s.rfind(')')? + 2..].split_whitespace();
+    Some((f.next()?.chars().next()?, f.next()?.parse().ok()?))
+}
+
+#[test]
+fn sigkill_of_sweep_run_takes_the_server_it_launched_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, err) = (tmp.path().join("run"), tmp.path().join("stderr.txt"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sweep"))
+        .args(["run", "full-sweep-fail-fast", "--only", "dsv3-fp8-h200-sglang-agentic/tp8-c1", "--target", "local:engine"])
+        .args(["--duration", "3600", "--traces", "synthetic:20", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let server = loop {
+        let log = std::fs::read_to_string(harness::results::point_dir(&out, "dsv3-fp8-h200-sglang-agentic/tp8-c1").join("server.log"));
+        let kids = children_of(child.id());
+        if log.is_ok_and(|l| l.contains("serving")) && kids.len() == 1 {
+            break kids[0];
+        }
+        assert!(child.try_wait().unwrap().is_none(), "sweep exited early:\n{}", std::fs::read_to_string(&err).unwrap());
+        assert!(t0.elapsed() < Duration::from_secs(120), "the server never started:\n{}", std::fs::read_to_string(&err).unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    child.kill().unwrap(); // SIGKILL: no clean-up runs in sweep.
+    child.wait().unwrap();
+    let t0 = Instant::now();
+    while stat(server).is_some_and(|(state, _)| state != 'Z') {
+        assert!(t0.elapsed() < Duration::from_secs(15), "the launched server {server} outlived sweep's SIGKILL");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

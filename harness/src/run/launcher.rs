@@ -71,6 +71,32 @@ pub fn http_get_status(host_port: &str, path: &str, timeout: Duration) -> Option
     head.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// The server gets SIGTERM when `sweep` dies, even by SIGKILL (which runs no clean-up): a
+/// launched engine must not outlive the run and keep holding the GPUs. (SGLang and `sweep engine
+/// serve` stop their own workers on SIGTERM.)
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getpid is async-signal-safe.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: between fork and exec only async-signal-safe calls: prctl, getppid, _exit.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died before the request took effect: do not start at all.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut Command) {}
+
 impl Server {
     /// Starts `argv` with `env` added to the inherited environment; stdout and stderr go to `log`.
     pub fn start(argv: &[String], env: &[(String, String)], log: &Path, base_url: String) -> Result<Server, LaunchError> {
@@ -82,6 +108,7 @@ impl Server {
         cmd.args(args).envs(env.iter().map(|(k, v)| (k, v))).stdin(Stdio::null()).stdout(out).stderr(err);
         // Its own process group, so stopping it stops every worker it forked.
         cmd.process_group(0);
+        die_with_parent(&mut cmd);
         let child = cmd.spawn().map_err(|e| LaunchError::Spawn { program: prog.clone(), message: e.to_string() })?;
         let pid = child.id();
         Ok(Server { child, base_url, pid })
