@@ -242,7 +242,11 @@ fn a_server_killed_mid_point_ends_it_with_a_clear_error_and_keeps_the_records() 
     assert!(recs.iter().any(|r| r["error"].is_null()), "{} records, none finished", recs.len());
     // Requests cut off by the death are errors, not silently dropped.
     assert!(recs.iter().any(|r| !r["error"].is_null()), "no record of the cut-off requests");
-    assert!(dir.join("agg.json").is_file());
+    // The aggregate says the point failed: it is not a measurement of the server.
+    let agg: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("agg.json")).unwrap()).unwrap();
+    assert_eq!(agg["validity"]["valid"], false, "{}", agg["validity"]);
+    let reasons = agg["validity"]["reasons"].to_string();
+    assert!(reasons.contains("point_failed (") && reasons.contains("mid-point"), "{reasons}");
 }
 
 fn stat(agg: &Value, path: &str) -> f64 {

@@ -125,6 +125,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         None => replay_url(a, &pool, cfg, &mut ctx, &b, &out, &interrupt)?,
     };
     b.finish_and_clear();
+    if let Status::Failed { reason } = &status {
+        ctx.failed = Some(reason.clone());
+    }
     records::write_jsonl(&out.join("profile_export.jsonl"), &records)?;
     if let Some(sm) = &ctx.server_metrics {
         write_json(&out.join("server_metrics.json"), sm)?;

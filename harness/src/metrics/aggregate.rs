@@ -209,6 +209,9 @@ fn validity(ctx: &PointContext, acc: &Accounting, no_ok: bool, coverage: Option<
     if ctx.cancelled {
         invalid.push("run_cancelled".into());
     }
+    if let Some(reason) = &ctx.failed {
+        invalid.push(format!("point_failed ({reason})"));
+    }
     let mut sub_invalid = Vec::new();
     if ctx.profile_duration_s < 900.0 {
         sub_invalid.push(format!("unsafe_override (profile {:.0} s < 900 s)", ctx.profile_duration_s));
@@ -235,6 +238,9 @@ fn validity(ctx: &PointContext, acc: &Accounting, no_ok: bool, coverage: Option<
     }
     if ctx.cancelled {
         sub_invalid.push("run_cancelled".into());
+    }
+    if ctx.failed.is_some() {
+        sub_invalid.push("point_failed".into());
     }
     (invalid, sub_invalid)
 }

@@ -165,6 +165,9 @@ pub struct PointContext {
     pub client_cpu_seconds: Option<f64>,
     /// The run was cancelled (live abort, root warmup failure).
     pub cancelled: bool,
+    /// The point failed (its server died, a live abort, …): why. Such a point is never valid.
+    #[serde(default)]
+    pub failed: Option<String>,
     /// Server-reported metrics (from the engine or a `/metrics` scrape).
     pub server_metrics: Option<Value>,
 }
