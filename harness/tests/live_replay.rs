@@ -285,3 +285,15 @@ fn live_and_virtual_agree_within_ten_percent() {
     }
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+#[test]
+fn nothing_listening_is_said_plainly_and_leaves_no_folder() {
+    // A port that was free a moment ago: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    let (o, out) = replay(&["--url", &url, "--concurrency", "1", "--duration", "10"]);
+    let (so, se) = text(&o);
+    assert!(!o.status.success(), "{so}\n{se}");
+    assert!(se.contains(&url) && se.contains("connection refused: nothing listens there"), "{se}");
+    assert!(!out.path().join("point").exists(), "a failed replay left its output folder");
+}

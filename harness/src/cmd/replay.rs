@@ -106,7 +106,19 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let out =
         a.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-replay-c{}", super::run::utc_stamp(now), a.concurrency)));
+    let created = !out.exists();
     std::fs::create_dir_all(&out).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
+    let r = replay_into(a, &pool, &out);
+    if r.is_err() && created {
+        // A replay that never started leaves no empty folder behind (remove_dir keeps a folder
+        // that holds anything).
+        let _ = std::fs::remove_dir(&out);
+    }
+    r
+}
+
+/// The replay and its files in `out`.
+fn replay_into(a: &Args, pool: &[Arc<TracePlan>], out: &Path) -> anyhow::Result<ExitCode> {
     let cfg = workload_config(a);
     let mut ctx = PointContext {
         num_gpus: a.gpus.max(1),
@@ -121,8 +133,8 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let interrupt = Arc::new(AtomicBool::new(false));
     super::install_interrupt(interrupt.clone(), "stopping the replay; the records so far are kept");
     let (records, status) = match &a.engine {
-        Some(flags) => replay_engine(a, flags, &pool, cfg, &mut ctx, &b, &interrupt)?,
-        None => replay_url(a, &pool, cfg, &mut ctx, &b, &out, &interrupt)?,
+        Some(flags) => replay_engine(a, flags, pool, cfg, &mut ctx, &b, &interrupt)?,
+        None => replay_url(a, pool, cfg, &mut ctx, &b, out, &interrupt)?,
     };
     b.finish_and_clear();
     if let Status::Failed { reason } = &status {

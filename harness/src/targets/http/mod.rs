@@ -40,7 +40,7 @@ pub enum HttpError {
     #[error("HTTP client: {0}")]
     Client(#[source] reqwest::Error),
     /// A small request (`/v1/models`) failed.
-    #[error("{url}: {source}")]
+    #[error("{url}: {}", describe(.source))]
     Info { url: String, source: reqwest::Error },
     #[error("{url}: no model listed")]
     NoModel { url: String },
@@ -55,6 +55,29 @@ pub enum HttpError {
     Pool(#[from] PoolError),
     #[error("runtime: {0}")]
     Runtime(#[source] std::io::Error),
+}
+
+/// A request error a user can act on: what failed at the bottom of the chain, and the likely fix
+/// for the common cases (nothing listening, no answer).
+pub fn describe(e: &reqwest::Error) -> String {
+    let mut chain = vec![e.to_string()];
+    let mut src = std::error::Error::source(e);
+    let mut refused = false;
+    while let Some(s) = src {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            refused |= io.kind() == std::io::ErrorKind::ConnectionRefused;
+        }
+        chain.push(s.to_string());
+        src = s.source();
+    }
+    chain.dedup();
+    if refused {
+        return "connection refused: nothing listens there; start the server, or check the URL and port".into();
+    }
+    if e.is_timeout() {
+        return format!("{}: the server did not answer in time; is it still starting, or overloaded?", chain.join(": "));
+    }
+    chain.join(": ")
 }
 
 /// An OpenAI-compatible server.
