@@ -100,16 +100,26 @@ impl std::error::Error for Problems {}
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync, rename.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // Threads of one process may write files at once: each write has its own temporary name.
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    // The error names the file (a full disk says which file it could not write).
+    let named = |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
+    std::fs::create_dir_all(dir).map_err(named)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path).inspect_err(|_| {
+    let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    // No temporary file is left behind, whatever failed.
+    written.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
+        named(e)
     })
 }
 
@@ -149,5 +159,24 @@ mod tests {
     fn display_names_file_line_path_and_fix() {
         let p = Problem::new(Path::new("m.yaml"), Some(7), "k.tp", "tp must be > 0", "set tp: 1 or more");
         assert_eq!(p.to_string(), "m.yaml:7: k.tp: tp must be > 0\n    fix: set tp: 1 or more");
+    }
+
+    /// A full disk (a real 64 KiB tmpfs): the error names the file and no temporary file stays.
+    /// Needs root to mount; `.ci/run` runs it.
+    #[test]
+    #[ignore = "mounts a tmpfs (root): .ci/run runs it"]
+    fn a_full_disk_names_the_file_and_leaves_no_temporary() {
+        let mnt = tempfile::tempdir().unwrap();
+        let m = mnt.path().to_str().unwrap();
+        let ok = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=64k", "tmpfs", m]).status().unwrap();
+        assert!(ok.success(), "mount a tmpfs at {m} (needs root)");
+        let path = mnt.path().join("summary.json");
+        let e = atomic_write(&path, &vec![b'x'; 256 * 1024]).unwrap_err();
+        let listing: Vec<String> =
+            std::fs::read_dir(mnt.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        std::process::Command::new("umount").arg(m).status().unwrap();
+        assert_eq!(e.kind(), std::io::ErrorKind::StorageFull, "{e}");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        assert!(listing.is_empty(), "left behind: {listing:?}");
     }
 }
