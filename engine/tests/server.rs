@@ -294,6 +294,20 @@ async fn bad_requests_get_sglang_errors_and_the_server_keeps_serving() {
             "The input (5004 tokens) is longer than the model's context length (4096 tokens).",
         ),
         (
+            "negative data_parallel_rank",
+            post(a, &chat("x", serde_json::json!({"data_parallel_rank": -1}))).await,
+            400,
+            "BadRequestError",
+            "data_parallel_rank -1 is out of range",
+        ),
+        (
+            "data_parallel_rank beyond u32",
+            post(a, &chat("x", serde_json::json!({"data_parallel_rank": 1u64 << 40}))).await,
+            400,
+            "BadRequestError",
+            "data_parallel_rank 1099511627776 is out of range",
+        ),
+        (
             "form content type",
             http(a, "POST", "/v1/chat/completions", &[("Content-Type", "application/x-www-form-urlencoded")], b"a=b").await,
             400,
@@ -553,4 +567,21 @@ async fn sglang_055_chunk_shape_on_request() {
         assert!(d.contains_key("role") && d.contains_key("content") && d.contains_key("reasoning_content"), "{e}");
     }
     s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launch_command_is_shell_quoted_and_splits_back_to_the_argv() {
+    let argv: Vec<String> =
+        ["--port", "0", "--model-path", "deepseek-ai/DeepSeek-V4-Flash", "--tp", "8", "--served-model-name", "my model; rm -rf x"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    let (cfg, rest) = ServeConfig::from_argv(&argv, |_| None).unwrap();
+    let core =
+        EngineCore::from_args(&rest, &cfg.router_args, &Default::default(), cfg.engine_model.as_deref(), &cfg.hardware, cfg.seed).unwrap();
+    let s = Server::start(cfg, core).await.unwrap();
+    let info = http(s.addr, "GET", "/server_info", &[], b"").await.json();
+    let cmd = info["launch_command"].as_str().unwrap();
+    assert!(cmd.contains("'my model; rm -rf x'"), "{cmd}");
+    assert_eq!(shlex::split(cmd).unwrap(), argv);
 }

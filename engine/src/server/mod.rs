@@ -333,7 +333,8 @@ async fn server_info(State(st): State<Arc<AppState>>) -> Response {
             "engine time runs {}x faster than wall time; latencies seen by clients are scaled down by that factor",
             c.time_scale
         ),
-        "launch_command": c.launch_command.join(" "),
+        // Shell-quoted, so it can be pasted back into a shell.
+        "launch_command": shlex::try_join(c.launch_command.iter().map(String::as_str)).unwrap_or_else(|_| c.launch_command.join(" ")),
         "status": if st.ready.load(Ordering::Acquire) { "ready" } else { "starting" },
         "max_total_num_tokens": stats.max_total_num_tokens,
         "max_req_input_len": stats.max_req_input_len,

@@ -126,6 +126,15 @@ pub(crate) async fn run(
     .into_iter()
     .filter(|s| !s.is_empty())
     .collect();
+    // Negative or huge ranks are refused here; a rank at or above the attention-DP size, by the core.
+    let dp_rank = match req.data_parallel_rank {
+        None => None,
+        Some(r) => Some(u32::try_from(r).map_err(|_| {
+            ApiError::bad_request(format!(
+                "data_parallel_rank {r} is out of range: it must be 0 or more and below the server's attention-DP size"
+            ))
+        })?),
+    };
     let continuation_output = if plan.reasoning_budget == 0 { plan.planned.clone() } else { Vec::new() };
     let core_req = CoreRequest {
         id,
@@ -134,7 +143,7 @@ pub(crate) async fn run(
         max_new_tokens: params.max_tokens,
         ignore_eos: req.ignore_eos,
         eos_after: if plan.natural_stop { plan.eos_after } else { None },
-        dp_rank: req.data_parallel_rank.and_then(|r| u32::try_from(r).ok()),
+        dp_rank,
     };
     let submitted = st.driver.submit_arrived(core_req, arrived, hold.as_deref()).await.map_err(|e| core_error(&e))?;
     drop(hold);
