@@ -211,3 +211,14 @@ fn placeholder_pr_link_is_refused_and_file_unchanged() {
     assert!(text(&o).1.contains("placeholder"));
     assert_eq!(std::fs::read(d.path().join("perf-changelog.yaml")).unwrap(), before);
 }
+
+#[test]
+fn an_engine_flag_run_would_refuse_is_refused_by_validate() {
+    let d = repo_copy();
+    edit(
+        &d.path().join("recipes/dsv3-fp8-h200-sglang-agentic.yaml"),
+        "args: [--max-running-requests, \"64\",",
+        "args: [--max-runing-requests, \"64\",",
+    );
+    validate_fails(d.path(), &["recipes/dsv3-fp8-h200-sglang-agentic.yaml", "arms[", "--max-runing-requests", "fix:"]);
+}

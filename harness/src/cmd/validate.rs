@@ -121,8 +121,17 @@ fn check_recipes(repo: &Repo, m: &Master, golden: Option<&GoldenAl>, s: &mut Val
         }
         for (ai, a) in r.arms.iter().enumerate() {
             for pi in 0..a.points.len() {
-                if p.take(r.resolve(ai, pi, &e.model_prefix, golden)).is_some() {
-                    s.recipe_points += 1;
+                let Some(launch) = p.take(r.resolve(ai, pi, &e.model_prefix, golden)) else { continue };
+                s.recipe_points += 1;
+                // The flags as `sweep run` reads them: what run would refuse, validate refuses.
+                if let Err(err) = crate::targets::sim::engine_config(&launch) {
+                    p.push(Problem::new(
+                        &f,
+                        None,
+                        &format!("arms[{ai}].points[{pi}]"),
+                        format!("{} c{}: {err}", a.name, launch.conc),
+                        "fix or remove the flag in the recipe (`sweep engine serve --help` lists the flags the engine reads)",
+                    ));
                 }
             }
         }

@@ -111,6 +111,18 @@ pub struct ProfileChoice {
 
 /// Builds the reference engine for a resolved launch (SGLang argv + env, optional router).
 /// `model_hint` / `runner` come from the master row when the choice leaves them open.
+/// The engine configuration a point's server and router commands give: the flags `sweep run`
+/// accepts, and what `sweep validate` checks.
+pub fn engine_config(launch: &Launch) -> Result<EngineConfig, SimError> {
+    let argv = flags_only(&launch.worker_argv);
+    let mut cfg = EngineConfig::from_args(argv, &launch.env)
+        .map_err(|e| SimError::Args { command: launch.worker_argv.join(" "), message: e.to_string() })?;
+    if let Some(r) = &launch.router_argv {
+        cfg = cfg.with_router_args(flags_only(r)).map_err(|e| SimError::RouterArgs { command: r.join(" "), message: e.to_string() })?;
+    }
+    Ok(cfg)
+}
+
 pub fn build_engine(
     launch: &Launch,
     model_hint: Option<&str>,
@@ -118,12 +130,7 @@ pub fn build_engine(
     choice: &ProfileChoice,
     seed: u64,
 ) -> Result<Engine, SimError> {
-    let argv = flags_only(&launch.worker_argv);
-    let mut cfg = EngineConfig::from_args(argv, &launch.env)
-        .map_err(|e| SimError::Args { command: launch.worker_argv.join(" "), message: e.to_string() })?;
-    if let Some(r) = &launch.router_argv {
-        cfg = cfg.with_router_args(flags_only(r)).map_err(|e| SimError::RouterArgs { command: r.join(" "), message: e.to_string() })?;
-    }
+    let cfg = engine_config(launch)?;
     let model_name =
         choice.model.clone().or_else(|| cfg.model_path.clone()).or_else(|| model_hint.map(str::to_string)).ok_or_else(|| {
             SimError::Profile("no model: the command has no --model-path and the row no `model`; pass --model NAME".into())
