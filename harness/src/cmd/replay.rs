@@ -6,6 +6,7 @@ use crate::recipe::serving::Launch;
 use crate::records::{self, Record};
 use crate::results::{Status, write_json};
 use crate::targets::http::HttpTarget;
+use crate::targets::ledger::ProgressLines;
 use crate::targets::sim::{self, ProfileChoice, Progress};
 use crate::workload::{TracePlan, WorkloadConfig};
 use std::path::{Path, PathBuf};
@@ -83,13 +84,33 @@ pub fn shell_split(s: &str) -> Result<Vec<String>, SplitError> {
     shlex::split(s).ok_or_else(|| SplitError::Unbalanced(s.to_string()))
 }
 
-fn bar() -> indicatif::ProgressBar {
-    let b = indicatif::ProgressBar::new_spinner();
-    b.set_style(indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").expect("template"));
-    b
+/// The live spinner on a terminal; plain lines every 30 s otherwise (a CI log shows nothing of
+/// a hidden spinner).
+struct Bar {
+    bar: indicatif::ProgressBar,
+    lines: Option<std::sync::Mutex<ProgressLines>>,
 }
 
-fn show(b: &indicatif::ProgressBar, p: &Progress, clock: &str, secs: f64) {
+impl Bar {
+    fn finish_and_clear(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+fn bar() -> Bar {
+    use std::io::IsTerminal;
+    let b = indicatif::ProgressBar::new_spinner();
+    b.set_style(indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").expect("template"));
+    let lines =
+        (!std::io::stderr().is_terminal()).then(|| std::sync::Mutex::new(ProgressLines::new("replay", std::time::Duration::from_secs(30))));
+    Bar { bar: b, lines }
+}
+
+fn show(bar: &Bar, p: &Progress, clock: &str, secs: f64) {
+    if let Some(l) = &bar.lines {
+        l.lock().expect("lock").update(p, secs);
+    }
+    let b = &bar.bar;
     let tps = if secs > 0.0 { p.output_tokens as f64 / secs } else { 0.0 };
     b.set_message(format!(
         "{} | {clock} {secs:.0} s | {} sent, {} done, {} errors | {tps:.0} output tok/s",
@@ -176,7 +197,7 @@ fn replay_engine(
     pool: &[Arc<TracePlan>],
     cfg: WorkloadConfig,
     ctx: &mut PointContext,
-    b: &indicatif::ProgressBar,
+    b: &Bar,
     cancel: &AtomicBool,
 ) -> anyhow::Result<(Vec<Record>, Status)> {
     let argv = shell_split(flags)?;
@@ -205,7 +226,7 @@ fn replay_url(
     pool: &[Arc<TracePlan>],
     cfg: WorkloadConfig,
     ctx: &mut PointContext,
-    b: &indicatif::ProgressBar,
+    b: &Bar,
     out: &Path,
     cancel: &AtomicBool,
 ) -> anyhow::Result<(Vec<Record>, Status)> {

@@ -22,6 +22,43 @@ pub struct Progress {
     pub output_tokens: u64,
 }
 
+/// Plain progress lines for logs (CI, batch jobs): a live point otherwise prints nothing until
+/// it ends. One line per `every`, at most.
+pub struct ProgressLines {
+    label: String,
+    every: std::time::Duration,
+    last: std::time::Instant,
+}
+
+impl ProgressLines {
+    pub fn new(label: impl Into<String>, every: std::time::Duration) -> Self {
+        ProgressLines { label: label.into(), every, last: std::time::Instant::now() }
+    }
+
+    /// Prints `p` when a line is due (and says whether it did); `secs` is the point's time so
+    /// far on its clock.
+    pub fn update(&mut self, p: &Progress, secs: f64) -> bool {
+        if self.last.elapsed() < self.every {
+            return false;
+        }
+        self.last = std::time::Instant::now();
+        eprintln!("{}", self.line(p, secs));
+        true
+    }
+
+    pub fn line(&self, p: &Progress, secs: f64) -> String {
+        let tps = if secs > 0.0 { p.output_tokens as f64 / secs } else { 0.0 };
+        format!(
+            "{}: {} {secs:.0} s, {} sent, {} done, {} errors, {tps:.0} output tok/s",
+            self.label,
+            if p.profiling { "profiling" } else { "warmup/drain" },
+            p.sent,
+            p.done,
+            p.errors
+        )
+    }
+}
+
 /// What the transport must do.
 #[derive(Debug)]
 pub enum Command {
@@ -212,5 +249,15 @@ mod tests {
         let (l, _) = started();
         let recs = l.finish(42, Close::ServerGone);
         assert!(recs.iter().all(|r| !r.was_cancelled && r.error.as_ref().is_some_and(|e| e.kind == "connection_dropped")));
+    }
+
+    #[test]
+    fn progress_lines_are_plain_and_throttled() {
+        let p = Progress { now_ns: 0, profiling: true, sent: 12, done: 10, errors: 1, output_tokens: 5000 };
+        let mut l = ProgressLines::new("cfg/tp4-c4", std::time::Duration::from_secs(3600));
+        assert_eq!(l.line(&p, 100.0), "cfg/tp4-c4: profiling 100 s, 12 sent, 10 done, 1 errors, 50 output tok/s");
+        assert!(!l.update(&p, 1.0), "a line before it is due");
+        let mut l = ProgressLines::new("x", std::time::Duration::ZERO);
+        assert!(l.update(&p, 1.0) && l.update(&p, 2.0));
     }
 }

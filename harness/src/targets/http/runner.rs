@@ -61,7 +61,15 @@ impl HttpRunner {
             if !t.metrics_urls.contains(&w) {
                 t.metrics_urls.push(w);
             }
-            Ok::<_, HttpError>(replay(&t, &mut wl, &job.cancel, &mut alive, |_| {}).await)
+            // A line a minute: `sweep run` prints a line per finished point, and a live point is long.
+            let mut lines = crate::targets::ledger::ProgressLines::new(p.id.clone(), std::time::Duration::from_secs(60));
+            let (t0, scale) = (std::time::Instant::now(), t.time_scale);
+            Ok::<_, HttpError>(
+                replay(&t, &mut wl, &job.cancel, &mut alive, |pr| {
+                    lines.update(pr, t0.elapsed().as_secs_f64() * scale);
+                })
+                .await,
+            )
         });
         let run = match res {
             Ok(r) => r,
