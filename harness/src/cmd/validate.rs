@@ -128,7 +128,7 @@ fn check_recipes(repo: &Repo, m: &Master, golden: Option<&GoldenAl>, s: &mut Val
                     p.push(Problem::new(
                         &f,
                         None,
-                        &format!("arms[{ai}].points[{pi}]"),
+                        format!("arms[{ai}].points[{pi}]"),
                         format!("{} c{}: {err}", a.name, launch.conc),
                         "fix or remove the flag in the recipe (`sweep engine serve --help` lists the flags the engine reads)",
                     ));
