@@ -47,12 +47,26 @@ impl Problems {
         Problems(vec![p])
     }
     pub fn io(file: &Path, e: &std::io::Error) -> Self {
-        let fix = if e.kind() == std::io::ErrorKind::NotFound {
-            "check the path (relative paths are resolved from the current directory)"
-        } else {
-            "check the file's permissions"
+        use std::io::ErrorKind as K;
+        let fix = match e.kind() {
+            K::NotFound => "check the path (relative paths are resolved from the current directory)",
+            K::PermissionDenied => "check the file's permissions",
+            K::IsADirectory => "name a file, not a folder",
+            _ => "check that the path names a readable file",
         };
         Problems::one(Problem::new(file, None, "", format!("cannot read: {e}"), fix))
+    }
+
+    /// A text file that is not UTF-8: the line of the first bad byte.
+    pub fn not_utf8(file: &Path, bytes: &[u8], e: &std::str::Utf8Error) -> Self {
+        let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+        Problems::one(Problem::new(
+            file,
+            Some(line),
+            "",
+            format!("not UTF-8 text: byte {} is not valid UTF-8", e.valid_up_to()),
+            "save the file as UTF-8",
+        ))
     }
     pub fn push(&mut self, p: Problem) {
         self.0.push(p);
@@ -178,5 +192,17 @@ mod tests {
         assert_eq!(e.kind(), std::io::ErrorKind::StorageFull, "{e}");
         assert!(e.to_string().contains(&path.display().to_string()), "{e}");
         assert!(listing.is_empty(), "left behind: {listing:?}");
+    }
+
+    #[test]
+    fn a_yaml_file_that_is_not_utf8_names_the_line_and_the_fix() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("master.yaml");
+        std::fs::write(&f, b"a: 1\nb: 2\nc: caf\xe9\n").unwrap();
+        let e = crate::yaml::load(&f).unwrap_err().to_string();
+        assert!(e.contains("master.yaml:3") && e.contains("not UTF-8") && e.contains("save the file as UTF-8"), "{e}");
+        assert!(!e.contains("permissions"), "{e}");
+        let e = crate::yaml::load(d.path()).unwrap_err().to_string();
+        assert!(e.contains("name a file, not a folder"), "{e}");
     }
 }

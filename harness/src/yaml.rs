@@ -210,8 +210,9 @@ pub fn duplicate_key_line(text: &str) -> Option<usize> {
 
 /// Reads and parses a YAML file.
 pub fn load(file: &Path) -> Result<Doc, Problems> {
-    let text = std::fs::read_to_string(file).map_err(|e| Problems::io(file, &e))?;
-    parse(file, &text)
+    let bytes = std::fs::read(file).map_err(|e| Problems::io(file, &e))?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| Problems::not_utf8(file, &bytes, &e))?;
+    parse(file, text)
 }
 
 /// Serialises a value as YAML text (used for writing recipes and plans).
