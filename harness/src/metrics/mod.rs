@@ -44,7 +44,13 @@ pub fn percentile_linear(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
-    let k = (sorted.len() - 1) as f64 * p;
+    at_rank(sorted, (sorted.len() - 1) as f64 * p)
+}
+
+/// The value at fractional rank `k` of non-empty `sorted`, linear between its neighbours: the
+/// one interpolation behind every percentile here (callers compute `k` their way, so results
+/// stay bit-identical to their references).
+pub fn at_rank(sorted: &[f64], k: f64) -> f64 {
     let lo = k.floor() as usize;
     let hi = (lo + 1).min(sorted.len() - 1);
     sorted[lo] + (k - lo as f64) * (sorted[hi] - sorted[lo])

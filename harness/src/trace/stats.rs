@@ -12,10 +12,8 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
-    let k = (sorted.len() - 1) as f64 * p / 100.0;
-    let f = k.floor() as usize;
-    let c = (f + 1).min(sorted.len() - 1);
-    sorted[f] + (k - f as f64) * (sorted[c] - sorted[f])
+    // `p / 100` inside the rank, as the AgentX statistics compute it (bit for bit).
+    crate::metrics::at_rank(sorted, (sorted.len() - 1) as f64 * p / 100.0)
 }
 
 /// Summary of one distribution.
