@@ -4,13 +4,14 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use engine::{Engine, EngineConfig, GpuSpec, ModelSpec};
+use engine::{Engine, GpuSpec, ModelSpec};
 use serde_json::Value;
 
 use super::PointError;
 use crate::metrics::{PointContext, Summary};
 use crate::plan::PlanPoint;
 use crate::results::Status;
+use crate::targets::sim::SimError;
 use crate::workload::TracePlan;
 
 /// Runs one plan point on the virtual clock with an explicit hardware profile; its summary.
@@ -29,11 +30,11 @@ pub fn simulate_point(
 /// `gpu` and the model profile `model`, else the recipe's.
 fn point_engine(point: &PlanPoint, gpu: &GpuSpec, model: Option<&str>, seed: u64) -> Result<Engine, PointError> {
     let launch = point.launch.as_ref().ok_or(PointError::NoLaunch)?;
-    let flags_only = crate::targets::sim::flags_only;
-    let mut cfg = EngineConfig::from_args(flags_only(&launch.worker_argv), &launch.env).map_err(|e| PointError::Flags(e.to_string()))?;
-    if let Some(r) = &launch.router_argv {
-        cfg = cfg.with_router_args(flags_only(r)).map_err(|e| PointError::Flags(e.to_string()))?;
-    }
+    // The flags as `sweep run` reads them; the fit reports only the flag error itself.
+    let cfg = crate::targets::sim::engine_config(launch).map_err(|e| match e {
+        SimError::Args { message, .. } | SimError::RouterArgs { message, .. } => PointError::Flags(message),
+        other => PointError::Flags(other.to_string()),
+    })?;
     let name = model
         .map(str::to_string)
         .or_else(|| cfg.model_path.clone())
