@@ -1,7 +1,7 @@
 //! The decode (or verify) batch: KV for the next tokens, retraction when the pool
 //! cannot hold them, and the new-token ratio that follows.
 
-use super::{Engine, FinishReason, Phase, RequestError, round_up};
+use super::{Engine, FinishReason, RequestError, round_up};
 
 impl Engine {
     /// Prepares a decode (or verify) step: KV for the next tokens, retracting the
@@ -81,23 +81,14 @@ impl Engine {
     }
 
     fn retract(&mut self, slot: u32) {
-        let (rank, lock, generated, plen) = {
-            let r = &self.reqs[slot as usize];
-            (r.rank as usize, r.lock, r.generated, r.prompt_len)
-        };
-        if let Some(n) = lock {
-            self.ranks[rank].tree.unlock(n);
-        }
-        {
+        // Its KV and prefix lock go as for an unadmitted request; it recomputes what it generated.
+        self.unadmit(slot);
+        let (rank, generated, plen) = {
             let r = &mut self.reqs[slot as usize];
-            r.lock = None;
-            r.prefix_tokens = 0;
-            r.kv = 0;
-            r.target = plen + generated as u64;
-            r.phase = Phase::Waiting;
+            r.target = r.prompt_len + r.generated as u64;
             r.retractions += 1;
-        }
-        self.set_own(slot, 0);
+            (r.rank as usize, r.generated, r.prompt_len)
+        };
         self.stats.num_retracted_requests_total += 1;
         self.stats.num_retracted_input_tokens_total += plen;
         self.stats.num_retracted_output_tokens_total += generated as u64;

@@ -266,7 +266,8 @@ impl Engine {
         ok
     }
 
-    fn unadmit(&mut self, slot: u32) {
+    /// Back to waiting with no KV: its prefix lock released, its pages returned.
+    pub(super) fn unadmit(&mut self, slot: u32) {
         let (rank, lock) = {
             let r = &self.reqs[slot as usize];
             (r.rank as usize, r.lock)
