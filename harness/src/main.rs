@@ -37,7 +37,7 @@ enum Command {
     Gate(cmd::results::GateArgs),
     /// Merge the points of several run directories (CI matrix jobs, Slurm jobs) into one run.
     Collect(cmd::results::CollectArgs),
-    /// Per-point deltas between two runs, with the noise estimated from bootstrap intervals.
+    /// Per-point deltas between two runs, judged by the gate's noise model (seed replicates, else bootstrap intervals).
     Compare(cmd::results::CompareArgs),
     /// Measure a GPU into a hardware profile and check the cost model against it.
     #[command(subcommand)]
@@ -47,11 +47,11 @@ enum Command {
     Trace(cmd::trace::TraceCommand),
 }
 
-fn main() -> anyhow::Result<ExitCode> {
+fn main() -> ExitCode {
     // Warnings reach stderr; `RUST_LOG` (e.g. `RUST_LOG=harness=debug`) asks for more.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().with_target(false).init();
-    match Cli::parse().command {
+    let result = match Cli::parse().command {
         Command::Validate(a) => cmd::validate::run(&a),
         Command::Plan(a) => cmd::plan::run(&a),
         Command::Run(a) => cmd::run::run(&a),
@@ -65,5 +65,16 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Compare(a) => cmd::results::compare(&a),
         Command::Calibrate(c) => calibrate::run(c).map(|()| ExitCode::SUCCESS),
         Command::Trace(t) => cmd::trace::run(&t),
-    }
+    };
+    result.unwrap_or_else(|e| {
+        // The error and its causes on one line each, without a backtrace: these are the user's
+        // to act on (panics still print theirs under RUST_BACKTRACE).
+        let text = format!("{e:#}");
+        if text.starts_with("error") {
+            eprintln!("{text}")
+        } else {
+            eprintln!("error: {text}")
+        }
+        ExitCode::FAILURE
+    })
 }

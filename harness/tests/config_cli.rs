@@ -222,3 +222,24 @@ fn an_engine_flag_run_would_refuse_is_refused_by_validate() {
     );
     validate_fails(d.path(), &["recipes/dsv3-fp8-h200-sglang-agentic.yaml", "arms[", "--max-runing-requests", "fix:"]);
 }
+
+#[test]
+fn a_mistyped_config_or_missing_trace_file_is_named_before_anything_is_written() {
+    let root = workspace_root();
+    let o = sweep(&["predict", "--config", "dsv41flash-fp4-gb300-sglang-agentic-dspak"], &root);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("no such config key in the master config"), "{err}");
+    assert!(err.contains("did you mean `dsv41flash-fp4-gb300-sglang-agentic-dspark`?"), "{err}");
+    // User errors are one message, not a backtrace, whatever RUST_BACKTRACE says.
+    assert!(!err.contains("Stack backtrace") && !err.contains("Error: "), "{err}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let missing = tmp.path().join("nope.jsonl");
+    let o = sweep(&["run", "full-sweep-fail-fast", "--traces", missing.to_str().unwrap(), "--out", out.to_str().unwrap()], &root);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(err.contains(&format!("--traces {}: no such file or folder", missing.display())), "{err}");
+    assert!(!out.exists(), "a run that cannot start leaves no folder");
+}

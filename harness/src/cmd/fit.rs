@@ -108,11 +108,8 @@ pub fn config_points(repo_args: &RepoArgs, key: &str) -> anyhow::Result<(crate::
     .map_err(|p| anyhow::anyhow!("{p}"))?;
     let pts: Vec<PlanPoint> = plan.points().filter(|p| p.config_key == key).cloned().collect();
     if pts.is_empty() {
-        let keys: std::collections::BTreeSet<&str> = plan.points().map(|p| p.config_key.as_str()).collect();
-        bail!(
-            "--config {key}: not in the plan of the changelog's latest entry (configs there: {}); append a changelog entry that names it",
-            keys.into_iter().collect::<Vec<_>>().join(", ")
-        );
+        let planned: Vec<&str> = plan.points().map(|p| p.config_key.as_str()).collect();
+        return Err(super::config_not_planned(key, &inputs.master, &planned));
     }
     Ok((repo, pts))
 }

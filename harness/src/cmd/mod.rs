@@ -107,3 +107,21 @@ pub fn install_interrupt(flag: std::sync::Arc<std::sync::atomic::AtomicBool>, wh
         });
     });
 }
+
+/// Why `--config KEY` selects no point: a key the master config lacks (with the nearest
+/// one), or a config the changelog's latest entry does not plan (with the ones it does).
+pub fn config_not_planned(key: &str, master: &crate::recipe::Master, planned: &[&str]) -> anyhow::Error {
+    if master.get(key).is_none() {
+        let hint = crate::problem::nearest(key, master.keys()).map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default();
+        return anyhow::anyhow!(
+            "--config {key}: no such config key in the master config{hint}; `sweep plan` lists the configs the latest changelog entry selects"
+        );
+    }
+    let mut keys: Vec<&str> = planned.to_vec();
+    keys.sort_unstable();
+    keys.dedup();
+    anyhow::anyhow!(
+        "--config {key}: not in the plan of the changelog's latest entry (configs there: {}); append a changelog entry that names it",
+        keys.join(", ")
+    )
+}

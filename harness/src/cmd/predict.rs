@@ -100,9 +100,7 @@ fn available(spec: &str) -> bool {
 
 pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
     let (repo, plan) = config_plan(a)?;
-    let Some(first) = plan.points().next().cloned() else {
-        bail!("--config {}: not in the plan of the changelog's latest entry; append a changelog entry that names it", a.config);
-    };
+    let first = plan.points().next().cloned().expect("config_plan returns a plan with the config's points");
     let (gpu, choice) =
         if a.profile == "best" { best_profile(&first, a.model.as_deref())? } else { resolve_profile(&a.profile, &a.config)? };
     let scales = if a.no_workload_scales { WorkloadScales::default() } else { gpu.fit.as_ref().map(|f| f.workload).unwrap_or_default() };
@@ -170,6 +168,8 @@ fn config_plan(a: &PredictArgs) -> anyhow::Result<(crate::repo::Repo, plan::Plan
         &PlanRequest { labels: Labels::parse(&["full-sweep-fail-fast"]).map_err(anyhow::Error::msg)?, base: None },
     )
     .map_err(|p| anyhow::anyhow!("{p}"))?;
+    let planned: Vec<String> = plan.points().map(|p| p.config_key.clone()).collect();
+    let planned: Vec<&str> = planned.iter().map(String::as_str).collect();
     if plan.canary.as_ref().is_some_and(|c| c.config_key != a.config) {
         plan.canary = None;
     }
@@ -177,6 +177,9 @@ fn config_plan(a: &PredictArgs) -> anyhow::Result<(crate::repo::Repo, plan::Plan
         m.points.retain(|p| p.config_key == a.config);
     }
     plan.matrices.retain(|m| !m.points.is_empty());
+    if plan.points().next().is_none() {
+        return Err(super::config_not_planned(&a.config, &inputs.master, &planned));
+    }
     Ok((repo, plan))
 }
 
