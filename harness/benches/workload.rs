@@ -212,16 +212,16 @@ fn synthesis(c: &mut Criterion) {
         // cached), against building it with nothing cached.
         let prev = TurnPrompt { turn: p.turn - 1, ..p.clone() };
         g.bench_function(format!("{name}_body_uncached"), |b| {
-            b.iter(|| black_box(BodyPieces::build("m", &p, 100, v, &MessageCache::default()).len))
+            b.iter(|| black_box(BodyPieces::build("m", &p, 100, v, &MessageCache::default(), &Default::default()).len))
         });
         g.bench_function(format!("{name}_body_after_previous_turn"), |b| {
             b.iter_batched(
                 || {
                     let cache = MessageCache::default();
-                    BodyPieces::build("m", &prev, 100, v, &cache);
+                    BodyPieces::build("m", &prev, 100, v, &cache, &Default::default());
                     cache
                 },
-                |cache| black_box(BodyPieces::build("m", &p, 100, v, &cache).len),
+                |cache| black_box(BodyPieces::build("m", &p, 100, v, &cache, &Default::default()).len),
                 criterion::BatchSize::LargeInput,
             )
         });

@@ -89,6 +89,12 @@ pub struct Record {
     /// nanoseconds: client-observed TTFT − server-side TTFT.
     #[serde(default)]
     pub added_latency_ns: Option<u64>,
+    /// Where the token counts came from when not from the server's `usage`: `tokenized`
+    /// (output counted by tokenizing the streamed text, input from the synthesized prompt) or
+    /// `budget` (a `length` finish: the output budget sent). Absent: the server's `usage` (or
+    /// the engine's own counts on the virtual clock), or no count at all when the counts are None.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_source: Option<String>,
 }
 
 fn ms(ns: u64) -> f64 {
@@ -261,6 +267,7 @@ fn from_aiperf(v: &Value) -> Result<Record, String> {
         error,
         server_ttft_ns: m("server_time_to_first_token").map(|t| (t * 1e6).round() as u64),
         added_latency_ns: m("client_added_latency").map(|t| (t * 1e6).round() as u64),
+        token_source: None,
     })
 }
 
@@ -296,6 +303,7 @@ pub(crate) mod tests {
             error: None,
             server_ttft_ns: None,
             added_latency_ns: None,
+            token_source: None,
         }
     }
 

@@ -142,7 +142,7 @@ fn deepseek_v4_synthesis_joins_pieces_exactly_as_its_decoder() {
         }
         // The live client writes content tokens straight into the body's JSON: the same bytes as
         // serializing the decoded messages.
-        let body = harness::targets::body::BodyPieces::build("m", &p, 9, &vocab, &Default::default()).concat();
+        let body = harness::targets::body::BodyPieces::build("m", &p, 9, &vocab, &Default::default(), &Default::default()).concat();
         let whole = serde_json::json!({
             "model": "m", "messages": p.messages(&vocab), "stream": true, "max_completion_tokens": 9,
             "ignore_eos": true, "stream_options": {"include_usage": true},

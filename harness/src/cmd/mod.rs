@@ -1,6 +1,7 @@
 //! Command-line subcommands: argument structs (clap) and their implementations.
 
 pub mod changelog;
+pub mod client_args;
 pub mod fit;
 pub mod plan;
 pub mod predict;

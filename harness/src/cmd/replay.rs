@@ -61,14 +61,9 @@ pub struct Args {
     /// With --url: more servers whose /metrics are scraped (workers, DP ranks), besides --url.
     #[arg(long, num_args = 1..)]
     pub server_metrics: Vec<String>,
-    /// Synthesis tokenizer for --url (`tokenizer.json` or its folder), so prompts have the trace's
-    /// token counts on the server (default: the one the server reports, if readable here).
-    #[arg(long)]
-    pub tokenizer: Option<PathBuf>,
-    /// With --url: a request still running after this many seconds (wall time) is recorded as a
-    /// `timeout` error.
-    #[arg(long, default_value_t = 14_400.0)]
-    pub request_timeout: f64,
+    /// With --url: the client's tokenizer, timeouts, readiness and request dialect.
+    #[command(flatten)]
+    pub client: super::client_args::ClientArgs,
 }
 
 /// Errors in `--engine`'s flag string.
@@ -210,6 +205,7 @@ fn replay_engine(
         router_argv: None,
         router_env: Default::default(),
         golden_al: None,
+        client_args: Vec::new(),
     };
     let choice = ProfileChoice { model: a.model.clone(), hardware: Some(a.hardware.clone()) };
     let mut engine = sim::build_engine(&launch, None, None, &choice, a.seed)?;
@@ -236,19 +232,13 @@ fn replay_url(
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let t0 = std::time::Instant::now();
     let run = rt.block_on(async {
-        let mut t = HttpTarget::new(&url, "").map_err(anyhow::Error::msg)?;
-        t.identify(ctx, a.tokenizer.as_deref(), &url).await.map_err(anyhow::Error::msg)?;
+        let opts = a.client.options()?;
+        let mut t = HttpTarget::connect(&url, &url, &opts, ctx).await.map_err(anyhow::Error::msg)?;
         let mut wl = t.workload(cfg, pool, ctx).map_err(anyhow::Error::msg)?;
         if let Some(k) = a.time_scale {
             anyhow::ensure!(k > 0.0 && k.is_finite(), "--time-scale {k}: must be > 0 (1 = real time)");
             t.time_scale = k;
         }
-        anyhow::ensure!(
-            a.request_timeout > 0.0 && a.request_timeout.is_finite(),
-            "--request-timeout {}: must be a positive number of seconds",
-            a.request_timeout
-        );
-        t.request_timeout = std::time::Duration::from_secs_f64(a.request_timeout);
         t.metrics_urls.extend(a.server_metrics.iter().map(|u| u.trim_end_matches('/').to_string()));
         ctx.target = url.clone();
         let scale = t.time_scale;

@@ -72,10 +72,10 @@ pub struct Args {
     /// Reference engine model profile (default: from the point's --model-path / the row's model).
     #[arg(long)]
     pub model: Option<String>,
-    /// Synthesis tokenizer for live targets (`tokenizer.json` or its folder), so prompts have the
-    /// trace's token counts on the server (default: the one the server reports, if readable here).
-    #[arg(long)]
-    pub tokenizer: Option<PathBuf>,
+    /// Live targets: the client's tokenizer, timeouts, readiness and request dialect (a recipe's
+    /// `client-args` apply to its points; these flags win).
+    #[command(flatten)]
+    pub client: super::client_args::ClientArgs,
     /// Reference engine hardware profile (default: from the row's runner, e.g. cluster:gb300-nv → gb300).
     #[arg(long)]
     pub hardware: Option<String>,
@@ -172,6 +172,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         seed_replicates,
         model: args.model.clone(),
         hardware: args.hardware.clone(),
+        client: args.client.shaping_argv(),
         recipes: RunIdentity::recipes(&plan),
     };
     let reports = repo.root.join("reports");
@@ -326,7 +327,7 @@ fn runner_for(
             },
             pools,
             duration_s: args.duration,
-            tokenizer: args.tokenizer.clone(),
+            client: args.client.options()?,
         }),
         "slurm" => {
             let inner = inner_args(args);
@@ -430,6 +431,7 @@ pub fn inner_args(a: &Args) -> Vec<String> {
     opt("--runners", r.runners.as_ref().map(|p| p.display().to_string()));
     opt("--changelog", r.changelog.as_ref().map(|p| p.display().to_string()));
     opt("--golden-al", r.golden_al.as_ref().map(|p| p.display().to_string()));
+    v.extend(a.client.argv());
     v
 }
 

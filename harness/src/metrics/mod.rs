@@ -176,6 +176,9 @@ pub struct PointContext {
     pub failed: Option<String>,
     /// Server-reported metrics (from the engine or a `/metrics` scrape).
     pub server_metrics: Option<Value>,
+    /// How a live client wrote its requests (`targets::dialect::Dialect`), into `agg.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_dialect: Option<Value>,
 }
 
 /// The headline numbers of a point, used by reports, Pareto and the gate.

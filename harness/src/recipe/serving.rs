@@ -52,6 +52,8 @@ pub struct Recipe {
     pub worker: Process,
     /// Flags the harness needs (e.g. `--enable-metrics`) that are not part of the published recipe.
     pub harness_args: Vec<String>,
+    /// Flags for the client (the request dialect), given to every point of the recipe.
+    pub client_args: Vec<String>,
     pub simulated_acceptance: Option<SimulatedAcceptance>,
     pub arms: Vec<Arm>,
     doc: Doc,
@@ -70,6 +72,10 @@ pub struct Launch {
     pub router_env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub golden_al: Option<f64>,
+    /// The recipe's `client-args`: how the client writes requests for this server
+    /// (`--max-tokens-field`, `--extra-body`, `--no-ignore-eos`, `--context-length`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_args: Vec<String>,
 }
 
 /// (agentic block, search-space row, conc) → (arm, point).
@@ -102,12 +108,14 @@ impl Recipe {
             image: None,
             worker: Process::default(),
             harness_args: Vec::new(),
+            client_args: Vec::new(),
             simulated_acceptance: None,
             arms: Vec::new(),
             doc: Doc { file: doc.file.clone(), value: Value::Null, loc: Default::default() },
         };
         if let Some(m) = c.mapping(&doc.value, &root, "a serving recipe") {
-            c.known_keys(m, &root, &["config-key", "image", "worker", "simulated-acceptance", "arms"], "a serving recipe");
+            c.known_keys(m, &root, &["config-key", "image", "worker", "client-args", "simulated-acceptance", "arms"], "a serving recipe");
+            r.client_args = c.str_list(m, &root, "client-args");
             r.config_key = c.req_str(m, &root, "config-key").unwrap_or_default();
             r.image = c.opt_str(m, &root, "image");
             match m.get("worker") {
@@ -218,7 +226,8 @@ impl Recipe {
             }
             None => (None, BTreeMap::new()),
         };
-        Ok(Launch { arm: a.name.clone(), conc: p.conc, worker_argv, env, router_argv, router_env, golden_al })
+        let client_args = self.client_args.clone();
+        Ok(Launch { arm: a.name.clone(), conc: p.conc, worker_argv, env, router_argv, router_env, golden_al, client_args })
     }
 
     fn golden_for(

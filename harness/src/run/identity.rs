@@ -23,6 +23,9 @@ pub struct RunIdentity {
     /// `--model` / `--hardware` overrides of the reference engine's profiles.
     pub model: Option<String>,
     pub hardware: Option<String>,
+    /// The live client's flags that shape requests (tokenizer, request dialect).
+    #[serde(default)]
+    pub client: Vec<String>,
     /// Each planned point's recipe: a digest of its matrix row and server launch.
     pub recipes: BTreeMap<String, String>,
 }
@@ -72,7 +75,7 @@ impl RunIdentity {
         let show = |v: &dyn std::fmt::Debug| format!("{v:?}");
         let mismatch =
             |field: &str, was: String, now: String| Err(ResumeError::Mismatch { dir: dir.to_path_buf(), field: field.into(), was, now });
-        let fields: [(&str, String, String); 9] = [
+        let fields: [(&str, String, String); 10] = [
             ("sweep version", self.version.clone(), now.version.clone()),
             ("labels", self.labels.join(" "), now.labels.join(" ")),
             ("--target", self.target.clone(), now.target.clone()),
@@ -82,6 +85,7 @@ impl RunIdentity {
             ("--seed-replicates", self.seed_replicates.to_string(), now.seed_replicates.to_string()),
             ("--model", show(&self.model), show(&now.model)),
             ("--hardware", show(&self.hardware), show(&now.hardware)),
+            ("client flags", format!("[{}]", self.client.join(" ")), format!("[{}]", now.client.join(" "))),
         ];
         for (field, was, is) in fields {
             if was != is {
@@ -124,6 +128,7 @@ mod tests {
             seed_replicates: 4,
             model: None,
             hardware: None,
+            client: Vec::new(),
             recipes: [("a/tp4-c1".to_string(), "00aa".to_string())].into(),
         }
     }
@@ -133,6 +138,8 @@ mod tests {
         let d = Path::new("/r");
         assert!(id().check(&id(), d).is_ok());
         let e = id().check(&RunIdentity { seed: 1, ..id() }, d).unwrap_err().to_string();
+        let dialect = RunIdentity { client: vec!["--max-tokens-field".into(), "max_tokens".into()], ..id() };
+        assert!(id().check(&dialect, d).unwrap_err().to_string().contains("client flags [], this invocation has [--max-tokens-field max_tokens]"));
         assert!(e.contains("--seed 42, this invocation has 1"), "{e}");
         let mut other = id();
         other.recipes.insert("a/tp4-c1".into(), "11bb".into());

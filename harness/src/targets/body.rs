@@ -13,6 +13,7 @@ use std::sync::Mutex;
 
 use bytes::{Bytes, BytesMut};
 
+use super::dialect::Dialect;
 use crate::prompt::{MixHasher, TokenText, TurnPrompt};
 use crate::workload::RequestSpec;
 
@@ -130,26 +131,22 @@ impl BodyPieces {
 impl RequestSpec {
     /// The body of [`RequestSpec::http_body`] without extra keys, as pieces: messages already in
     /// `cache` are reused, the others synthesized and added to it.
-    pub fn http_body_pieces(&self, model: &str, vocab: &dyn TokenText, cache: &MessageCache) -> BodyPieces {
-        BodyPieces::build(model, &self.prompt, self.max_tokens, vocab, cache)
+    pub fn http_body_pieces(&self, model: &str, vocab: &dyn TokenText, cache: &MessageCache, dialect: &Dialect) -> BodyPieces {
+        BodyPieces::build(model, &self.prompt, self.max_tokens, vocab, cache, dialect)
     }
 }
 
 impl BodyPieces {
-    /// The `/v1/chat/completions` body of `prompt` with `max_completion_tokens: max_tokens` (see
-    /// [`RequestSpec::http_body_pieces`]).
-    pub fn build(model: &str, prompt: &TurnPrompt, max_tokens: u64, vocab: &dyn TokenText, cache: &MessageCache) -> BodyPieces {
-        #[derive(serde::Serialize)]
-        struct Tail {
-            stream: bool,
-            max_completion_tokens: u64,
-            ignore_eos: bool,
-            stream_options: StreamOptions,
-        }
-        #[derive(serde::Serialize)]
-        struct StreamOptions {
-            include_usage: bool,
-        }
+    /// The `/v1/chat/completions` body of `prompt` with an output budget of `max_tokens`, in
+    /// `dialect` (see [`RequestSpec::http_body_pieces`]).
+    pub fn build(
+        model: &str,
+        prompt: &TurnPrompt,
+        max_tokens: u64,
+        vocab: &dyn TokenText,
+        cache: &MessageCache,
+        dialect: &Dialect,
+    ) -> BodyPieces {
         let mut out = BodyPieces::default();
         let mut small = BytesMut::with_capacity(256 + model.len());
         let head = format!(r#"{{"model":{},"messages":["#, serde_json::to_string(model).expect("a string serializes"));
@@ -169,16 +166,11 @@ impl BodyPieces {
             };
             out.push_shared(&mut small, piece);
         }
-        // The rest of the object after `"messages":[...]`, as serde writes it.
-        let tail = Tail {
-            stream: true,
-            max_completion_tokens: max_tokens,
-            ignore_eos: true,
-            stream_options: StreamOptions { include_usage: true },
-        };
-        let tail = serde_json::to_string(&tail).expect("numbers and booleans serialize");
-        out.push_small(&mut small, b"],");
-        out.push_small(&mut small, &tail.as_bytes()[1..]);
+        // The rest of the object after `"messages":[...]`.
+        let mut tail = Vec::with_capacity(128);
+        tail.push(b']');
+        dialect.write_tail(&mut tail, max_tokens);
+        out.push_small(&mut small, &tail);
         if !small.is_empty() {
             out.parts.push(small.freeze());
         }
@@ -235,11 +227,11 @@ mod tests {
                 stream_options: serde_json::json!({"include_usage": true}),
             };
             let expect = serde_json::to_vec(&whole).unwrap();
-            let pieces = r.spec.http_body_pieces("m\"odel", vocab, &cache);
+            let pieces = r.spec.http_body_pieces("m\"odel", vocab, &cache, &Dialect::default());
             assert_eq!(pieces.len, expect.len(), "request {n}");
             assert_eq!(pieces.concat(), expect, "request {n}");
             // A cache that keeps almost nothing gives the same bytes.
-            assert_eq!(r.spec.http_body_pieces("m\"odel", vocab, &tiny).concat(), expect, "request {n}");
+            assert_eq!(r.spec.http_body_pieces("m\"odel", vocab, &tiny, &Dialect::default()).concat(), expect, "request {n}");
         }
         assert!(log.records.len() >= 40, "only {} requests", log.records.len());
         let (hits, misses) = cache.counts();

@@ -3,6 +3,7 @@
 //! OpenAI-compatible server over streaming HTTP, in real time.
 
 pub mod body;
+pub mod dialect;
 pub mod http;
 pub mod ledger;
 pub mod pools;
@@ -74,5 +75,6 @@ pub fn record_for(spec: &RequestSpec, now: u64) -> Record {
         error: None,
         server_ttft_ns: None,
         added_latency_ns: None,
+        token_source: None,
     }
 }

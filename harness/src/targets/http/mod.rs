@@ -11,6 +11,7 @@
 
 mod chunk;
 mod clock;
+mod connect;
 pub mod h1;
 mod info;
 mod replay;
@@ -25,12 +26,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::body::{BodyPieces, MessageCache};
+use super::dialect::Dialect;
 use crate::metrics::PointContext;
 use crate::prompt::{TokenText, WordVocab};
 use crate::targets::pools::PoolError;
 use crate::targets::sim::SimError;
 use crate::workload::{RequestSpec, TracePlan, Workload, WorkloadError};
 
+pub use connect::{ClientOptions, READY_TIMEOUT, STALL_TIMEOUT};
 pub use replay::{LiveRun, replay};
 pub use runner::HttpRunner;
 
@@ -44,6 +47,8 @@ pub enum HttpError {
     Info { url: String, source: reqwest::Error },
     #[error("{url}: no model listed")]
     NoModel { url: String },
+    #[error("the server at {url} was not ready within {secs:.0} s (last: {last}); check its log, or raise --ready-timeout")]
+    NotReady { url: String, secs: f64, last: String },
     #[error("synthesis tokenizer {}: {message}", .path.display())]
     Tokenizer { path: PathBuf, message: String },
     /// No trace fits the server's context length.
@@ -106,6 +111,10 @@ pub struct HttpTarget {
     /// it from its 200-ms tick rather than with a client-wide timeout, which polls a timer on
     /// every streamed chunk.
     pub request_timeout: Duration,
+    /// A stream silent for this long ends as a `stall` error (checked from the same tick).
+    pub stall_timeout: Duration,
+    /// How request bodies are written for this server.
+    pub dialect: Arc<Dialect>,
 }
 
 /// How long one chat request may run (wall time) by default before it is recorded as a `timeout`:
@@ -140,6 +149,8 @@ impl HttpTarget {
             messages: Arc::new(MessageCache::default()),
             h1,
             request_timeout: REQUEST_TIMEOUT,
+            stall_timeout: STALL_TIMEOUT,
+            dialect: Arc::new(Dialect::default()),
         })
     }
 
@@ -167,6 +178,6 @@ impl HttpTarget {
     /// The request body (prompt synthesis of the messages not sent before: CPU work of
     /// milliseconds for a long new message).
     pub fn body(&self, spec: &RequestSpec) -> BodyPieces {
-        spec.http_body_pieces(&self.model, self.vocab.as_ref(), &self.messages)
+        spec.http_body_pieces(&self.model, self.vocab.as_ref(), &self.messages, &self.dialect)
     }
 }

@@ -19,8 +19,9 @@ pub struct HttpRunner {
     /// The trace set each point replays.
     pub pools: Arc<crate::targets::pools::PointPools>,
     pub duration_s: Option<f64>,
-    /// Synthesis tokenizer (`tokenizer.json`); default: what the server reports, see [`HttpTarget::identify`].
-    pub tokenizer: Option<std::path::PathBuf>,
+    /// The client's flags (tokenizer, timeouts, readiness, dialect); a point's recipe
+    /// `client-args` apply under them.
+    pub client: super::ClientOptions,
 }
 
 impl HttpRunner {
@@ -50,9 +51,13 @@ impl HttpRunner {
         let mut cfg = crate::targets::sim::workload_config(p, job.seed, self.duration_s);
         cfg.run_id = crate::workload::random_benchmark_id();
         ctx.benchmark_id = cfg.run_id.clone();
+        let recipe_args = p.launch.as_ref().map(|l| l.client_args.as_slice()).unwrap_or_default();
+        let opts = match self.client.for_point(recipe_args) {
+            Ok(o) => o,
+            Err(e) => return PointOutcome { status: Status::Failed { reason: e }, records: Vec::new(), ctx },
+        };
         let res = rt.block_on(async {
-            let mut t = HttpTarget::new(base_url, "")?;
-            t.identify(&mut ctx, self.tokenizer.as_deref(), worker_url).await?;
+            let mut t = HttpTarget::connect(base_url, worker_url, &opts, &mut ctx).await?;
             let set = self.pools.pool_for(p)?;
             ctx.trace_set = set.trace_set.clone();
             let mut wl = t.workload(cfg, &set.plans, &mut ctx)?;

@@ -1,0 +1,147 @@
+//! Connecting to a server before a point: wait until it is ready (health, a listed model, one
+//! answered one-token request), identify it, and apply the client's options. Both `sweep replay
+//! --url` and every live target of `sweep run` go through [`HttpTarget::connect`].
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::{HttpError, HttpTarget, REQUEST_TIMEOUT, describe};
+use crate::metrics::PointContext;
+use crate::targets::dialect::{Dialect, DialectArgs};
+
+/// A stream that sends nothing for this long is a `stall` error: a hung server otherwise holds
+/// the point until the request timeout (hours).
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long a server may take to become ready (a real engine loads weights and captures
+/// graphs before it answers).
+pub const READY_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The client's settings for one server: the command line's, over the point recipe's.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// Synthesis tokenizer (`tokenizer.json`); default: what the server reports.
+    pub tokenizer: Option<PathBuf>,
+    pub request_timeout: Duration,
+    pub stall_timeout: Duration,
+    pub ready_timeout: Duration,
+    /// The command line's dialect flags, kept to merge over each point recipe's `client-args`.
+    pub flags: DialectArgs,
+    /// The server's context length when it does not say it.
+    pub context_length: Option<u64>,
+    pub dialect: Dialect,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            tokenizer: None,
+            request_timeout: REQUEST_TIMEOUT,
+            stall_timeout: STALL_TIMEOUT,
+            ready_timeout: READY_TIMEOUT,
+            flags: DialectArgs::default(),
+            context_length: None,
+            dialect: Dialect::default(),
+        }
+    }
+}
+
+impl ClientOptions {
+    /// These options with `flags` (the command line's dialect flags) over a recipe's
+    /// `client-args`: a flag given on the command line wins.
+    pub fn with_flags(mut self, flags: DialectArgs, recipe_args: &[String]) -> Result<ClientOptions, String> {
+        let recipe = DialectArgs::parse_list(recipe_args).map_err(|e| format!("the recipe's client-args: {e}"))?;
+        let merged = flags.over(&recipe).map_err(|e| e.to_string())?;
+        self.dialect = merged.dialect().map_err(|e| e.to_string())?;
+        self.context_length = merged.context_length;
+        self.flags = flags;
+        Ok(self)
+    }
+
+    /// The options for a point whose recipe gives `recipe_args`.
+    pub fn for_point(&self, recipe_args: &[String]) -> Result<ClientOptions, String> {
+        self.clone().with_flags(self.flags.clone(), recipe_args)
+    }
+}
+
+impl HttpTarget {
+    /// A target for `base_url` once the server is ready, identified (`info_url`: where its
+    /// `/server_info` is, the worker behind a router), with `opts` applied and recorded in `ctx`.
+    pub async fn connect(base_url: &str, info_url: &str, opts: &ClientOptions, ctx: &mut PointContext) -> Result<HttpTarget, HttpError> {
+        let mut t = HttpTarget::new(base_url, "")?;
+        t.dialect = std::sync::Arc::new(opts.dialect.clone());
+        t.wait_ready(opts.ready_timeout).await?;
+        t.identify(ctx, opts.tokenizer.as_deref(), info_url).await?;
+        if opts.context_length.is_some() {
+            t.context_length = opts.context_length;
+        }
+        t.request_timeout = opts.request_timeout;
+        t.stall_timeout = opts.stall_timeout;
+        ctx.request_dialect = Some(serde_json::to_value(&opts.dialect).unwrap_or_default());
+        Ok(t)
+    }
+
+    /// Waits until `/health` answers 200 (a server without one: `/v1/models`), a model is
+    /// listed, and a one-token chat request in the target's dialect succeeds; polls every
+    /// second up to `timeout`.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<(), HttpError> {
+        let t0 = Instant::now();
+        loop {
+            let last = match self.ready_once().await {
+                Ok(()) => return Ok(()),
+                Err(why) => why,
+            };
+            if t0.elapsed() >= timeout {
+                return Err(HttpError::NotReady { url: self.base_url.clone(), secs: timeout.as_secs_f64(), last });
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// One readiness check; the reason it is not ready yet.
+    async fn ready_once(&self) -> Result<(), String> {
+        let health = self.status_of("/health").await?;
+        if health == 404 {
+            // No health endpoint: listing models stands in for it.
+            let models = self.status_of("/v1/models").await?;
+            if models != 200 {
+                return Err(format!("GET /v1/models: HTTP {models}"));
+            }
+        } else if health != 200 {
+            return Err(format!("GET /health: HTTP {health}"));
+        }
+        let model = self.discover_model().await.map_err(|e| e.to_string())?;
+        self.one_token(&model).await
+    }
+
+    async fn status_of(&self, path: &str) -> Result<u16, String> {
+        let url = format!("{}{path}", self.base_url);
+        match self.client.get(&url).timeout(Duration::from_secs(10)).send().await {
+            Ok(r) => Ok(r.status().as_u16()),
+            Err(e) => Err(format!("GET {path}: {}", describe(&e))),
+        }
+    }
+
+    /// A one-token chat request, read to its end.
+    async fn one_token(&self, model: &str) -> Result<(), String> {
+        let mut body = format!(r#"{{"model":{},"messages":[{{"role":"user","content":"Hi"}}]"#, serde_json::Value::from(model)).into_bytes();
+        self.dialect.write_tail(&mut body, 1);
+        let url = format!("{}/v1/chat/completions", self.base_url);
+        let r = self
+            .client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body)
+            .timeout(Duration::from_secs(120))
+            .send()
+            .await
+            .map_err(|e| format!("a one-token request: {}", describe(&e)))?;
+        let status = r.status().as_u16();
+        let text = r.text().await.map_err(|e| format!("a one-token request: {}", describe(&e)))?;
+        if !(200..300).contains(&status) {
+            let excerpt: String = text.chars().take(200).collect();
+            return Err(format!("a one-token request: HTTP {status}: {excerpt}"));
+        }
+        Ok(())
+    }
+}
