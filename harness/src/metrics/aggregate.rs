@@ -23,7 +23,15 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     let theo = if tot_blocks > 0 { hit as f64 / tot_blocks as f64 } else { 0.0 };
     let acc = Accounting::of(records, &prof);
     let coverage = metric_duration_coverage(ctx, &prof);
-    let (invalid, sub_invalid) = validity(ctx, &acc, ok.is_empty(), coverage.as_ref());
+    let tokens = TokenSources::of(&ok);
+    let (mut invalid, sub_invalid) = validity(ctx, &acc, ok.is_empty(), coverage.as_ref());
+    if tokens.unknown > 0 {
+        invalid.push(format!(
+            "token_counts_unknown ({} of {} successful requests: the server sent no usage and no tokenizer counted the output; pass --tokenizer)",
+            tokens.unknown,
+            ok.len()
+        ));
+    }
     let valid = invalid.is_empty();
 
     let summary = Summary {
@@ -59,6 +67,10 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     agg.insert("num_requests_successful".into(), json!(ok.len()));
     agg.insert("request_accounting".into(), acc.json(ok.len()));
     agg.insert("request_metrics".into(), request_metrics(&lat, &tp, gpus, theo));
+    agg.insert("token_counts".into(), tokens.json());
+    if let Some(d) = &ctx.request_dialect {
+        agg.insert("request_dialect".into(), d.clone());
+    }
     agg.insert("server_metrics".into(), ctx.server_metrics.clone().unwrap_or(json!({"present": false})));
     if let Some(kv) = &summary.kv {
         agg.insert("kv".into(), serde_json::to_value(kv).unwrap_or(Value::Null));
@@ -69,6 +81,36 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     agg.insert("tput_per_gpu".into(), json!(tp.tot_tps / gpus));
     agg.insert("validity".into(), json!({"valid": valid, "reasons": invalid, "submission_valid": summary.submission_valid, "submission_invalid_reasons": sub_invalid}));
     Ok((round_json(Value::Object(agg)), summary))
+}
+
+/// Where the successful profiling records' token counts came from: the server's `usage` (or
+/// the engine's own on the virtual clock), the client's tokenization of the streamed text, the
+/// budget of a `length` finish, or nowhere.
+#[derive(Default)]
+struct TokenSources {
+    server: usize,
+    tokenized: usize,
+    budget: usize,
+    unknown: usize,
+}
+
+impl TokenSources {
+    fn of(ok: &[&Record]) -> TokenSources {
+        let mut t = TokenSources::default();
+        for r in ok {
+            match (r.output_tokens, r.token_source.as_deref()) {
+                (None, _) => t.unknown += 1,
+                (Some(_), Some("tokenized")) => t.tokenized += 1,
+                (Some(_), Some("budget")) => t.budget += 1,
+                (Some(_), _) => t.server += 1,
+            }
+        }
+        t
+    }
+
+    fn json(&self) -> Value {
+        json!({"usage": self.server, "tokenized": self.tokenized, "budget": self.budget, "unknown": self.unknown})
+    }
 }
 
 /// Latency and token statistics of the successful profiling records.

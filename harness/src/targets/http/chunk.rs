@@ -6,6 +6,8 @@ use serde_json::Value;
 pub(super) struct ChunkInfo {
     /// Non-empty content or reasoning text.
     pub(super) has_text: bool,
+    /// The first choice finished on its output budget (`finish_reason: "length"`).
+    pub(super) length_finish: bool,
     pub(super) usage: Option<UsageView>,
     /// A mid-stream error event: message and code.
     pub(super) error: Option<(String, Option<u16>)>,
@@ -49,6 +51,8 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for FirstChoice<'a> {
 struct ChoiceView<'a> {
     #[serde(default, borrow)]
     delta: Option<DeltaView<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<std::borrow::Cow<'a, str>>,
 }
 
 #[derive(serde::Deserialize)]
@@ -80,7 +84,14 @@ pub(super) struct DetailsView {
 impl ChunkInfo {
     /// `None` for a line that is not JSON. Chunks of unexpected shapes (a number where text
     /// should be) are read leniently through a JSON tree.
+    #[cfg(test)]
     pub(super) fn parse(data: impl AsRef<[u8]>) -> Option<ChunkInfo> {
+        Self::parse_into(data, None)
+    }
+
+    /// [`ChunkInfo::parse`], appending the chunk's content and reasoning text to `text` when
+    /// given (outputs to count when the server sends no usage).
+    pub(super) fn parse_into(data: impl AsRef<[u8]>, mut text: Option<&mut String>) -> Option<ChunkInfo> {
         let data = data.as_ref();
         let error = |e: &Value| {
             let msg = e["message"].as_str().map(str::to_string).unwrap_or_else(|| e.to_string());
@@ -88,19 +99,27 @@ impl ChunkInfo {
         };
         if let Ok(v) = serde_json::from_slice::<ChunkView>(data) {
             let nonempty = |s: &Option<std::borrow::Cow<str>>| s.as_deref().is_some_and(|s| !s.is_empty());
-            let has_text = v
-                .choices
-                .as_ref()
-                .and_then(|c| c.0.as_ref())
-                .and_then(|c| c.delta.as_ref())
-                .is_some_and(|d| nonempty(&d.content) || nonempty(&d.reasoning_content) || nonempty(&d.reasoning));
-            return Some(ChunkInfo { has_text, usage: v.usage, error: v.error.as_ref().filter(|e| !e.is_null()).map(error) });
+            let choice = v.choices.as_ref().and_then(|c| c.0.as_ref());
+            let delta = choice.and_then(|c| c.delta.as_ref());
+            let has_text = delta.is_some_and(|d| nonempty(&d.content) || nonempty(&d.reasoning_content) || nonempty(&d.reasoning));
+            if let (Some(out), Some(d), true) = (text.as_deref_mut(), delta, has_text) {
+                for part in [&d.reasoning_content, &d.reasoning, &d.content].into_iter().flatten() {
+                    out.push_str(part);
+                }
+            }
+            let length_finish = choice.and_then(|c| c.finish_reason.as_deref()) == Some("length");
+            return Some(ChunkInfo { has_text, length_finish, usage: v.usage, error: v.error.as_ref().filter(|e| !e.is_null()).map(error) });
         }
         let v: Value = serde_json::from_slice(data).ok()?;
         let delta = &v["choices"][0]["delta"];
         let u = v.get("usage").filter(|u| u.is_object());
+        let parts: Vec<&str> = ["reasoning_content", "reasoning", "content"].iter().filter_map(|k| delta[*k].as_str()).collect();
+        if let Some(out) = text {
+            parts.iter().for_each(|p| out.push_str(p));
+        }
         Some(ChunkInfo {
-            has_text: ["content", "reasoning_content", "reasoning"].iter().any(|k| delta[*k].as_str().is_some_and(|s| !s.is_empty())),
+            has_text: parts.iter().any(|s| !s.is_empty()),
+            length_finish: v["choices"][0]["finish_reason"].as_str() == Some("length"),
             usage: u.map(|u| UsageView {
                 prompt_tokens: u["prompt_tokens"].as_u64(),
                 completion_tokens: u["completion_tokens"].as_u64(),
@@ -149,5 +168,23 @@ mod tests {
         );
         assert!(!ChunkInfo::parse(r#"{"choices":[{"delta":{"content":""}},{"delta":{"content":"b"}}]}"#).unwrap().has_text);
         assert!(!ChunkInfo::parse(r#"{"choices":[],"usage":null}"#).unwrap().has_text);
+    }
+
+    #[test]
+    fn text_is_collected_on_request_and_a_length_finish_is_seen() {
+        let mut text = String::new();
+        for line in [
+            r#"{"choices":[{"delta":{"role":"assistant"}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"th"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"H\u00e9 "}}]}"#,
+            r#"{"choices":[{"delta":{"content":7}}]}"#,
+            r#"{"choices":[{"delta":{"content":"!"},"finish_reason":null}]}"#,
+        ] {
+            let c = ChunkInfo::parse_into(line, Some(&mut text)).unwrap();
+            assert!(!c.length_finish);
+        }
+        assert_eq!(text, "thHé !");
+        assert!(ChunkInfo::parse(r#"{"choices":[{"delta":{},"finish_reason":"length"}]}"#).unwrap().length_finish);
+        assert!(!ChunkInfo::parse(r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#).unwrap().length_finish);
     }
 }

@@ -39,6 +39,8 @@ impl HttpTarget {
             (None, Some(_)) => (Arc::new(TokenizerVocab::builtin()), "builtin (the reference engine's vocabulary)".into()),
             (None, None) => (Arc::new(WordVocab::default()), "word list (no tokenizer: pass --tokenizer for exact prompt lengths)".into()),
         };
+        // Word lists are no tokenizer: outputs counted with them would not be tokens.
+        self.counter = (file.is_some() || engine_info.is_some()).then(|| vocab.clone());
         self.vocab = vocab;
         ctx.profiles = match (info, engine_info) {
             // `sweep engine serve`: real HTTP, but every latency comes from the cost model.

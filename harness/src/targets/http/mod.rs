@@ -12,6 +12,7 @@
 mod chunk;
 mod clock;
 mod connect;
+mod count;
 pub mod h1;
 mod info;
 mod replay;
@@ -35,6 +36,7 @@ use crate::workload::{RequestSpec, TracePlan, Workload, WorkloadError};
 
 pub use connect::{ClientOptions, READY_TIMEOUT, STALL_TIMEOUT};
 pub use replay::{LiveRun, replay};
+pub use stream::{Answer, Uncounted};
 pub use runner::HttpRunner;
 
 /// Why a live replay could not start against a server.
@@ -115,6 +117,11 @@ pub struct HttpTarget {
     pub stall_timeout: Duration,
     /// How request bodies are written for this server.
     pub dialect: Arc<Dialect>,
+    /// The server's tokenizer, to count outputs it sends no `usage` for (set by
+    /// [`HttpTarget::identify`] from a `tokenizer.json` or the reference engine's vocabulary).
+    pub counter: Option<Arc<dyn TokenText>>,
+    /// The server has sent `usage`: replies stop keeping their text for counting.
+    usage_seen: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How long one chat request may run (wall time) by default before it is recorded as a `timeout`:
@@ -151,6 +158,8 @@ impl HttpTarget {
             request_timeout: REQUEST_TIMEOUT,
             stall_timeout: STALL_TIMEOUT,
             dialect: Arc::new(Dialect::default()),
+            counter: None,
+            usage_seen: Arc::default(),
         })
     }
 

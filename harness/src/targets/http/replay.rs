@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,23 @@ use crate::workload::{Action, Event, Failure, Outcome as WlOutcome, RequestId, R
 /// The error of a request that ran past the request timeout.
 fn timed_out(after: Duration) -> RecordError {
     RecordError { kind: "timeout".into(), message: format!("no complete answer within {:.1} s", after.as_secs_f64()), status: None }
+}
+
+/// The error of a stream that sent nothing for the stall timeout.
+fn stalled(after: Duration) -> RecordError {
+    RecordError {
+        kind: "stall".into(),
+        message: format!("the stream sent nothing for {:.1} s (--stall-timeout)", after.as_secs_f64()),
+        status: None,
+    }
+}
+
+/// A request in flight: its task, when it was sent (wall clock), and when its reply last
+/// delivered bytes (the client's clock, nanoseconds).
+struct InFlight {
+    task: tokio::task::JoinHandle<()>,
+    sent: Instant,
+    touched: Arc<AtomicU64>,
 }
 
 /// What a live run produced.
@@ -132,6 +149,19 @@ pub async fn replay(
     live.finish(scraper, &scrapes, cpu).await
 }
 
+/// Counts a reply's tokens on the blocking pool (tokenizing an output is CPU work the streams
+/// must not wait behind); the record unchanged if that fails.
+async fn count_off_loop(t: &HttpTarget, spec: Box<RequestSpec>, rec: Record, u: super::Uncounted) -> Record {
+    let (t2, kept) = (t.clone(), rec.clone());
+    tokio::task::spawn_blocking(move || {
+        let mut rec = rec;
+        t2.count_tokens(&spec, &mut rec, u);
+        rec
+    })
+    .await
+    .unwrap_or(kept)
+}
+
 /// Scrapes every `/metrics` URL of `target` every second of wall time until aborted; a server
 /// without `/metrics` is tried a few times, then left alone.
 fn spawn_scraper(target: &HttpTarget, clock: Clock, scrapes: Arc<Mutex<Scrapes>>) -> tokio::task::JoinHandle<()> {
@@ -158,8 +188,7 @@ struct Live<'t> {
     target: &'t HttpTarget,
     clock: Clock,
     ledger: Ledger,
-    /// Task and wall-clock start of each request in flight.
-    inflight: HashMap<RequestId, (tokio::task::JoinHandle<()>, Instant)>,
+    inflight: HashMap<RequestId, InFlight>,
     /// Where request tasks report their end.
     tx: mpsc::UnboundedSender<Ended>,
     actions: Vec<Action>,
@@ -186,8 +215,8 @@ impl Live<'_> {
             match c {
                 Command::Send(spec) => self.send(spec),
                 Command::Cancel(id) => {
-                    if let Some((h, _)) = self.inflight.remove(&id) {
-                        h.abort();
+                    if let Some(f) = self.inflight.remove(&id) {
+                        f.task.abort();
                     }
                 }
             }
@@ -201,7 +230,9 @@ impl Live<'_> {
         let id = spec.id;
         let rec = self.ledger.open_record(id).expect("a sent request is open").clone();
         let (t, tx, clock) = (self.target.clone(), self.tx.clone(), self.clock);
-        let h = tokio::spawn(async move {
+        let touched = Arc::new(AtomicU64::new(clock.now()));
+        let seen = touched.clone();
+        let task = tokio::spawn(async move {
             // Synthesis off the I/O threads, so no stream's chunks wait behind it.
             let (t2, s2) = (t.clone(), spec.clone());
             let build = tokio::task::spawn_blocking(move || t2.body(&s2));
@@ -212,10 +243,19 @@ impl Live<'_> {
             } else {
                 h1::Body::Ready(build.await.unwrap_or_else(|_| t.body(&spec)).parts)
             };
-            let (rec, f) = t.send_body(&spec, body, rec, move || clock.now()).await;
+            let (mut rec, f, uncounted) = t.send_body(&spec, body, rec, &seen, move || clock.now()).await;
+            let f = t.classify_overflow(&spec, &mut rec, f);
+            match uncounted {
+                Some(u) => rec = count_off_loop(&t, spec, rec, u).await,
+                None if rec.output_tokens.is_some() => {
+                    rec.token_source = Some("usage".into());
+                    t.note_usage();
+                }
+                None => {}
+            }
             let _ = tx.send((id, rec, f));
         });
-        self.inflight.insert(id, (h, Instant::now()));
+        self.inflight.insert(id, InFlight { task, sent: Instant::now(), touched });
     }
 
     /// A request's end: the next event for the workload (none for a request no longer in
@@ -271,20 +311,29 @@ impl Live<'_> {
         ControlFlow::Continue(())
     }
 
-    /// Ends the requests running longer than the target's `request_timeout` as timeouts.
+    /// Ends the requests running longer than the target's `request_timeout` as timeouts, and
+    /// those whose stream sent nothing for its `stall_timeout` as stalls.
     fn time_out(&mut self, now: u64) {
-        let after = self.target.request_timeout;
-        for (id, (h, sent)) in self.inflight.iter_mut() {
-            if sent.elapsed() >= after {
-                h.abort();
-                let Some(open) = self.ledger.open_record(*id) else { continue };
-                let mut rec = open.clone();
-                rec.error = Some(timed_out(after));
-                rec.end_ns = now;
-                // Answered through the channel like any end; not again before then.
-                *sent = Instant::now();
-                let _ = self.tx.send((*id, rec, Some(Failure::Error)));
-            }
+        let (after, stall) = (self.target.request_timeout, self.target.stall_timeout);
+        // The client's clock runs `time_scale` times faster than the wall.
+        let stall_ns = (stall.as_nanos() as f64 * self.target.time_scale) as u64;
+        for (id, f) in self.inflight.iter_mut() {
+            let error = if f.sent.elapsed() >= after {
+                timed_out(after)
+            } else if now.saturating_sub(f.touched.load(Ordering::Relaxed)) >= stall_ns {
+                stalled(stall)
+            } else {
+                continue;
+            };
+            f.task.abort();
+            let Some(open) = self.ledger.open_record(*id) else { continue };
+            let mut rec = open.clone();
+            rec.error = Some(error);
+            rec.end_ns = now;
+            // Answered through the channel like any end; not again before then.
+            f.sent = Instant::now();
+            f.touched.store(u64::MAX / 2, Ordering::Relaxed);
+            let _ = self.tx.send((*id, rec, Some(Failure::Error)));
         }
     }
 
@@ -292,8 +341,8 @@ impl Live<'_> {
     /// the window's counters include the drained requests) and the client's CPU figures.
     async fn finish(mut self, scraper: tokio::task::JoinHandle<()>, scrapes: &Mutex<Scrapes>, mut cpu: CpuSampler) -> LiveRun {
         let now = self.clock.now();
-        for (_, (h, _)) in self.inflight.drain() {
-            h.abort();
+        for (_, f) in self.inflight.drain() {
+            f.task.abort();
         }
         let profiling = self.ledger.profiling;
         let outcome = self.ledger.outcome.take();

@@ -1,11 +1,13 @@
 //! Sending one chat request, on this client's own HTTP/1.1 connections (`http://`) or through
 //! reqwest (`https://`); both read the answer with [`read_reply`].
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use super::HttpTarget;
 use super::h1;
-use super::stream::{ReqwestReply, fail, read_reply};
+use super::stream::{Answer, ReadOpts, ReqwestReply, fail, read_reply};
 use crate::records::Record;
-use crate::workload::{Failure, RequestSpec};
+use crate::workload::RequestSpec;
 
 impl HttpTarget {
     /// Sends one request with its body and streams its answer into `rec`; returns the failure, if
@@ -14,23 +16,26 @@ impl HttpTarget {
     /// first, and a time-scaled reference engine holds its clock at the head's arrival until the
     /// body is in, so synthesis costs no engine time). A ready body is sent with its
     /// `Content-Length`, one being built chunked. No timeout here: [`replay`] applies
-    /// `request_timeout`.
+    /// `request_timeout` and `stall_timeout` (from what is noted in `touched`).
     pub async fn send_body(
         &self,
         spec: &RequestSpec,
         body: h1::Body,
         rec: Record,
+        touched: &AtomicU64,
         clock_now: impl Fn() -> u64,
-    ) -> (Record, Option<Failure>) {
+    ) -> Answer {
         let mut headers = vec![
             ("x-correlation-id", spec.correlation_id.as_ref()),
             ("content-type", "application/json"),
             // `sweep engine serve` then stamps its events with engine time; other servers ignore it.
             (engine::server::ENGINE_TIME_HEADER, "1"),
         ];
+        // Keep the streamed text to count outputs until the server shows it sends usage.
+        let opts = ReadOpts { time_scale: self.time_scale, keep_text: !self.usage_seen.load(Ordering::Relaxed), touched };
         match &self.h1 {
-            Some(c) => self.send_h1(c, &mut headers, body, rec, clock_now).await,
-            None => self.send_reqwest(&headers, body, rec, clock_now).await,
+            Some(c) => self.send_h1(c, &mut headers, body, rec, opts, clock_now).await,
+            None => self.send_reqwest(&headers, body, rec, opts, clock_now).await,
         }
     }
 
@@ -41,12 +46,13 @@ impl HttpTarget {
         headers: &mut Vec<(&str, &str)>,
         body: h1::Body,
         mut rec: Record,
+        opts: ReadOpts<'_>,
         clock_now: impl Fn() -> u64,
-    ) -> (Record, Option<Failure>) {
+    ) -> Answer {
         headers.push(("accept", "text/event-stream"));
         rec.start_ns = clock_now();
         match client.post("/v1/chat/completions", headers, body).await {
-            Ok(resp) => read_reply(resp, rec, self.time_scale, clock_now).await,
+            Ok(resp) => read_reply(resp, rec, opts, clock_now).await,
             Err(e) => {
                 // No response (refused, or closed before its head), as reqwest reports it.
                 let now = clock_now();
@@ -61,8 +67,9 @@ impl HttpTarget {
         headers: &[(&str, &str)],
         body: h1::Body,
         mut rec: Record,
+        opts: ReadOpts<'_>,
         clock_now: impl Fn() -> u64,
-    ) -> (Record, Option<Failure>) {
+    ) -> Answer {
         let url = format!("{}/v1/chat/completions", self.base_url);
         let mut req = self.client.post(&url);
         for (k, v) in headers {
@@ -71,7 +78,7 @@ impl HttpTarget {
         let req = req_with_body(req, body);
         rec.start_ns = clock_now();
         match req.send().await {
-            Ok(resp) => read_reply(ReqwestReply::new(resp), rec, self.time_scale, clock_now).await,
+            Ok(resp) => read_reply(ReqwestReply::new(resp), rec, opts, clock_now).await,
             Err(e) => {
                 let kind = if e.is_timeout() { "timeout" } else { "connection_error" };
                 let now = clock_now();

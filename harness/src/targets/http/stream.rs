@@ -2,6 +2,8 @@
 //! request's record (timestamps, chunk count, usage, mid-stream errors), and a failed request's
 //! record.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -78,17 +80,36 @@ impl Reply for ReqwestReply {
     }
 }
 
+/// A reply read to its end without token counts from the server: what to count them from.
+#[derive(Debug, Default)]
+pub struct Uncounted {
+    /// The streamed content and reasoning text, when it was kept (`None`: not kept, because the
+    /// server had sent usage before).
+    pub text: Option<String>,
+    /// It finished on its output budget (`finish_reason: "length"`).
+    pub length_finish: bool,
+}
+
+/// A request's record, its failure if any, and what to count its tokens from if the server
+/// did not.
+pub type Answer = (Record, Option<Failure>, Option<Uncounted>);
+
+/// How a reply is read: the server's time scale, whether to keep the streamed text (outputs to
+/// count if no usage comes), and where each received run of bytes is noted (on the client's
+/// clock) for the stall check.
+pub(super) struct ReadOpts<'a> {
+    pub(super) time_scale: f64,
+    pub(super) keep_text: bool,
+    pub(super) touched: &'a AtomicU64,
+}
+
 /// Reads a reply whose head has just come in into `rec`: the ack, an error reply, or the event
 /// stream to its end; returns the failure, if any.
-pub(super) async fn read_reply(
-    mut reply: impl Reply,
-    mut rec: Record,
-    time_scale: f64,
-    clock_now: impl Fn() -> u64,
-) -> (Record, Option<Failure>) {
+pub(super) async fn read_reply(mut reply: impl Reply, mut rec: Record, opts: ReadOpts<'_>, clock_now: impl Fn() -> u64) -> Answer {
     rec.ack_ns = Some(clock_now());
+    opts.touched.store(clock_now(), Ordering::Relaxed);
     let arrival = reply.header(engine::server::ARRIVAL_HEADER).and_then(|v| v.parse::<u64>().ok());
-    let mut sse = Sse::new(&mut rec, arrival, time_scale);
+    let mut sse = Sse::new(&mut rec, arrival, opts.time_scale, opts.keep_text);
     let status = reply.status();
     if !(200..300).contains(&status) {
         let text = reply.error_text().await;
@@ -105,6 +126,7 @@ pub(super) async fn read_reply(
             }
         };
         let t = clock_now();
+        opts.touched.store(t, Ordering::Relaxed);
         if let Some((msg, code)) = sse.feed(&mut rec, data, t) {
             return fail(rec, "stream_error", msg, code, t);
         }
@@ -114,11 +136,11 @@ pub(super) async fn read_reply(
 
 /// A failed request's record: the error (an overflow message becomes `context_overflow`, terminal
 /// for the session) and its end.
-pub(super) fn fail(mut rec: Record, kind: &str, message: String, status: Option<u16>, now: u64) -> (Record, Option<Failure>) {
+pub(super) fn fail(mut rec: Record, kind: &str, message: String, status: Option<u16>, now: u64) -> Answer {
     let overflow = is_overflow_message(&message);
     rec.error = Some(RecordError { kind: if overflow { "context_overflow".into() } else { kind.to_string() }, message, status });
     rec.end_ns = now;
-    (rec, Some(if overflow { Failure::ContextOverflow } else { Failure::Error }))
+    (rec, Some(if overflow { Failure::ContextOverflow } else { Failure::Error }), None)
 }
 
 /// The message of an error reply (OpenAI's `error.message`, or a top-level `message`), else its text.
@@ -145,6 +167,9 @@ struct Sse {
     stamp: Option<u64>,
     /// When the first output was observed, and its stamp.
     first: Option<(u64, Option<u64>)>,
+    /// The streamed text, kept when the server may send no usage.
+    text: Option<String>,
+    length_finish: bool,
 }
 
 impl Sse {
@@ -152,12 +177,23 @@ impl Sse {
     /// between the engine and this client (the server's front end, delivery, a busy core) would
     /// count K times over on the scaled clock, and the virtual clock has none of them. The
     /// observed times still give the added latency.
-    fn new(rec: &mut Record, arrival: Option<u64>, time_scale: f64) -> Sse {
+    fn new(rec: &mut Record, arrival: Option<u64>, time_scale: f64, keep_text: bool) -> Sse {
         let stamped = time_scale != 1.0 && arrival.is_some();
         if stamped {
             rec.ack_ns = Some(rec.start_ns);
         }
-        Sse { start: rec.start_ns, arrival, stamped, time_scale, buf: Vec::new(), done: false, stamp: None, first: None }
+        Sse {
+            start: rec.start_ns,
+            arrival,
+            stamped,
+            time_scale,
+            buf: Vec::new(),
+            done: false,
+            stamp: None,
+            first: None,
+            text: keep_text.then(String::new),
+            length_finish: false,
+        }
     }
 
     fn place(&self, observed: u64, stamp: Option<u64>) -> u64 {
@@ -195,10 +231,11 @@ impl Sse {
                 self.done = true;
                 continue;
             }
-            let Some(c) = ChunkInfo::parse(payload) else { continue };
+            let Some(c) = ChunkInfo::parse_into(payload, self.text.as_mut()) else { continue };
             if let Some(e) = c.error {
                 return Some(e);
             }
+            self.length_finish |= c.length_finish;
             if c.has_text {
                 let at = self.place(t, self.stamp);
                 if rec.first_token_ns.is_none() {
@@ -225,8 +262,8 @@ impl Sse {
 
     /// The record once the body has ended at `now`: its end (the last stamp is the finish's),
     /// the server's TTFT and the client's added latency; a stream without `[DONE]` or usage is a
-    /// dropped connection.
-    fn finish(self, mut rec: Record, now: u64) -> (Record, Option<Failure>) {
+    /// dropped connection, one with `[DONE]` but no usage has its tokens still to count.
+    fn finish(self, mut rec: Record, now: u64) -> Answer {
         rec.end_ns = self.place(now, self.stamp).max(rec.last_chunk_ns.unwrap_or(self.start));
         if let (Some(a), Some((observed, Some(s)))) = (self.arrival, self.first) {
             let server = s.saturating_sub(a);
@@ -236,6 +273,7 @@ impl Sse {
         if !self.done && rec.output_tokens.is_none() {
             return fail(rec, "connection_dropped", "the stream closed before [DONE] and usage".into(), None, now);
         }
-        (rec, None)
+        let uncounted = rec.output_tokens.is_none().then(|| Uncounted { text: self.text, length_finish: self.length_finish });
+        (rec, None, uncounted)
     }
 }

@@ -53,8 +53,11 @@ async fn both_transports_record_the_same_streams_from_the_engine_server() {
             for later in [false, true] {
                 let parts = t.body(&spec).parts;
                 let body = if later { h1::Body::Later(Box::pin(async move { Ok(parts) })) } else { h1::Body::Ready(parts) };
-                let (rec, f) = t.send_body(&spec, body, crate::targets::record_for(&spec, 0), || clock.now()).await;
+                let touched = std::sync::atomic::AtomicU64::new(0);
+                let (rec, f, uncounted) = t.send_body(&spec, body, crate::targets::record_for(&spec, 0), &touched, || clock.now()).await;
                 assert!(f.is_none() && rec.error.is_none(), "request {n}: {:?}", rec.error);
+                assert!(uncounted.is_none(), "the engine sends usage");
+                assert!(touched.load(std::sync::atomic::Ordering::Relaxed) > 0, "each run of bytes is noted");
                 assert!(rec.first_token_ns.is_some() && rec.server_ttft_ns.is_some(), "request {n}");
                 got.push((rec.input_tokens, rec.output_tokens, rec.chunks));
             }
