@@ -153,7 +153,7 @@ impl Record {
             put("server_time_to_first_token", self.server_ttft_ns.map(ms), "ms");
             put("client_added_latency", self.added_latency_ns.map(ms), "ms");
         }
-        json!({
+        let mut v = json!({
             "metadata": {
                 "benchmark_phase": self.phase,
                 "conversation_id": self.conversation_id,
@@ -175,7 +175,11 @@ impl Record {
             },
             "metrics": metrics,
             "error": self.error,
-        })
+        });
+        if let Some(src) = &self.token_source {
+            v["metadata"]["token_source"] = json!(src);
+        }
+        v
     }
 }
 
@@ -267,7 +271,7 @@ fn from_aiperf(v: &Value) -> Result<Record, String> {
         error,
         server_ttft_ns: m("server_time_to_first_token").map(|t| (t * 1e6).round() as u64),
         added_latency_ns: m("client_added_latency").map(|t| (t * 1e6).round() as u64),
-        token_source: None,
+        token_source: md.get("token_source").and_then(Value::as_str).map(str::to_string),
     })
 }
 

@@ -30,7 +30,13 @@ pub struct ClientArgs {
 
 impl Default for ClientArgs {
     fn default() -> Self {
-        ClientArgs { tokenizer: None, request_timeout: 14_400.0, stall_timeout: 300.0, ready_timeout: 600.0, dialect: DialectArgs::default() }
+        ClientArgs {
+            tokenizer: None,
+            request_timeout: 14_400.0,
+            stall_timeout: 300.0,
+            ready_timeout: 600.0,
+            dialect: DialectArgs::default(),
+        }
     }
 }
 

@@ -160,7 +160,13 @@ fn replay_into(a: &Args, pool: &[Arc<TracePlan>], out: &Path) -> anyhow::Result<
     if let Some(sm) = &ctx.server_metrics {
         write_json(&out.join("server_metrics.json"), sm)?;
     }
-    let (agg, s) = metrics::aggregate(&records, &ctx).map_err(|e| anyhow::anyhow!("aggregate: {e}"))?;
+    let (mut agg, s) = metrics::aggregate(&records, &ctx).map_err(|e| anyhow::anyhow!("aggregate: {e}"))?;
+    if ctx.client_cpu_seconds.is_some() {
+        // The whole process, start-up and aggregation included, as `time` would count it.
+        let cpu = crate::targets::scrape::process_cpu_seconds();
+        metrics::set_client_cpu(&mut agg, cpu);
+        ctx.client_cpu_seconds = Some(cpu);
+    }
     write_json(&out.join("agg.json"), &agg)?;
     print_result(&ctx, &status, &s);
     println!("wrote {}", out.display());

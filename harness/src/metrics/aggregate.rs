@@ -83,6 +83,17 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     Ok((round_json(Value::Object(agg)), summary))
 }
 
+/// Sets the aggregate's client CPU to `cpu` seconds (the whole process, measured once the
+/// aggregate itself is computed).
+pub fn set_client_cpu(agg: &mut Value, cpu: f64) {
+    let total = agg["num_requests_total"].as_u64().unwrap_or(0);
+    if let Some(c) = agg.get_mut("client").and_then(Value::as_object_mut) {
+        c.insert("cpu_seconds".into(), json!(super::round_json(json!(cpu))));
+        let per_1k = if total > 0 { cpu * 1000.0 / total as f64 } else { 0.0 };
+        c.insert("cpu_seconds_per_1000_requests".into(), super::round_json(json!(per_1k)));
+    }
+}
+
 /// Where the successful profiling records' token counts came from: the server's `usage` (or
 /// the engine's own on the virtual clock), the client's tokenization of the streamed text, the
 /// budget of a `length` finish, or nowhere.
@@ -320,6 +331,9 @@ fn client(ctx: &PointContext, ok: &[&Record], records_total: usize) -> PolarsRes
     };
     let per_1k = if records_total > 0 { cpu * 1000.0 / records_total as f64 } else { 0.0 };
     let mut client = json!({"cpu_seconds": cpu, "cpu_seconds_per_1000_requests": per_1k, "cpu_max_share": ctx.client_cpu_max});
+    if let Some(l) = ctx.client_loop_cpu_seconds {
+        client["replay_loop_cpu_seconds"] = json!(l);
+    }
     // Where the server stamps its events: its own TTFT per request, and what the path to this
     // client added to it (wall milliseconds).
     let values = |f: &dyn Fn(&Record) -> Option<f64>| ok.iter().filter_map(|r| f(r)).collect::<Vec<f64>>();

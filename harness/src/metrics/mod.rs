@@ -7,7 +7,7 @@
 
 mod aggregate;
 
-pub use aggregate::aggregate;
+pub use aggregate::{aggregate, set_client_cpu};
 
 use crate::records::{Record, RecordPhase};
 use polars::prelude::*;
@@ -166,9 +166,14 @@ pub struct PointContext {
     pub profile_start_ns: Option<u64>,
     /// Highest CPU use of the harness process over 1 s samples, as a share (0–1) of the cores it may use.
     pub client_cpu_max: Option<f64>,
-    /// CPU seconds the harness process used during a live point, if measured.
+    /// CPU seconds the harness process used for a live point, if measured: the whole process
+    /// for `sweep replay` (start-up, reading traces, the replay, aggregation), the point's share
+    /// from its start for `sweep run`.
     #[serde(default)]
     pub client_cpu_seconds: Option<f64>,
+    /// The part of it inside the replay loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_loop_cpu_seconds: Option<f64>,
     /// The run was cancelled (live abort, root warmup failure).
     pub cancelled: bool,
     /// The point failed (its server died, a live abort, …): why. Such a point is never valid.

@@ -139,7 +139,12 @@ mod tests {
         assert!(id().check(&id(), d).is_ok());
         let e = id().check(&RunIdentity { seed: 1, ..id() }, d).unwrap_err().to_string();
         let dialect = RunIdentity { client: vec!["--max-tokens-field".into(), "max_tokens".into()], ..id() };
-        assert!(id().check(&dialect, d).unwrap_err().to_string().contains("client flags [], this invocation has [--max-tokens-field max_tokens]"));
+        assert!(
+            id().check(&dialect, d)
+                .unwrap_err()
+                .to_string()
+                .contains("client flags [], this invocation has [--max-tokens-field max_tokens]")
+        );
         assert!(e.contains("--seed 42, this invocation has 1"), "{e}");
         let mut other = id();
         other.recipes.insert("a/tp4-c1".into(), "11bb".into());

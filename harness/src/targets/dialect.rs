@@ -169,7 +169,8 @@ impl DialectArgs {
     }
 
     pub fn dialect(&self) -> Result<Dialect, DialectError> {
-        let mut d = Dialect { max_tokens_field: self.max_tokens_field.unwrap_or_default(), ignore_eos: !self.no_ignore_eos, ..Default::default() };
+        let mut d =
+            Dialect { max_tokens_field: self.max_tokens_field.unwrap_or_default(), ignore_eos: !self.no_ignore_eos, ..Default::default() };
         if let Some(j) = &self.extra_body {
             d.set_extra_body(j)?;
         }
@@ -190,7 +191,10 @@ mod tests {
     #[test]
     fn the_default_is_agentx_and_dialects_change_only_their_keys() {
         let v = tail(&Dialect::default(), 7);
-        assert_eq!(v, serde_json::json!({"model":"m","messages":[],"stream":true,"max_completion_tokens":7,"ignore_eos":true,"stream_options":{"include_usage":true}}));
+        assert_eq!(
+            v,
+            serde_json::json!({"model":"m","messages":[],"stream":true,"max_completion_tokens":7,"ignore_eos":true,"stream_options":{"include_usage":true}})
+        );
         let mut d = Dialect { max_tokens_field: MaxTokensField::MaxTokens, ignore_eos: false, ..Default::default() };
         let v = tail(&d, 9);
         assert_eq!(v["max_tokens"], 9);
@@ -216,8 +220,9 @@ mod tests {
 
     #[test]
     fn recipe_client_args_parse_and_the_command_line_wins() {
-        let recipe = DialectArgs::parse_list(&["--max-tokens-field".into(), "max_tokens".into(), "--extra-body".into(), r#"{"a":1,"b":2}"#.into()])
-            .unwrap();
+        let recipe =
+            DialectArgs::parse_list(&["--max-tokens-field".into(), "max_tokens".into(), "--extra-body".into(), r#"{"a":1,"b":2}"#.into()])
+                .unwrap();
         assert_eq!(recipe.max_tokens_field, Some(MaxTokensField::MaxTokens));
         let cli = DialectArgs { extra_body: Some(r#"{"b":3}"#.into()), no_ignore_eos: true, ..Default::default() };
         let d = cli.over(&recipe).unwrap().dialect().unwrap();

@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests: the real `sweep` binary and the shared data.
 #![allow(dead_code)]
 
+pub mod engine;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -108,7 +108,12 @@ impl ChunkInfo {
                 }
             }
             let length_finish = choice.and_then(|c| c.finish_reason.as_deref()) == Some("length");
-            return Some(ChunkInfo { has_text, length_finish, usage: v.usage, error: v.error.as_ref().filter(|e| !e.is_null()).map(error) });
+            return Some(ChunkInfo {
+                has_text,
+                length_finish,
+                usage: v.usage,
+                error: v.error.as_ref().filter(|e| !e.is_null()).map(error),
+            });
         }
         let v: Value = serde_json::from_slice(data).ok()?;
         let delta = &v["choices"][0]["delta"];

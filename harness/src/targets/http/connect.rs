@@ -86,11 +86,16 @@ impl HttpTarget {
     /// second up to `timeout`.
     pub async fn wait_ready(&self, timeout: Duration) -> Result<(), HttpError> {
         let t0 = Instant::now();
+        let mut said = false;
         loop {
             let last = match self.ready_once().await {
                 Ok(()) => return Ok(()),
                 Err(why) => why,
             };
+            if !said && timeout > Duration::from_secs(2) {
+                eprintln!("waiting for {} to be ready ({last}; up to {:.0} s, --ready-timeout)", self.base_url, timeout.as_secs_f64());
+                said = true;
+            }
             if t0.elapsed() >= timeout {
                 return Err(HttpError::NotReady { url: self.base_url.clone(), secs: timeout.as_secs_f64(), last });
             }
@@ -124,7 +129,8 @@ impl HttpTarget {
 
     /// A one-token chat request, read to its end.
     async fn one_token(&self, model: &str) -> Result<(), String> {
-        let mut body = format!(r#"{{"model":{},"messages":[{{"role":"user","content":"Hi"}}]"#, serde_json::Value::from(model)).into_bytes();
+        let mut body =
+            format!(r#"{{"model":{},"messages":[{{"role":"user","content":"Hi"}}]"#, serde_json::Value::from(model)).into_bytes();
         self.dialect.write_tail(&mut body, 1);
         let url = format!("{}/v1/chat/completions", self.base_url);
         let r = self

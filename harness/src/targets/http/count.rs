@@ -46,7 +46,8 @@ impl HttpTarget {
         if !unexplained || prompt + TEMPLATE_SLACK < ctx {
             return failure;
         }
-        e.message = format!("the prompt ({prompt} tokens before the chat template) does not fit the server's context ({ctx}): {}", e.message);
+        e.message =
+            format!("the prompt ({prompt} tokens before the chat template) does not fit the server's context ({ctx}): {}", e.message);
         e.kind = "context_overflow".into();
         Some(Failure::ContextOverflow)
     }

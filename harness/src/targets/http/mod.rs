@@ -36,8 +36,8 @@ use crate::workload::{RequestSpec, TracePlan, Workload, WorkloadError};
 
 pub use connect::{ClientOptions, READY_TIMEOUT, STALL_TIMEOUT};
 pub use replay::{LiveRun, replay};
-pub use stream::{Answer, Uncounted};
 pub use runner::HttpRunner;
+pub use stream::{Answer, Uncounted};
 
 /// Why a live replay could not start against a server.
 #[derive(Debug, thiserror::Error)]

@@ -79,6 +79,7 @@ impl LiveRun {
         ctx.profile_start_ns = self.profiling.map(|p| p.0);
         ctx.client_cpu_max = Some(self.client_cpu_max);
         ctx.client_cpu_seconds = Some(self.client_cpu_seconds);
+        ctx.client_loop_cpu_seconds = Some(self.client_cpu_seconds);
         let (export, summary) = self.server_metrics()?;
         ctx.server_metrics = Some(summary);
         Some(export)

@@ -29,6 +29,7 @@ impl HttpRunner {
     /// router in front of it (its `/server_info` identifies the engine).
     fn live(&self, job: &Job, base_url: &str, worker_url: &str, mut alive: impl FnMut() -> Result<(), LaunchError>) -> PointOutcome {
         let p = &job.point;
+        let cpu0 = crate::targets::scrape::process_cpu_seconds();
         let mut ctx = PointContext {
             identity: crate::run::identity(p),
             num_gpus: p.gpus.max(1),
@@ -80,7 +81,10 @@ impl HttpRunner {
             Ok(r) => r,
             Err(e) => return PointOutcome { status: Status::Failed { reason: e.to_string() }, records: Vec::new(), ctx },
         };
-        if let Some(export) = run.fill(&mut ctx)
+        let export = run.fill(&mut ctx);
+        // The point's share of the process from its start: connecting, compiling its traces, the loop.
+        ctx.client_cpu_seconds = Some(crate::targets::scrape::process_cpu_seconds() - cpu0);
+        if let Some(export) = export
             && let Err(e) = crate::results::write_json(&job.dir.join("server_metrics_export.json"), &export)
         {
             tracing::warn!("server_metrics_export.json: {e}");

@@ -24,9 +24,10 @@ fn http_body_has_the_locked_agentx_shape() {
     for r in &log.records {
         let b = r.spec.http_body("served", &v, Some(&extra));
         // The serialized body the live client sends is the same document, extra keys aside.
-        let direct: serde_json::Value =
-            serde_json::from_slice(&r.spec.http_body_pieces("served", &v, &crate::targets::body::MessageCache::default(), &Default::default()).concat())
-                .unwrap();
+        let direct: serde_json::Value = serde_json::from_slice(
+            &r.spec.http_body_pieces("served", &v, &crate::targets::body::MessageCache::default(), &Default::default()).concat(),
+        )
+        .unwrap();
         assert_eq!(direct, r.spec.http_body("served", &v, None));
         assert_eq!(b["model"], "served");
         assert_eq!(b["stream"], true);
