@@ -430,13 +430,9 @@ async fn chat(
     }
 }
 
-async fn chat_inner(
-    st: Arc<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-    arrived: Instant,
-    hold: Option<Arc<driver::Hold>>,
-) -> Result<Response, ApiError> {
+/// Whether the server takes a chat request now: not while starting, and not when
+/// `--fail-fraction` picks it for an injected fault.
+fn admit(st: &AppState) -> Result<(), ApiError> {
     if !st.ready.load(Ordering::Acquire) {
         return Err(ApiError::status(StatusCode::SERVICE_UNAVAILABLE, "The server is starting; retry when /health returns 200."));
     }
@@ -450,6 +446,17 @@ async fn chat_inner(
             return Err(ApiError::internal("injected fault (--fail-fraction)"));
         }
     }
+    Ok(())
+}
+
+async fn chat_inner(
+    st: Arc<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    arrived: Instant,
+    hold: Option<Arc<driver::Hold>>,
+) -> Result<Response, ApiError> {
+    admit(&st)?;
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -99,6 +99,32 @@ pub const ENGINE_TIME_HEADER: &str = "x-sweep-engine-time";
 /// Response header: engine nanoseconds at the request's arrival (see [`super::driver::Submitted`]).
 pub const ARRIVAL_HEADER: &str = "x-sweep-arrival-ns";
 
+/// The request's non-empty stop strings.
+fn stop_strings(req: &ChatRequest) -> Vec<String> {
+    match &req.stop {
+        None => Vec::new(),
+        Some(Stop::One(s)) => vec![s.clone()],
+        Some(Stop::Many(v)) => v.clone(),
+    }
+    .into_iter()
+    .filter(|s| !s.is_empty())
+    .collect()
+}
+
+/// `data_parallel_rank`: negative or huge ranks are refused here; a rank at or above the
+/// attention-DP size, by the core.
+fn dp_rank(req: &ChatRequest) -> Result<Option<u32>, ApiError> {
+    req.data_parallel_rank
+        .map(|r| {
+            u32::try_from(r).map_err(|_| {
+                ApiError::bad_request(format!(
+                    "data_parallel_rank {r} is out of range: it must be 0 or more and below the server's attention-DP size"
+                ))
+            })
+        })
+        .transpose()
+}
+
 /// Submits the request and answers it (SSE or JSON).
 #[allow(clippy::too_many_arguments)] // one request's parts, all needed to stream it
 pub(crate) async fn run(
@@ -118,23 +144,8 @@ pub(crate) async fn run(
     let stream = req.stream;
     let include_usage = req.stream_options.as_ref().map(|o| o.include_usage).unwrap_or(false) || st.cfg.stream_default_usage;
     let continuous_usage = req.stream_options.as_ref().is_some_and(|o| o.continuous_usage_stats);
-    let stops = match &req.stop {
-        None => Vec::new(),
-        Some(Stop::One(s)) => vec![s.clone()],
-        Some(Stop::Many(v)) => v.clone(),
-    }
-    .into_iter()
-    .filter(|s| !s.is_empty())
-    .collect();
-    // Negative or huge ranks are refused here; a rank at or above the attention-DP size, by the core.
-    let dp_rank = match req.data_parallel_rank {
-        None => None,
-        Some(r) => Some(u32::try_from(r).map_err(|_| {
-            ApiError::bad_request(format!(
-                "data_parallel_rank {r} is out of range: it must be 0 or more and below the server's attention-DP size"
-            ))
-        })?),
-    };
+    let stops = stop_strings(&req);
+    let dp_rank = dp_rank(&req)?;
     let continuation_output = if plan.reasoning_budget == 0 { plan.planned.clone() } else { Vec::new() };
     let core_req = CoreRequest {
         id,
