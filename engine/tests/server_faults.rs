@@ -1,5 +1,5 @@
-//! The HTTP shell over loopback with raw sockets, under faults: the `sglang:` gauges once the
-//! engine is idle.
+//! The HTTP shell over loopback with raw sockets, under faults: clients that disconnect
+//! mid-reply (and how the `sglang:` metrics record it), and the gauges once the engine is idle.
 
 use std::time::{Duration, Instant};
 
@@ -60,6 +60,13 @@ fn chat(extra: Value) -> String {
     v.to_string()
 }
 
+async fn assert_serving(addr: std::net::SocketAddr) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&request("POST", "/v1/chat/completions", &chat(json!({"max_tokens": 3, "ignore_eos": true})), true)).await.unwrap();
+    let (head, body) = read_response(&mut s).await;
+    assert!(head.starts_with("http/1.1 200"), "{head}\n{body}");
+}
+
 /// The value of the metric line starting with `prefix` (name and labels).
 fn metric(text: &str, prefix: &str) -> f64 {
     text.lines()
@@ -70,6 +77,88 @@ fn metric(text: &str, prefix: &str) -> f64 {
         .unwrap()
         .parse()
         .unwrap()
+}
+
+/// A long streamed reply read until `tokens` tokens have arrived, then the client holds the
+/// connection for `hold` and disconnects; returns the tokens it saw and the time from the first
+/// response bytes to the disconnect (which the request's server-side latency contains).
+async fn stream_then_disconnect(addr: std::net::SocketAddr, tokens: u64, hold: Duration) -> (u64, Duration) {
+    let body = chat(json!({"stream": true, "ignore_eos": true, "max_tokens": 100000,
+                           "stream_options": {"include_usage": true, "continuous_usage_stats": true}}));
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&request("POST", "/v1/chat/completions", &body, true)).await.unwrap();
+    let (mut seen, mut text, mut buf, mut first) = (0u64, String::new(), [0u8; 8192], None);
+    while seen < tokens {
+        let n = tokio::time::timeout(Duration::from_secs(60), c.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0);
+        first.get_or_insert_with(Instant::now);
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        for part in text.split("\"completion_tokens\":").skip(1) {
+            let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+            seen = seen.max(digits.parse().unwrap_or(0));
+        }
+    }
+    tokio::time::sleep(hold).await;
+    drop(c);
+    (seen, first.unwrap().elapsed())
+}
+
+/// The metrics once an abort is recorded. A scrape is no snapshot (it may read a counter before
+/// a request's record and a later one after it): the abort counter is written last, and the
+/// scrape after the one that shows it has the whole record.
+async fn after_abort(addr: std::net::SocketAddr, labels: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, m) = get(addr, "/metrics").await;
+        if metric(&m, &format!("sglang:num_aborted_requests_total{{{labels}}}")) >= 1.0 {
+            return get(addr, "/metrics").await.1;
+        }
+        assert!(Instant::now() < deadline, "no abort recorded 30 s after the disconnect:\n{m}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_mid_stream_is_an_abort_with_its_tokens_and_latency() {
+    // Real time: the 100K-token reply would stream for minutes unless aborted.
+    let s = start("--enable-metrics").await;
+    let (seen, held) = stream_then_disconnect(s.addr, 20, Duration::from_millis(500)).await;
+    let held = held.as_secs_f64();
+    let labels = "model_name=\"deepseek-ai/DeepSeek-V4-Flash\",engine_type=\"unified\"";
+    let m = after_abort(s.addr, labels).await;
+    assert_eq!(metric(&m, &format!("sglang:num_aborted_requests_total{{{labels}}}")), 1.0);
+    // A finished request like any other, under its own streaming label.
+    assert_eq!(metric(&m, &format!("sglang:num_requests_total{{{labels},is_streaming=\"true\"}}")), 1.0);
+    assert_eq!(metric(&m, &format!("sglang:num_requests_total{{{labels},is_streaming=\"false\"}}")), 0.0);
+    let generated = metric(&m, &format!("sglang:generation_tokens_total{{{labels},is_streaming=\"true\"}}"));
+    assert!(generated >= seen as f64 && seen >= 20, "generation tokens {generated}, the client saw {seen}");
+    assert_eq!(metric(&m, &format!("sglang:generation_tokens_histogram_sum{{{labels}}}")), generated);
+    // Its latency runs until the abort: at least as long as the client held the connection.
+    let e2e = metric(&m, &format!("sglang:e2e_request_latency_seconds_sum{{{labels}}}"));
+    assert!(e2e >= held, "e2e {e2e} s, but the client read the stream for {held} s");
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_before_a_json_reply_is_an_abort_under_is_streaming_false() {
+    let s = start("--enable-metrics").await;
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(&request("POST", "/v1/chat/completions", &chat(json!({"ignore_eos": true, "max_tokens": 100000})), true)).await.unwrap();
+    // The engine runs it once the cache cannot be flushed.
+    let t0 = Instant::now();
+    while get(s.addr, "/flush_cache").await.0.starts_with("http/1.1 200") {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the request never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(c);
+    let labels = "model_name=\"deepseek-ai/DeepSeek-V4-Flash\",engine_type=\"unified\"";
+    let m = after_abort(s.addr, labels).await;
+    assert_eq!(metric(&m, &format!("sglang:num_requests_total{{{labels},is_streaming=\"false\"}}")), 1.0);
+    assert_eq!(metric(&m, &format!("sglang:num_requests_total{{{labels},is_streaming=\"true\"}}")), 0.0);
+    assert!(metric(&m, &format!("sglang:generation_tokens_total{{{labels},is_streaming=\"false\"}}")) > 0.0, "{m}");
+    assert_serving(s.addr).await;
+    s.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

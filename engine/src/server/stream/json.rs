@@ -23,7 +23,7 @@ pub(super) async fn respond(mut g: Gen) -> Result<Response, ApiError> {
             }
             Some(ReqEvent::Finished { reason, cached_tokens, queue_time, at }) => {
                 g.cached_tokens = cached_tokens;
-                g.queue_time = queue_time;
+                g.queue_time = Some(queue_time);
                 g.last_t = at;
                 g.finished(reason);
                 break;

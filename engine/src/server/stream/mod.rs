@@ -16,7 +16,6 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::AppState;
 use super::api::{ApiError, ChatRequest, GenParams, Stop};
 use super::driver::{CoreRequest, Nanos, ReqEvent, ReqId};
-use super::metrics::FinishedRequest;
 use crate::tokenize::{ChatEncoder, Detokenizer};
 use reply::{Plan, splitmix};
 
@@ -25,21 +24,17 @@ mod reply;
 mod sse;
 mod wire;
 
-/// Aborts the core request if the response is dropped before it finished (client
-/// disconnected mid-stream).
+/// The core request while it runs: armed until the reply is complete, so that a response
+/// dropped before (the client disconnected) aborts it (see `Drop for Gen`).
 struct AbortGuard {
-    st: Arc<AppState>,
     id: ReqId,
     armed: bool,
 }
 
-impl Drop for AbortGuard {
+impl Drop for Gen {
     fn drop(&mut self) {
-        if self.armed {
-            self.st.driver.abort(self.id);
-            if let Some(m) = &self.st.metrics {
-                m.finish(&FinishedRequest { streaming: true, aborted: true, ..FinishedRequest::default() });
-            }
+        if self.guard.armed {
+            self.abort();
         }
     }
 }
@@ -83,7 +78,22 @@ struct Gen {
     first: bool,
     finish: Option<(String, Value)>,
     cached_tokens: u64,
-    queue_time: f64,
+    /// Seconds waiting before the first prefill, once the core has said.
+    queue_time: Option<f64>,
+}
+
+impl Gen {
+    /// Ends the request early (the client went away): the core drops it, and it is recorded as
+    /// SGLang records an abort, as a finished request with the tokens produced so far and its
+    /// real latency, plus one in `num_aborted_requests_total`.
+    fn abort(&mut self) {
+        self.guard.armed = false;
+        self.st.driver.abort(self.guard.id);
+        if self.finish.is_none() {
+            self.finish = Some(("abort".into(), Value::Null));
+        }
+        self.record(true);
+    }
 }
 
 pub(super) fn core_error(e: &super::driver::CoreError) -> ApiError {
@@ -161,7 +171,7 @@ pub(crate) async fn run(
     let mut rid_rng = id ^ st.cfg.seed.rotate_left(32) ^ st.created;
     let rid = format!("{:016x}{:016x}", splitmix(&mut rid_rng), splitmix(&mut rid_rng));
     let g = Gen {
-        guard: AbortGuard { st: st.clone(), id, armed: true },
+        guard: AbortGuard { id, armed: true },
         st,
         enc,
         rid,
@@ -193,7 +203,7 @@ pub(crate) async fn run(
         first: true,
         finish: None,
         cached_tokens: 0,
-        queue_time: 0.0,
+        queue_time: None,
     };
     if stream { Ok(sse::respond(g, stamps, submitted.arrival)) } else { json::respond(g).await }
 }

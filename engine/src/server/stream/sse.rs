@@ -97,7 +97,7 @@ impl Gen {
             }
             Some(ReqEvent::Finished { reason, cached_tokens, queue_time, at }) => {
                 self.cached_tokens = cached_tokens;
-                self.queue_time = queue_time;
+                self.queue_time = Some(queue_time);
                 self.last_t = at;
                 out.extend(self.stamp(at));
                 self.finished(reason);
