@@ -1,5 +1,8 @@
-//! The HTTP shell over loopback with raw sockets, under faults: clients that disconnect
-//! mid-reply (and how the `sglang:` metrics record it), and the gauges once the engine is idle.
+//! The HTTP shell against hostile clients and faults, over loopback with raw sockets: slow-loris
+//! heads and bodies, idle keep-alive connections, the connection cap's 503, a thousand idle
+//! connections, clients that disconnect mid-reply (and how the `sglang:` metrics record it), and
+//! the gauges once the engine is idle. Timeouts are set short through the server's flags; every
+//! time bound asserted is many times the configured one.
 
 use std::time::{Duration, Instant};
 
@@ -46,6 +49,20 @@ async fn read_response(s: &mut TcpStream) -> (String, String) {
     }
 }
 
+/// Waits until the server closes `s` (EOF or reset), reading and discarding; the time it took,
+/// or `None` if it stayed open for `limit`.
+async fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<Duration> {
+    let t0 = Instant::now();
+    let mut buf = [0u8; 4096];
+    while t0.elapsed() < limit {
+        match tokio::time::timeout(Duration::from_millis(200), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(t0.elapsed()),
+            Ok(Ok(_)) | Err(_) => {}
+        }
+    }
+    None
+}
+
 async fn get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
     let mut s = TcpStream::connect(addr).await.unwrap();
     s.write_all(&request("GET", path, "", true)).await.unwrap();
@@ -77,6 +94,130 @@ fn metric(text: &str, prefix: &str) -> f64 {
         .unwrap()
         .parse()
         .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_sent_byte_by_byte_is_cut_off_at_the_header_read_timeout() {
+    let s = start("--header-read-timeout 1 --keep-alive-timeout 60").await;
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(b"GET /v1/models HTTP/1.1\r\nX-Slow: ").await.unwrap();
+    let t0 = Instant::now();
+    let mut closed = false;
+    // One byte of a header value every 100 ms, for 30 s: only the header timeout can end this.
+    for _ in 0..300 {
+        if c.write_all(b"x").await.is_err() {
+            closed = true;
+            break;
+        }
+        let mut buf = [0u8; 256];
+        match tokio::time::timeout(Duration::from_millis(100), c.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                closed = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(closed, "a 1 s header timeout left a dripping head open for {:?}", t0.elapsed());
+    assert_serving(s.addr).await;
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_never_finishes_gets_408_and_the_connection_closes() {
+    let s = start("--body-read-timeout 1 --keep-alive-timeout 60").await;
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    let head = "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n";
+    c.write_all(head.as_bytes()).await.unwrap();
+    c.write_all(br#"{"messages": ["#).await.unwrap();
+    let (head, body) = read_response(&mut c).await;
+    assert!(head.starts_with("http/1.1 408"), "{head}\n{body}");
+    assert!(head.contains("connection: close"), "{head}");
+    assert!(body.contains("--body-read-timeout"), "{body}");
+    assert!(closed_within(&mut c, Duration::from_secs(20)).await.is_some(), "the connection stayed open after the 408");
+    assert_serving(s.addr).await;
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_keep_alive_connection_is_closed_after_the_keep_alive_timeout() {
+    let s = start("--keep-alive-timeout 3").await;
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    // Requests on one connection, a pause well inside the timeout between them: it is kept alive.
+    for _ in 0..3 {
+        c.write_all(&request("GET", "/v1/models", "", false)).await.unwrap();
+        let (head, _) = read_response(&mut c).await;
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(closed_within(&mut c, Duration::from_secs(30)).await.is_some(), "an idle keep-alive connection stayed open for 30 s");
+    // A connection that never sends anything is idle too.
+    let mut silent = TcpStream::connect(s.addr).await.unwrap();
+    assert!(closed_within(&mut silent, Duration::from_secs(30)).await.is_some(), "a silent connection stayed open for 30 s");
+    assert_serving(s.addr).await;
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_cap_get_503_while_the_open_ones_keep_serving() {
+    let s = start("--max-connections 4 --keep-alive-timeout 60").await;
+    let mut open = Vec::new();
+    for _ in 0..4 {
+        let mut c = TcpStream::connect(s.addr).await.unwrap();
+        // A full exchange: the server has certainly counted this connection.
+        c.write_all(&request("GET", "/v1/models", "", false)).await.unwrap();
+        assert!(read_response(&mut c).await.0.starts_with("http/1.1 200"));
+        open.push(c);
+    }
+    let mut extra = TcpStream::connect(s.addr).await.unwrap();
+    let _ = extra.write_all(&request("GET", "/v1/models", "", false)).await;
+    let (head, body) = read_response(&mut extra).await;
+    assert!(head.starts_with("http/1.1 503 service unavailable"), "{head}");
+    assert!(head.contains("connection: close"), "{head}");
+    let err: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(err["code"], 503);
+    assert!(err["message"].as_str().unwrap().contains("--max-connections"), "{body}");
+    assert!(closed_within(&mut extra, Duration::from_secs(20)).await.is_some(), "the refused connection stayed open");
+    // The open connections are still served.
+    for c in &mut open {
+        c.write_all(&request("POST", "/v1/chat/completions", &chat(json!({"max_tokens": 2, "ignore_eos": true})), false)).await.unwrap();
+        let (head, body) = read_response(c).await;
+        assert!(head.starts_with("http/1.1 200"), "{head}\n{body}");
+    }
+    // Once one closes, a new connection is served again.
+    drop(open.pop());
+    let t0 = Instant::now();
+    loop {
+        let (head, _) = get(s.addr, "/v1/models").await;
+        if head.starts_with("http/1.1 200") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "still refused 20 s after a connection closed: {head}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_idle_connections_do_not_block_new_requests() {
+    let s = start("--keep-alive-timeout 120 --time-scale 20").await;
+    // The server raised this process's soft open-file limit as far as SGLang does.
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct we own.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    assert_eq!(lim.rlim_cur, lim.rlim_max.min(65_535));
+    let mut idle = Vec::new();
+    for _ in 0..1000 {
+        idle.push(TcpStream::connect(s.addr).await.unwrap());
+    }
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(&request("POST", "/v1/chat/completions", &chat(json!({"max_tokens": 8, "ignore_eos": true})), true)).await.unwrap();
+    let (head, body) = read_response(&mut c).await;
+    assert!(head.starts_with("http/1.1 200"), "{head}\n{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["usage"]["completion_tokens"], 8);
+    drop(idle);
+    s.shutdown().await;
 }
 
 /// A long streamed reply read until `tokens` tokens have arrived, then the client holds the

@@ -27,7 +27,9 @@ pub enum EngineCommand {
     /// --router-args="FLAGS" (the recipe's sglang-router flags, modelled in process),
     /// --tokenizer-cache-mb N (memo of the incremental chat encoder, default 512),
     /// --max-request-body-mb N (default 64), --mean-output-tokens N (mean length of
-    /// replies that end on their own, default 256). Binds 127.0.0.1:30000 by default.
+    /// replies that end on their own, default 256), --header-read-timeout S (30),
+    /// --body-read-timeout S (60), --keep-alive-timeout S (5), --max-connections N (503
+    /// beyond; default from the open-file limit). Binds 127.0.0.1:30000 by default.
     Serve {
         /// SGLang server flags, e.g. `--tp 4 --tokenizer-path DIR --enable-metrics`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
