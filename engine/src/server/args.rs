@@ -68,6 +68,9 @@ pub struct ServeConfig {
     /// Open connections beyond which a new one gets 503 (`--max-connections`; default: what the
     /// open-file limit allows).
     pub max_connections: Option<usize>,
+    /// On SIGTERM / SIGINT, open streams get this long to finish before they are cut
+    /// (`--drain-timeout`).
+    pub drain_timeout: Duration,
     pub launch_command: Vec<String>,
 }
 
@@ -107,6 +110,7 @@ impl Default for ServeConfig {
             // clients that pool connections see the same idle closes as against SGLang.
             keep_alive_timeout: Duration::from_secs(5),
             max_connections: None,
+            drain_timeout: Duration::from_secs(10),
             launch_command: Vec::new(),
         }
     }
@@ -129,6 +133,7 @@ const SERVER_ONLY: &[&str] = &[
     "--body-read-timeout",
     "--keep-alive-timeout",
     "--max-connections",
+    "--drain-timeout",
 ];
 
 fn split(arg: &str) -> (&str, Option<&str>) {
@@ -171,6 +176,7 @@ const VALUED: &[&str] = &[
     "--body-read-timeout",
     "--keep-alive-timeout",
     "--max-connections",
+    "--drain-timeout",
 ];
 
 fn number(flag: &str, v: &str) -> Result<f64, ServeArgsError> {
@@ -292,12 +298,13 @@ impl ServeConfig {
         Ok(())
     }
 
-    /// The connection flags: timeouts and the cap.
+    /// The connection flags: timeouts, the cap, the drain.
     fn apply_connection(&mut self, flag: &str, v: &str) -> Result<(), ServeArgsError> {
         match flag {
             "--header-read-timeout" => self.header_read_timeout = seconds(flag, v)?,
             "--body-read-timeout" => self.body_read_timeout = seconds(flag, v)?,
             "--keep-alive-timeout" => self.keep_alive_timeout = seconds(flag, v)?,
+            "--drain-timeout" => self.drain_timeout = seconds(flag, v)?,
             "--max-connections" => {
                 self.max_connections =
                     Some(v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected a connection count >= 1"))?)
@@ -374,7 +381,10 @@ mod tests {
     #[test]
     fn connection_flags_are_server_only() {
         let (c, rest) = ServeConfig::from_argv(
-            &argv("--header-read-timeout 0.5 --body-read-timeout=2 --keep-alive-timeout 1.5 --max-connections 8 --tp 4"),
+            &argv(
+                "--header-read-timeout 0.5 --body-read-timeout=2 --keep-alive-timeout 1.5 --max-connections 8 \
+                 --drain-timeout 3 --tp 4",
+            ),
             |_| None,
         )
         .unwrap();
@@ -382,9 +392,10 @@ mod tests {
         assert_eq!(c.body_read_timeout, Duration::from_secs(2));
         assert_eq!(c.keep_alive_timeout, Duration::from_millis(1500));
         assert_eq!(c.max_connections, Some(8));
+        assert_eq!(c.drain_timeout, Duration::from_secs(3));
         assert_eq!(rest, argv("--tp 4"));
         let (d, _) = ServeConfig::from_argv(&[], |_| None).unwrap();
-        assert_eq!((d.keep_alive_timeout, d.max_connections), (Duration::from_secs(5), None));
+        assert_eq!((d.keep_alive_timeout, d.drain_timeout, d.max_connections), (Duration::from_secs(5), Duration::from_secs(10), None));
     }
 
     #[test]

@@ -23,6 +23,8 @@ pub(crate) enum Phase {
     Serving,
     /// No new connections; connections close once their requests are answered.
     Draining,
+    /// Open streams end now with an in-stream error.
+    Cut,
     /// Connections still open are dropped.
     Closed,
 }

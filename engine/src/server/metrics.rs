@@ -51,7 +51,7 @@ fn tokens() -> Histogram {
 #[derive(Clone, Debug, Default)]
 pub struct FinishedRequest {
     pub streaming: bool,
-    /// Ended before the engine finished it (the client went away): SGLang's tokenizer manager
+    /// Ended before the engine finished it (client gone, drain): SGLang's tokenizer manager
     /// counts it in `num_aborted_requests_total` and, when the scheduler's abort output comes
     /// back, as a finished request like any other (tokens so far, latency until the abort). Its
     /// finish reason `abort` is no metric label in SGLang, so none is added here.

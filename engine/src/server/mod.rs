@@ -6,11 +6,13 @@
 //! thread and maps wall time to engine time, [`pool`] runs tokenisation off the event
 //! loop, [`api`] parses and validates requests, [`metrics`] is the `sglang:` set;
 //! `listen` accepts connections under a cap and `conn` serves one with its timeouts,
-//! `sys` holds the OS settings (open-file limit, heap trim).
+//! [`drain`] stops the server on a signal, `sys` holds the OS settings (open-file limit,
+//! heap trim).
 
 pub mod api;
 pub mod args;
 mod conn;
+pub mod drain;
 pub mod driver;
 pub mod engine_core;
 mod listen;
@@ -20,7 +22,7 @@ mod stream;
 mod sys;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -38,6 +40,7 @@ use tokio::sync::watch;
 
 pub use api::ApiError;
 pub use args::ServeConfig;
+pub use drain::{DrainReport, shutdown_signal};
 pub use driver::{Core, CoreError, CoreEvent, CoreFinish, CoreRequest, CoreStats, Driver};
 pub use stream::{ARRIVAL_HEADER, ENGINE_TIME_HEADER};
 
@@ -71,7 +74,9 @@ pub struct AppState {
     pub(crate) created: u64,
     started: Instant,
     startup_secs: OnceLock<f64>,
-    phase: watch::Sender<Phase>,
+    /// Chat requests being answered (the streams a drain waits for).
+    pub(crate) active: AtomicUsize,
+    pub(crate) phase: watch::Sender<Phase>,
     conns: Arc<Conns>,
 }
 
@@ -129,6 +134,7 @@ impl Server {
             created,
             started: Instant::now(),
             startup_secs: OnceLock::new(),
+            active: AtomicUsize::new(0),
             phase: watch::Sender::new(Phase::Serving),
             conns: Arc::new(Conns::default()),
         });
@@ -158,18 +164,11 @@ impl Server {
         &self.state
     }
 
-    /// Stops accepting, lets open responses finish (up to 5 s), drops the connections still
-    /// open and stops the engine thread.
-    pub async fn shutdown(mut self) {
-        self.state.ready.store(false, Ordering::Release);
-        self.state.phase.send_replace(Phase::Draining);
-        let _ = (&mut self.task).await;
-        let t0 = Instant::now();
-        while self.state.conns.open() > 0 && t0.elapsed() < Duration::from_secs(5) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        self.state.phase.send_replace(Phase::Closed);
-        self.state.driver.stop();
+    /// Stops accepting, lets open responses finish for the drain timeout, stops the engine
+    /// thread (see [`Server::drain`]).
+    pub async fn shutdown(self) {
+        let grace = self.drain_timeout();
+        self.drain(grace).await;
     }
 }
 
@@ -443,9 +442,12 @@ async fn chat(
     }
 }
 
-/// Whether the server takes a chat request now: not while starting, and not when
+/// Whether the server takes a chat request now: not while starting or draining, and not when
 /// `--fail-fraction` picks it for an injected fault.
 fn admit(st: &AppState) -> Result<(), ApiError> {
+    if *st.phase.borrow() != Phase::Serving {
+        return Err(ApiError::status(StatusCode::SERVICE_UNAVAILABLE, "The server is shutting down."));
+    }
     if !st.ready.load(Ordering::Acquire) {
         return Err(ApiError::status(StatusCode::SERVICE_UNAVAILABLE, "The server is starting; retry when /health returns 200."));
     }

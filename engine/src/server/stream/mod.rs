@@ -6,16 +6,19 @@
 //! `reply.rs`, the answer `sse.rs` (streaming) or `json.rs`, their bodies `wire.rs`.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::watch;
 
 use super::AppState;
 use super::api::{ApiError, ChatRequest, GenParams, Stop};
 use super::driver::{CoreRequest, Nanos, ReqEvent, ReqId};
+use super::listen::Phase;
 use crate::tokenize::{ChatEncoder, Detokenizer};
 use reply::{Plan, splitmix};
 
@@ -33,6 +36,7 @@ struct AbortGuard {
 
 impl Drop for Gen {
     fn drop(&mut self) {
+        self.st.active.fetch_sub(1, Ordering::AcqRel);
         if self.guard.armed {
             self.abort();
         }
@@ -80,12 +84,14 @@ struct Gen {
     cached_tokens: u64,
     /// Seconds waiting before the first prefill, once the core has said.
     queue_time: Option<f64>,
+    /// The server's phase: at [`Phase::Cut`] the reply ends with an error.
+    phase: watch::Receiver<Phase>,
 }
 
 impl Gen {
-    /// Ends the request early (the client went away): the core drops it, and it is recorded as
-    /// SGLang records an abort, as a finished request with the tokens produced so far and its
-    /// real latency, plus one in `num_aborted_requests_total`.
+    /// Ends the request early (the client went away, or the drain cut it): the core drops it, and
+    /// it is recorded as SGLang records an abort, as a finished request with the tokens produced
+    /// so far and its real latency, plus one in `num_aborted_requests_total`.
     fn abort(&mut self) {
         self.guard.armed = false;
         self.st.driver.abort(self.guard.id);
@@ -94,6 +100,18 @@ impl Gen {
         }
         self.record(true);
     }
+
+    /// Resolves when the drain cuts open streams.
+    async fn cut(phase: &mut watch::Receiver<Phase>) {
+        if phase.wait_for(|p| *p >= Phase::Cut).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// The error a cut stream ends with.
+fn cut_error() -> ApiError {
+    ApiError::status(StatusCode::SERVICE_UNAVAILABLE, "The server is shutting down; the request was aborted.")
 }
 
 pub(super) fn core_error(e: &super::driver::CoreError) -> ApiError {
@@ -170,8 +188,10 @@ pub(crate) async fn run(
     drop(hold);
     let mut rid_rng = id ^ st.cfg.seed.rotate_left(32) ^ st.created;
     let rid = format!("{:016x}{:016x}", splitmix(&mut rid_rng), splitmix(&mut rid_rng));
+    st.active.fetch_add(1, Ordering::AcqRel);
     let g = Gen {
         guard: AbortGuard { id, armed: true },
+        phase: st.phase.subscribe(),
         st,
         enc,
         rid,
