@@ -99,6 +99,19 @@ impl Engine {
         };
     }
 
+    /// The gauges SGLang rewrites while its scheduler is idle (`check_memory` in the idle
+    /// loop): running and queued requests, KV use, and a generation throughput of 0. Sampling
+    /// otherwise happens only on batches, so without this the gauges keep their last busy values.
+    pub fn sample_idle_gauges(&mut self) {
+        let s = self.stats_snapshot_inner();
+        let g = &mut self.stats.sampled;
+        g.num_running_reqs = s.num_running;
+        g.num_queue_reqs = s.num_queued;
+        g.num_used_tokens = s.ranks.iter().map(|r| r.used_tokens).sum();
+        g.token_usage = (s.token_usage * 100.0).round() / 100.0;
+        g.gen_throughput = 0.0;
+    }
+
     fn stats_snapshot_inner(&self) -> EngineStats {
         let mut s = self.stats.clone();
         s.now = self.now;

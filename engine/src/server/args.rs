@@ -3,6 +3,7 @@
 //! (removed from argv).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::tokenize::{Backend, TemplateFamily};
 
@@ -58,6 +59,18 @@ pub struct ServeConfig {
     pub fail_fraction: f64,
     /// Chat requests answered normally before `fail_fraction` applies (`--fail-after N`).
     pub fail_after: u64,
+    /// A request head must arrive in full within this long (`--header-read-timeout`).
+    pub header_read_timeout: Duration,
+    /// A request body must arrive in full within this long after its head (`--body-read-timeout`).
+    pub body_read_timeout: Duration,
+    /// An idle keep-alive connection is closed after this long (`--keep-alive-timeout`).
+    pub keep_alive_timeout: Duration,
+    /// Open connections beyond which a new one gets 503 (`--max-connections`; default: what the
+    /// open-file limit allows).
+    pub max_connections: Option<usize>,
+    /// On SIGTERM / SIGINT, open streams get this long to finish before they are cut
+    /// (`--drain-timeout`).
+    pub drain_timeout: Duration,
     pub launch_command: Vec<String>,
 }
 
@@ -90,6 +103,14 @@ impl Default for ServeConfig {
             compat_055: false,
             fail_fraction: 0.0,
             fail_after: 0,
+            // Slow-loris bounds: hyper's default for the head; a 64 MB body at ~1 MB/s for the body.
+            header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(60),
+            // SGLang serves through uvicorn with `timeout_keep_alive=5` (uvicorn's default too):
+            // clients that pool connections see the same idle closes as against SGLang.
+            keep_alive_timeout: Duration::from_secs(5),
+            max_connections: None,
+            drain_timeout: Duration::from_secs(10),
             launch_command: Vec::new(),
         }
     }
@@ -108,6 +129,11 @@ const SERVER_ONLY: &[&str] = &[
     "--mean-output-tokens",
     "--fail-fraction",
     "--fail-after",
+    "--header-read-timeout",
+    "--body-read-timeout",
+    "--keep-alive-timeout",
+    "--max-connections",
+    "--drain-timeout",
 ];
 
 fn split(arg: &str) -> (&str, Option<&str>) {
@@ -146,10 +172,24 @@ const VALUED: &[&str] = &[
     "--sglang-compat",
     "--fail-fraction",
     "--fail-after",
+    "--header-read-timeout",
+    "--body-read-timeout",
+    "--keep-alive-timeout",
+    "--max-connections",
+    "--drain-timeout",
 ];
 
 fn number(flag: &str, v: &str) -> Result<f64, ServeArgsError> {
     v.parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| invalid(flag, v, "expected a number"))
+}
+
+/// Seconds > 0 (fractions allowed, so tests can use short timeouts).
+fn seconds(flag: &str, v: &str) -> Result<Duration, ServeArgsError> {
+    let x = number(flag, v)?;
+    if x <= 0.0 || x > 1e9 {
+        return Err(invalid(flag, v, "expected seconds > 0"));
+    }
+    Ok(Duration::from_secs_f64(x))
 }
 
 /// Flags whose effect depends on others, settled once all are read.
@@ -253,6 +293,22 @@ impl ServeConfig {
             "--mean-output-tokens" => {
                 self.mean_output_tokens = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected an integer >= 1"))?
             }
+            _ => self.apply_connection(flag, v)?,
+        }
+        Ok(())
+    }
+
+    /// The connection flags: timeouts, the cap, the drain.
+    fn apply_connection(&mut self, flag: &str, v: &str) -> Result<(), ServeArgsError> {
+        match flag {
+            "--header-read-timeout" => self.header_read_timeout = seconds(flag, v)?,
+            "--body-read-timeout" => self.body_read_timeout = seconds(flag, v)?,
+            "--keep-alive-timeout" => self.keep_alive_timeout = seconds(flag, v)?,
+            "--drain-timeout" => self.drain_timeout = seconds(flag, v)?,
+            "--max-connections" => {
+                self.max_connections =
+                    Some(v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected a connection count >= 1"))?)
+            }
             _ => {}
         }
         Ok(())
@@ -316,6 +372,30 @@ mod tests {
         assert_eq!((c.fail_fraction, rest.len()), (0.25, 2));
         let e = ServeConfig::from_argv(&argv("--tokenizer-backend sp"), |_| None).unwrap_err();
         assert!(e.to_string().contains("--tokenizer-backend"), "{e}");
+        let e = ServeConfig::from_argv(&argv("--keep-alive-timeout 0"), |_| None).unwrap_err();
+        assert!(e.to_string().contains("--keep-alive-timeout"), "{e}");
+        let e = ServeConfig::from_argv(&argv("--max-connections 0"), |_| None).unwrap_err();
+        assert!(e.to_string().contains("--max-connections"), "{e}");
+    }
+
+    #[test]
+    fn connection_flags_are_server_only() {
+        let (c, rest) = ServeConfig::from_argv(
+            &argv(
+                "--header-read-timeout 0.5 --body-read-timeout=2 --keep-alive-timeout 1.5 --max-connections 8 \
+                 --drain-timeout 3 --tp 4",
+            ),
+            |_| None,
+        )
+        .unwrap();
+        assert_eq!(c.header_read_timeout, Duration::from_millis(500));
+        assert_eq!(c.body_read_timeout, Duration::from_secs(2));
+        assert_eq!(c.keep_alive_timeout, Duration::from_millis(1500));
+        assert_eq!(c.max_connections, Some(8));
+        assert_eq!(c.drain_timeout, Duration::from_secs(3));
+        assert_eq!(rest, argv("--tp 4"));
+        let (d, _) = ServeConfig::from_argv(&[], |_| None).unwrap();
+        assert_eq!((d.keep_alive_timeout, d.drain_timeout, d.max_connections), (Duration::from_secs(5), Duration::from_secs(10), None));
     }
 
     #[test]

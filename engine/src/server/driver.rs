@@ -108,6 +108,9 @@ pub trait Core: Send + 'static {
     fn advance(&mut self, now: Nanos) -> Vec<CoreEvent>;
     /// Empties the prefix cache; false while requests are running or waiting.
     fn flush_cache(&mut self) -> bool;
+    /// The core has had nothing to do for a while: refresh the gauges SGLang refreshes when
+    /// idle (running and queued requests, KV use, throughput 0).
+    fn refresh_idle(&mut self) {}
     fn stats(&self) -> CoreStats;
     /// Resolved configuration and model facts for `/server_info`.
     fn server_info(&self) -> serde_json::Value;
@@ -255,15 +258,33 @@ impl Driver {
     }
 }
 
+/// How long the core must have been idle before its gauges are refreshed. SGLang refreshes them
+/// every 30 s while idle; a scrape one second after the last request already reads 0 here.
+const IDLE_REFRESH: Duration = Duration::from_secs(1);
+
 fn run<C: Core>(core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats: Arc<Mutex<CoreStats>>) {
-    let mut l =
-        CoreLoop { core, start: Instant::now(), time_scale, last_t: 0, holds: HashMap::new(), routes: HashMap::new(), out: Vec::new() };
+    let mut l = CoreLoop {
+        core,
+        start: Instant::now(),
+        time_scale,
+        last_t: 0,
+        holds: HashMap::new(),
+        routes: HashMap::new(),
+        out: Vec::new(),
+        idle_refreshed: true,
+    };
     loop {
         let first = match rx.recv_timeout(l.timeout()) {
             Ok(c) => Some(c),
             Err(std_mpsc::RecvTimeoutError::Timeout) => None,
             Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
         };
+        if first.is_none() && !l.idle_refreshed && l.core.next_event_time().is_none() {
+            l.idle_refreshed = true;
+            l.core.refresh_idle();
+            *stats.lock().unwrap_or_else(|e| e.into_inner()) = l.core.stats();
+            continue;
+        }
         // Drain everything queued so a burst of arrivals is seen at once.
         let mut cmds: Vec<Cmd> = first.into_iter().collect();
         cmds.extend(rx.try_iter());
@@ -286,6 +307,7 @@ fn run<C: Core>(core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats: Ar
         }
         l.advance_to(t);
         if changed {
+            l.idle_refreshed = false;
             *stats.lock().unwrap_or_else(|e| e.into_inner()) = l.core.stats();
         }
         // Outputs are routed after the stats are refreshed, so a client that reacts
@@ -309,6 +331,8 @@ struct CoreLoop<C> {
     routes: HashMap<ReqId, mpsc::UnboundedSender<ReqEvent>>,
     /// Outputs of this round, routed once the stats are refreshed.
     out: Vec<CoreEvent>,
+    /// The gauges were refreshed since the core last changed (see [`Core::refresh_idle`]).
+    idle_refreshed: bool,
 }
 
 impl<C: Core> CoreLoop<C> {
@@ -331,6 +355,7 @@ impl<C: Core> CoreLoop<C> {
             // Held: wait for the submission (or release) that lifts it; re-check now and then.
             Some(t) if limit.is_some_and(|l| t > l) => Duration::from_millis(100),
             Some(t) => self.wall_of(t).saturating_duration_since(Instant::now()),
+            None if !self.idle_refreshed => IDLE_REFRESH,
             None => Duration::from_secs(3600),
         }
     }

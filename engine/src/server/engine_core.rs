@@ -134,6 +134,10 @@ impl Core for EngineCore {
         self.engine.flush_cache()
     }
 
+    fn refresh_idle(&mut self) {
+        self.engine.sample_idle_gauges();
+    }
+
     fn stats(&self) -> CoreStats {
         let s = self.engine.stats();
         let l = self.engine.limits();

@@ -51,12 +51,18 @@ fn tokens() -> Histogram {
 #[derive(Clone, Debug, Default)]
 pub struct FinishedRequest {
     pub streaming: bool,
+    /// Ended before the engine finished it (client gone, drain): SGLang's tokenizer manager
+    /// counts it in `num_aborted_requests_total` and, when the scheduler's abort output comes
+    /// back, as a finished request like any other (tokens so far, latency until the abort). Its
+    /// finish reason `abort` is no metric label in SGLang, so none is added here.
     pub aborted: bool,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub cached_tokens: u64,
     pub e2e: f64,
-    pub queue_time: f64,
+    /// `None` when the request left before the engine reported it (aborted while queued or
+    /// between outputs): SGLang observes queue time in the scheduler, not for such requests.
+    pub queue_time: Option<f64>,
 }
 
 /// The registry and the handles the server writes.
@@ -195,13 +201,17 @@ impl Metrics {
         self.generation_tokens.get_or_create(&sl).inc_by(r.completion_tokens as f64);
         self.cached_tokens.get_or_create(&self.with(&[("cache_source", "device")])).inc_by(r.cached_tokens as f64);
         self.num_requests.get_or_create(&sl).inc();
+        self.e2e.get_or_create(&self.front).observe(r.e2e);
+        if let Some(q) = r.queue_time {
+            self.queue.get_or_create(&self.front).observe(q);
+        }
+        self.prompt_hist.get_or_create(&self.front).observe(r.prompt_tokens as f64);
+        self.gen_hist.get_or_create(&self.front).observe(r.completion_tokens as f64);
+        // Last: once a scrape shows the abort, every figure of the request is in (a scrape is
+        // not a snapshot, so the next one is).
         if r.aborted {
             self.num_aborted.get_or_create(&self.front).inc();
         }
-        self.e2e.get_or_create(&self.front).observe(r.e2e);
-        self.queue.get_or_create(&self.front).observe(r.queue_time);
-        self.prompt_hist.get_or_create(&self.front).observe(r.prompt_tokens as f64);
-        self.gen_hist.get_or_create(&self.front).observe(r.completion_tokens as f64);
     }
 
     /// Copies the scheduler's gauges.

@@ -4,18 +4,25 @@
 //!
 //! Layout: [`args`] reads the front-end flags, [`driver`] owns the sans-IO core on a
 //! thread and maps wall time to engine time, [`pool`] runs tokenisation off the event
-//! loop, [`api`] parses and validates requests, [`metrics`] is the `sglang:` set.
+//! loop, [`api`] parses and validates requests, [`metrics`] is the `sglang:` set;
+//! `listen` accepts connections under a cap and `conn` serves one with its timeouts,
+//! [`drain`] stops the server on a signal, `sys` holds the OS settings (open-file limit,
+//! heap trim).
 
 pub mod api;
 pub mod args;
+mod conn;
+pub mod drain;
 pub mod driver;
 pub mod engine_core;
+mod listen;
 pub mod metrics;
 mod pool;
 mod stream;
+mod sys;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -29,13 +36,16 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 pub use api::ApiError;
 pub use args::ServeConfig;
+pub use drain::{DrainReport, shutdown_signal};
 pub use driver::{Core, CoreError, CoreEvent, CoreFinish, CoreRequest, CoreStats, Driver};
 pub use stream::{ARRIVAL_HEADER, ENGINE_TIME_HEADER};
 
 use crate::tokenize::{ChatEncoder, Tokenizer};
+use listen::{Conns, Phase};
 use metrics::Metrics;
 use pool::Pool;
 
@@ -64,6 +74,10 @@ pub struct AppState {
     pub(crate) created: u64,
     started: Instant,
     startup_secs: OnceLock<f64>,
+    /// Chat requests being answered (the streams a drain waits for).
+    pub(crate) active: AtomicUsize,
+    pub(crate) phase: watch::Sender<Phase>,
+    conns: Arc<Conns>,
 }
 
 impl AppState {
@@ -86,8 +100,8 @@ impl AppState {
 pub struct Server {
     pub addr: SocketAddr,
     state: Arc<AppState>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// The accept loop; it ends when the server starts draining.
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl Server {
@@ -97,6 +111,10 @@ impl Server {
         let addr = format!("{}:{}", cfg.host, cfg.port);
         let listener = TcpListener::bind(&addr).await.map_err(|source| ServeError::Bind { addr, source })?;
         let addr = listener.local_addr()?;
+        let nofile = sys::raise_nofile_limit();
+        let max_connections = cfg.max_connections.unwrap_or_else(|| listen::default_max_connections(nofile));
+        let timeouts =
+            conn::Timeouts { header_read: cfg.header_read_timeout, body_read: cfg.body_read_timeout, keep_alive: cfg.keep_alive_timeout };
         let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let driver = Driver::start(core, cfg.time_scale);
         let metrics = cfg.enable_metrics.then(|| {
@@ -116,17 +134,14 @@ impl Server {
             created,
             started: Instant::now(),
             startup_secs: OnceLock::new(),
+            active: AtomicUsize::new(0),
+            phase: watch::Sender::new(Phase::Serving),
+            conns: Arc::new(Conns::default()),
         });
         let app = router(state.clone());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = rx.await;
-                })
-                .await
-        });
-        let server = Server { addr, state: state.clone(), shutdown: Some(tx), task };
+        let task =
+            tokio::spawn(listen::accept_loop(listener, app, timeouts, max_connections, state.conns.clone(), state.phase.subscribe()));
+        let server = Server { addr, state: state.clone(), task };
         let cfg = state.cfg.clone();
         let encoder = state
             .pool
@@ -149,21 +164,11 @@ impl Server {
         &self.state
     }
 
-    /// Serves until the task ends (it ends only on error or shutdown).
-    pub async fn wait(mut self) -> Result<(), ServeError> {
-        let _keep = self.shutdown.take();
-        (&mut self.task).await.map_err(|e| std::io::Error::other(e.to_string()))??;
-        Ok(())
-    }
-
-    /// Stops accepting, finishes open responses, stops the engine thread.
-    pub async fn shutdown(mut self) {
-        self.state.ready.store(false, Ordering::Release);
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.task).await;
-        self.state.driver.stop();
+    /// Stops accepting, lets open responses finish for the drain timeout, stops the engine
+    /// thread (see [`Server::drain`]).
+    pub async fn shutdown(self) {
+        let grace = self.drain_timeout();
+        self.drain(grace).await;
     }
 }
 
@@ -426,17 +431,23 @@ async fn chat(
     let (arrived, hold) = arrived.map(|a| (a.0.0, a.0.1)).unwrap_or_else(|| (Instant::now(), None));
     match chat_inner(st, headers, body, arrived, hold).await {
         Ok(r) => r,
-        Err(e) => e.into_response(),
+        Err(e) => {
+            let mut r = e.into_response();
+            // The rest of a body that timed out may never come: the connection cannot be reused.
+            if r.status() == StatusCode::REQUEST_TIMEOUT {
+                r.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+            }
+            r
+        }
     }
 }
 
-async fn chat_inner(
-    st: Arc<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-    arrived: Instant,
-    hold: Option<Arc<driver::Hold>>,
-) -> Result<Response, ApiError> {
+/// Whether the server takes a chat request now: not while starting or draining, and not when
+/// `--fail-fraction` picks it for an injected fault.
+fn admit(st: &AppState) -> Result<(), ApiError> {
+    if *st.phase.borrow() != Phase::Serving {
+        return Err(ApiError::status(StatusCode::SERVICE_UNAVAILABLE, "The server is shutting down."));
+    }
     if !st.ready.load(Ordering::Acquire) {
         return Err(ApiError::status(StatusCode::SERVICE_UNAVAILABLE, "The server is starting; retry when /health returns 200."));
     }
@@ -450,6 +461,17 @@ async fn chat_inner(
             return Err(ApiError::internal("injected fault (--fail-fraction)"));
         }
     }
+    Ok(())
+}
+
+async fn chat_inner(
+    st: Arc<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    arrived: Instant,
+    hold: Option<Arc<driver::Hold>>,
+) -> Result<Response, ApiError> {
+    admit(&st)?;
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -458,7 +480,10 @@ async fn chat_inner(
         return Err(ApiError::schema("Unsupported Media Type: Only 'application/json' is allowed"));
     }
     let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        if conn::is_body_timeout(&e) {
+            let secs = st.cfg.body_read_timeout.as_secs_f64();
+            ApiError::status(StatusCode::REQUEST_TIMEOUT, format!("The request body did not arrive within {secs} s (--body-read-timeout)."))
+        } else if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::status(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("Request body too large: the limit is {} bytes (raise it with --max-request-body-mb).", st.cfg.max_body_bytes),

@@ -11,7 +11,15 @@ use crate::server::driver::ReqEvent;
 /// Runs the reply to its end and answers once.
 pub(super) async fn respond(mut g: Gen) -> Result<Response, ApiError> {
     loop {
-        match g.events.recv().await {
+        let ev = tokio::select! {
+            biased;
+            _ = Gen::cut(&mut g.phase) => {
+                g.abort();
+                return Err(super::cut_error());
+            }
+            ev = g.events.recv() => ev,
+        };
+        match ev {
             Some(ReqEvent::Tokens { n, at }) => {
                 g.observe_output(n, at);
                 g.first = false;
@@ -23,7 +31,7 @@ pub(super) async fn respond(mut g: Gen) -> Result<Response, ApiError> {
             }
             Some(ReqEvent::Finished { reason, cached_tokens, queue_time, at }) => {
                 g.cached_tokens = cached_tokens;
-                g.queue_time = queue_time;
+                g.queue_time = Some(queue_time);
                 g.last_t = at;
                 g.finished(reason);
                 break;

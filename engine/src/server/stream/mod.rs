@@ -6,17 +6,19 @@
 //! `reply.rs`, the answer `sse.rs` (streaming) or `json.rs`, their bodies `wire.rs`.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::watch;
 
 use super::AppState;
 use super::api::{ApiError, ChatRequest, GenParams, Stop};
 use super::driver::{CoreRequest, Nanos, ReqEvent, ReqId};
-use super::metrics::FinishedRequest;
+use super::listen::Phase;
 use crate::tokenize::{ChatEncoder, Detokenizer};
 use reply::{Plan, splitmix};
 
@@ -25,21 +27,18 @@ mod reply;
 mod sse;
 mod wire;
 
-/// Aborts the core request if the response is dropped before it finished (client
-/// disconnected mid-stream).
+/// The core request while it runs: armed until the reply is complete, so that a response
+/// dropped before (the client disconnected) aborts it (see `Drop for Gen`).
 struct AbortGuard {
-    st: Arc<AppState>,
     id: ReqId,
     armed: bool,
 }
 
-impl Drop for AbortGuard {
+impl Drop for Gen {
     fn drop(&mut self) {
-        if self.armed {
-            self.st.driver.abort(self.id);
-            if let Some(m) = &self.st.metrics {
-                m.finish(&FinishedRequest { streaming: true, aborted: true, ..FinishedRequest::default() });
-            }
+        self.st.active.fetch_sub(1, Ordering::AcqRel);
+        if self.guard.armed {
+            self.abort();
         }
     }
 }
@@ -83,7 +82,36 @@ struct Gen {
     first: bool,
     finish: Option<(String, Value)>,
     cached_tokens: u64,
-    queue_time: f64,
+    /// Seconds waiting before the first prefill, once the core has said.
+    queue_time: Option<f64>,
+    /// The server's phase: at [`Phase::Cut`] the reply ends with an error.
+    phase: watch::Receiver<Phase>,
+}
+
+impl Gen {
+    /// Ends the request early (the client went away, or the drain cut it): the core drops it, and
+    /// it is recorded as SGLang records an abort, as a finished request with the tokens produced
+    /// so far and its real latency, plus one in `num_aborted_requests_total`.
+    fn abort(&mut self) {
+        self.guard.armed = false;
+        self.st.driver.abort(self.guard.id);
+        if self.finish.is_none() {
+            self.finish = Some(("abort".into(), Value::Null));
+        }
+        self.record(true);
+    }
+
+    /// Resolves when the drain cuts open streams.
+    async fn cut(phase: &mut watch::Receiver<Phase>) {
+        if phase.wait_for(|p| *p >= Phase::Cut).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// The error a cut stream ends with.
+fn cut_error() -> ApiError {
+    ApiError::status(StatusCode::SERVICE_UNAVAILABLE, "The server is shutting down; the request was aborted.")
 }
 
 pub(super) fn core_error(e: &super::driver::CoreError) -> ApiError {
@@ -98,6 +126,32 @@ pub(super) fn core_error(e: &super::driver::CoreError) -> ApiError {
 pub const ENGINE_TIME_HEADER: &str = "x-sweep-engine-time";
 /// Response header: engine nanoseconds at the request's arrival (see [`super::driver::Submitted`]).
 pub const ARRIVAL_HEADER: &str = "x-sweep-arrival-ns";
+
+/// The request's non-empty stop strings.
+fn stop_strings(req: &ChatRequest) -> Vec<String> {
+    match &req.stop {
+        None => Vec::new(),
+        Some(Stop::One(s)) => vec![s.clone()],
+        Some(Stop::Many(v)) => v.clone(),
+    }
+    .into_iter()
+    .filter(|s| !s.is_empty())
+    .collect()
+}
+
+/// `data_parallel_rank`: negative or huge ranks are refused here; a rank at or above the
+/// attention-DP size, by the core.
+fn dp_rank(req: &ChatRequest) -> Result<Option<u32>, ApiError> {
+    req.data_parallel_rank
+        .map(|r| {
+            u32::try_from(r).map_err(|_| {
+                ApiError::bad_request(format!(
+                    "data_parallel_rank {r} is out of range: it must be 0 or more and below the server's attention-DP size"
+                ))
+            })
+        })
+        .transpose()
+}
 
 /// Submits the request and answers it (SSE or JSON).
 #[allow(clippy::too_many_arguments)] // one request's parts, all needed to stream it
@@ -118,23 +172,8 @@ pub(crate) async fn run(
     let stream = req.stream;
     let include_usage = req.stream_options.as_ref().map(|o| o.include_usage).unwrap_or(false) || st.cfg.stream_default_usage;
     let continuous_usage = req.stream_options.as_ref().is_some_and(|o| o.continuous_usage_stats);
-    let stops = match &req.stop {
-        None => Vec::new(),
-        Some(Stop::One(s)) => vec![s.clone()],
-        Some(Stop::Many(v)) => v.clone(),
-    }
-    .into_iter()
-    .filter(|s| !s.is_empty())
-    .collect();
-    // Negative or huge ranks are refused here; a rank at or above the attention-DP size, by the core.
-    let dp_rank = match req.data_parallel_rank {
-        None => None,
-        Some(r) => Some(u32::try_from(r).map_err(|_| {
-            ApiError::bad_request(format!(
-                "data_parallel_rank {r} is out of range: it must be 0 or more and below the server's attention-DP size"
-            ))
-        })?),
-    };
+    let stops = stop_strings(&req);
+    let dp_rank = dp_rank(&req)?;
     let continuation_output = if plan.reasoning_budget == 0 { plan.planned.clone() } else { Vec::new() };
     let core_req = CoreRequest {
         id,
@@ -149,8 +188,10 @@ pub(crate) async fn run(
     drop(hold);
     let mut rid_rng = id ^ st.cfg.seed.rotate_left(32) ^ st.created;
     let rid = format!("{:016x}{:016x}", splitmix(&mut rid_rng), splitmix(&mut rid_rng));
+    st.active.fetch_add(1, Ordering::AcqRel);
     let g = Gen {
-        guard: AbortGuard { st: st.clone(), id, armed: true },
+        guard: AbortGuard { id, armed: true },
+        phase: st.phase.subscribe(),
         st,
         enc,
         rid,
@@ -182,7 +223,7 @@ pub(crate) async fn run(
         first: true,
         finish: None,
         cached_tokens: 0,
-        queue_time: 0.0,
+        queue_time: None,
     };
     if stream { Ok(sse::respond(g, stamps, submitted.arrival)) } else { json::respond(g).await }
 }

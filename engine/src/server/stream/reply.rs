@@ -176,19 +176,25 @@ impl Gen {
         }
     }
 
+    /// Records the request in the metrics; `aborted`: it ended before the core finished it.
     pub(super) fn record(&self, aborted: bool) {
         if let Some(m) = &self.st.metrics {
+            let scale = self.st.cfg.time_scale;
+            let e2e = if scale == 1.0 {
+                self.arrived.elapsed().as_secs_f64()
+            } else if aborted {
+                // Cut short between outputs: the engine time now, from the wall time elapsed.
+                self.arrived.elapsed().as_secs_f64() * scale
+            } else {
+                self.last_t.saturating_sub(self.arrival_t) as f64 / 1e9
+            };
             m.finish(&FinishedRequest {
                 streaming: self.streaming,
                 aborted,
                 prompt_tokens: self.prompt_tokens,
                 completion_tokens: self.produced,
                 cached_tokens: self.cached_tokens,
-                e2e: if self.st.cfg.time_scale == 1.0 {
-                    self.arrived.elapsed().as_secs_f64()
-                } else {
-                    self.last_t.saturating_sub(self.arrival_t) as f64 / 1e9
-                },
+                e2e,
                 queue_time: self.queue_time,
             });
         }

@@ -67,7 +67,17 @@ impl Gen {
         if self.finish.is_some() && !self.guard.armed {
             return None;
         }
-        let ev = self.events.recv().await;
+        let ev = tokio::select! {
+            biased;
+            _ = Gen::cut(&mut self.phase) => {
+                self.abort();
+                return Some(vec![
+                    Bytes::from(format!("data: {}\n\n", super::cut_error().stream_body())),
+                    Bytes::from_static(b"data: [DONE]\n\n"),
+                ]);
+            }
+            ev = self.events.recv() => ev,
+        };
         let mut out = Vec::new();
         match ev {
             Some(ReqEvent::Tokens { n, at }) => {
@@ -97,7 +107,7 @@ impl Gen {
             }
             Some(ReqEvent::Finished { reason, cached_tokens, queue_time, at }) => {
                 self.cached_tokens = cached_tokens;
-                self.queue_time = queue_time;
+                self.queue_time = Some(queue_time);
                 self.last_t = at;
                 out.extend(self.stamp(at));
                 self.finished(reason);
