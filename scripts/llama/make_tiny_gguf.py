@@ -15,14 +15,14 @@ import json
 import numpy as np
 import gguf
 
-# DeepSeek's chat format (what the reference engine's template family renders).
+# DeepSeek-V4's chat format with thinking off (the reference engine's `deepseek-v4` family).
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}"
     "{% if m['role'] == 'system' %}{{ m['content'] }}"
     "{% elif m['role'] == 'user' %}<｜User｜>{{ m['content'] }}"
-    "{% elif m['role'] == 'assistant' %}<｜Assistant｜>{{ m['content'] }}<｜end▁of▁sentence｜>"
+    "{% elif m['role'] == 'assistant' %}<｜Assistant｜></think>{{ m['content'] }}<｜end▁of▁sentence｜>"
     "{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}<｜Assistant｜>{% endif %}"
+    "{% if add_generation_prompt %}<｜Assistant｜></think>{% endif %}"
 )
 
 EMBD, LAYERS, HEADS, FF = 64, 2, 4, 128

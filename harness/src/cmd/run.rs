@@ -195,6 +195,16 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.twin && args.target == "sim" {
         anyhow::bail!("--twin compares a live run with its virtual-clock twin; use it with --target local, local:engine or url:URL");
     }
+    // The reference engine simulates SGLang: another framework's points can only be measured.
+    if matches!(args.target.as_str(), "sim" | "local:engine")
+        && let Some(p) = plan.points().find(|p| p.row.get("framework").and_then(|f| f.as_str()).is_some_and(|f| f != "sglang"))
+    {
+        anyhow::bail!(
+            "{}: its framework is {}, and the reference engine simulates SGLang servers; measure it with --target local (or url:URL)",
+            p.id,
+            p.row["framework"]
+        );
+    }
     // A bad --traces must fail before any point runs.
     if args.traces != crate::targets::pools::AUTO {
         let source = args.traces.parse::<TraceSource>().map_err(|e| anyhow::anyhow!("--traces {}: {e}", args.traces))?;

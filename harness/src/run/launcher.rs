@@ -100,6 +100,7 @@ fn die_with_parent(_cmd: &mut Command) {}
 impl Server {
     /// Starts `argv` with `env` added to the inherited environment; stdout and stderr go to `log`.
     pub fn start(argv: &[String], env: &[(String, String)], log: &Path, base_url: String) -> Result<Server, LaunchError> {
+        let argv = expand_vars(argv, env)?;
         let (prog, args) = argv.split_first().ok_or(LaunchError::Spawn { program: String::new(), message: "empty command".into() })?;
         let out = std::fs::File::create(log)
             .map_err(|e| LaunchError::Spawn { program: prog.clone(), message: format!("{}: {e}", log.display()) })?;
@@ -145,10 +146,15 @@ impl Server {
                 return Err(LaunchError::Cancelled);
             }
             // sglang-router answers /health at once but /readiness 503 until a worker has
-            // registered; servers without /readiness answer 404 there.
-            if http_get_status(&host, "/health", Duration::from_secs(2)) == Some(200)
-                && http_get_status(&host, "/readiness", Duration::from_secs(2)).is_some_and(|c| c != 503)
-            {
+            // registered; servers without /readiness answer 404 there. Servers without /health
+            // (llama.cpp's Python server) are up once they list their models.
+            let get = |path| http_get_status(&host, path, Duration::from_secs(2));
+            let healthy = match get("/health") {
+                Some(200) => get("/readiness").is_some_and(|c| c != 503),
+                Some(404) => get("/v1/models") == Some(200),
+                _ => false,
+            };
+            if healthy {
                 return Ok(());
             }
             if t0.elapsed() > timeout {
@@ -300,6 +306,31 @@ impl PointServers {
 }
 
 /// Starts a server on a free loopback port (`--host`/`--port` appended) and waits for `/health`.
+/// `${NAME}` in a command replaced by the variable from the point's environment or this
+/// process's (model paths and interpreters differ per machine); an unset one is an error.
+fn expand_vars(argv: &[String], env: &[(String, String)]) -> Result<Vec<String>, LaunchError> {
+    let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).or_else(|| std::env::var(name).ok());
+    argv.iter()
+        .map(|a| {
+            let mut out = String::with_capacity(a.len());
+            let mut rest = a.as_str();
+            while let Some(i) = rest.find("${") {
+                let Some(j) = rest[i..].find('}') else { break };
+                let name = &rest[i + 2..i + j];
+                let value = lookup(name).ok_or_else(|| LaunchError::Spawn {
+                    program: argv.first().cloned().unwrap_or_default(),
+                    message: format!("`${{{name}}}` in the command: {name} is not set; export it (e.g. from scripts/llama/setup.sh)"),
+                })?;
+                out.push_str(&rest[..i]);
+                out.push_str(&value);
+                rest = &rest[i + j + 1..];
+            }
+            out.push_str(rest);
+            Ok(out)
+        })
+        .collect()
+}
+
 fn start_healthy(
     mut argv: Vec<String>,
     env: &[(String, String)],
@@ -320,6 +351,16 @@ fn start_healthy(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn variables_in_a_command_are_expanded_or_named_when_unset() {
+        let env = vec![("MODEL".to_string(), "/m/tiny.gguf".to_string())];
+        let argv: Vec<String> = ["${PY}", "--model", "${MODEL}", "x${MODEL}y", "$HOME"].iter().map(|s| s.to_string()).collect();
+        let e = expand_vars(&argv, &env).unwrap_err().to_string();
+        assert!(e.contains("`${PY}` in the command: PY is not set"), "{e}");
+        let argv: Vec<String> = ["py", "--model", "${MODEL}", "x${MODEL}y", "$HOME", "${unclosed"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(expand_vars(&argv, &env).unwrap(), ["py", "--model", "/m/tiny.gguf", "x/m/tiny.ggufy", "$HOME", "${unclosed"]);
+    }
 
     #[test]
     fn exit_at_start_fails_without_waiting_for_timeout() {

@@ -1,10 +1,34 @@
 //! What the client decides about a finished request when the server said less than it should:
 //! token counts without a `usage` chunk, and a dropped stream that was a context overflow.
 
+use engine::tokenize::template::Piece;
+use engine::tokenize::{ChatMessage, ChatOptions, Role, TemplateFamily};
+
 use super::HttpTarget;
 use super::stream::Uncounted;
+use crate::prompt::TurnPrompt;
 use crate::records::Record;
 use crate::workload::{Failure, RequestSpec};
+
+/// The prompt's tokens as a server with `family`'s chat template counts them: the synthesized
+/// content (the trace's tokens and the marker) plus the template's marker tokens (begin of
+/// sentence, role markers, the generation prompt); text a template adds besides (ChatML's role
+/// names) is not counted.
+pub fn templated_prompt_tokens(prompt: &TurnPrompt, family: TemplateFamily) -> u64 {
+    let markers = |pieces: Vec<Piece<'_>>| pieces.iter().filter(|p| matches!(p, Piece::Marker(_))).count() as u64;
+    let opts = ChatOptions::default();
+    let ids = prompt.conversation.block_ids(prompt.turn as usize);
+    let mut n = markers(family.prefix(&opts)) + markers(family.generation_prompt(&opts));
+    for m in prompt.message_plans(&ids) {
+        let role = match m.role {
+            crate::prompt::Role::System => Role::System,
+            crate::prompt::Role::User => Role::User,
+            crate::prompt::Role::Assistant => Role::Assistant,
+        };
+        n += markers(family.message(&ChatMessage::new(role, String::new())));
+    }
+    prompt.total_tokens() + n
+}
 
 /// Tokens a chat template and role markers add to a prompt that the client cannot see: a
 /// dropped stream whose synthesized prompt comes this close to the context counts as overflow.
@@ -31,7 +55,7 @@ impl HttpTarget {
         };
         if let Some((n, source)) = counted {
             rec.output_tokens = Some(n);
-            rec.input_tokens = Some(spec.prompt.total_tokens());
+            rec.input_tokens = Some(templated_prompt_tokens(&spec.prompt, TemplateFamily::for_model(&self.model)));
             rec.token_source = Some(source.into());
         }
     }

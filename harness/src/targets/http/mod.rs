@@ -13,6 +13,7 @@ mod chunk;
 mod clock;
 mod connect;
 mod count;
+pub use count::templated_prompt_tokens;
 pub mod h1;
 mod info;
 mod replay;
