@@ -3,7 +3,7 @@
 //! report, and ends streams that stall.
 
 mod common;
-use common::engine::*;
+use common::engine_server::*;
 use common::*;
 
 use serde_json::Value;

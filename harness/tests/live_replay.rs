@@ -4,7 +4,7 @@
 //! `--engine` flag string.
 
 mod common;
-use common::engine::*;
+use common::engine_server::*;
 use common::*;
 
 use serde_json::Value;

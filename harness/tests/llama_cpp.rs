@@ -5,7 +5,7 @@
 //! (`scripts/llama/setup.sh`) and runs these with `SWEEP_LLAMA_PYTHON` and `SWEEP_LLAMA_GGUF`.
 
 mod common;
-use common::engine::{read_json, records};
+use common::engine_server::{read_json, records};
 use common::*;
 
 use serde_json::{Value, json};
@@ -133,14 +133,14 @@ fn llama_replays_at_c1_and_c4_count_tokens_the_server_does_not_report() {
 fn llama_synthesized_prompts_have_the_servers_token_counts() {
     use harness::prompt::TokenizerVocab;
     use harness::targets::body::{BodyPieces, MessageCache};
-    use harness::workload::{TracePlan, Workload, WorkloadConfig, driver};
+    use harness::workload::{Workload, WorkloadConfig, driver};
     let tmp = tempfile::tempdir().unwrap();
     let server = Llama::start(&tmp.path().join("llama.log"));
     let traces = tmp.path().join("small.jsonl");
     small_traces(&traces, 4);
     let loaded = harness::targets::pools::load(traces.to_str().unwrap(), 1).unwrap();
     let cfg = WorkloadConfig { concurrency: 1, duration_ns: 600 * 1_000_000_000, warmup: false, ..Default::default() };
-    let mut wl = Workload::new(cfg, loaded.iter().map(|p: &std::sync::Arc<TracePlan>| p.clone()).collect()).unwrap();
+    let mut wl = Workload::new(cfg, loaded.clone()).unwrap();
     let log = driver::drive(&mut wl, 0, |_| driver::Service { duration_ns: 1_000_000_000, failure: None }, |_, _| {});
     let vocab = TokenizerVocab::from_path(&tokenizer()).unwrap();
     // This server reads only `max_tokens`.
@@ -154,7 +154,7 @@ fn llama_synthesized_prompts_have_the_servers_token_counts() {
         let v: Value = serde_json::from_str(&http(&server.url, "POST", "/v1/chat/completions", &body).1).unwrap();
         let server_count = v["usage"]["prompt_tokens"].as_u64().unwrap_or_else(|| panic!("{v}"));
         // What the client records when the server sends no usage.
-        let ours = harness::targets::http::templated_prompt_tokens(&r.spec.prompt, ::engine::tokenize::TemplateFamily::DeepSeekV4);
+        let ours = harness::targets::http::templated_prompt_tokens(&r.spec.prompt, engine::tokenize::TemplateFamily::DeepSeekV4);
         let diff = (server_count as f64 - ours as f64).abs();
         assert!(diff / server_count as f64 <= 0.01, "synthesized {ours} tokens, the server counts {server_count}");
         compared += 1;

@@ -1,7 +1,7 @@
 //! Shared helpers for the integration tests: the real `sweep` binary and the shared data.
 #![allow(dead_code)]
 
-pub mod engine;
+pub mod engine_server;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
