@@ -3,8 +3,8 @@
 mod common;
 use common::*;
 
-use engine::GpuSpec;
-use engine::profiles::WorkloadScales;
+use ::engine::GpuSpec;
+use ::engine::profiles::WorkloadScales;
 use harness::fit::{self, Candidate, FitOptions, FitProblem, MeasuredPoint, Metric};
 use harness::plan::{self, Inputs, Labels, PlanPoint, PlanRequest};
 use harness::repo::Repo;

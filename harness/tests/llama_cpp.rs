@@ -122,14 +122,14 @@ fn replays_at_c1_and_c4_count_tokens_the_server_does_not_report() {
 fn synthesized_prompts_have_the_servers_token_counts() {
     use harness::prompt::TokenizerVocab;
     use harness::targets::body::{BodyPieces, MessageCache};
-    use harness::workload::{TracePlan, Workload, WorkloadConfig, driver};
+    use harness::workload::{Workload, WorkloadConfig, driver};
     let tmp = tempfile::tempdir().unwrap();
     let server = Llama::start(&tmp.path().join("llama.log"));
     let traces = tmp.path().join("small.jsonl");
     small_traces(&traces, 4);
     let loaded = harness::targets::pools::load(traces.to_str().unwrap(), 1).unwrap();
     let cfg = WorkloadConfig { concurrency: 1, duration_ns: 600 * 1_000_000_000, warmup: false, ..Default::default() };
-    let mut wl = Workload::new(cfg, loaded.iter().map(|p: &std::sync::Arc<TracePlan>| p.clone()).collect()).unwrap();
+    let mut wl = Workload::new(cfg, loaded.to_vec()).unwrap();
     let log = driver::drive(&mut wl, 0, |_| driver::Service { duration_ns: 1_000_000_000, failure: None }, |_, _| {});
     let vocab = TokenizerVocab::from_path(&tokenizer()).unwrap();
     wait_until_up(&server.url);

@@ -198,13 +198,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     // A bad --traces must fail before any point runs.
     if args.traces != crate::targets::pools::AUTO {
         let source = args.traces.parse::<TraceSource>().map_err(|e| anyhow::anyhow!("--traces {}: {e}", args.traces))?;
-        if let TraceSource::Files(paths) = &source {
-            if let Some(missing) = paths.iter().find(|p| !p.exists()) {
-                anyhow::bail!(
-                    "--traces {}: no such file or folder; pass AgentX trace files (.jsonl, .jsonl.gz) or a folder of them, `synthetic[:N[:SEED]]`, `like:NAME` or `auto`",
-                    missing.display()
-                );
-            }
+        if let TraceSource::Files(paths) = &source
+            && let Some(missing) = paths.iter().find(|p| !p.exists())
+        {
+            anyhow::bail!(
+                "--traces {}: no such file or folder; pass AgentX trace files (.jsonl, .jsonl.gz) or a folder of them, `synthetic[:N[:SEED]]`, `like:NAME` or `auto`",
+                missing.display()
+            );
         }
     }
     let pools = Arc::new(crate::targets::pools::PointPools::new(&args.traces, args.seed));

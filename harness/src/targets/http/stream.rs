@@ -273,7 +273,7 @@ impl Sse {
         if !self.done && rec.output_tokens.is_none() {
             return fail(rec, "connection_dropped", "the stream closed before [DONE] and usage".into(), None, now);
         }
-        let uncounted = rec.output_tokens.is_none().then(|| Uncounted { text: self.text, length_finish: self.length_finish });
+        let uncounted = rec.output_tokens.is_none().then_some(Uncounted { text: self.text, length_finish: self.length_finish });
         (rec, None, uncounted)
     }
 }
