@@ -160,13 +160,17 @@ pub struct Driver {
     tx: std_mpsc::Sender<Cmd>,
     stats: Arc<Mutex<CoreStats>>,
     next_hold: Arc<std::sync::atomic::AtomicU64>,
+    /// Engine time zero (wall clock) and the time scale, shared with the core's thread.
+    start: Instant,
+    time_scale: f64,
 }
 
 /// An accepted request.
 pub struct Submitted {
     pub events: mpsc::UnboundedReceiver<ReqEvent>,
-    /// Engine time of the request's arrival: where the engine placed it under a time scale, the
-    /// head's arrival in real time (so server-side latencies include the front end, as SGLang's do).
+    /// Engine time of the request's arrival: where the engine placed it under a time scale; in
+    /// real time when its body had been read and parsed (SGLang's `received_time`: its latencies
+    /// include the chat template and tokenization, not the body's transfer).
     pub arrival: Nanos,
 }
 
@@ -195,8 +199,20 @@ impl Driver {
         let (tx, rx) = std_mpsc::channel();
         let stats = Arc::new(Mutex::new(core.stats()));
         let s2 = stats.clone();
-        std::thread::Builder::new().name("engine-core".into()).spawn(move || run(core, rx, time_scale, s2)).expect("spawn engine thread");
-        Driver { tx, stats, next_hold: Arc::new(std::sync::atomic::AtomicU64::new(1)) }
+        let start = Instant::now();
+        std::thread::Builder::new()
+            .name("engine-core".into())
+            .spawn(move || run(core, rx, time_scale, start, s2))
+            .expect("spawn engine thread");
+        Driver { tx, stats, next_hold: Arc::new(std::sync::atomic::AtomicU64::new(1)), start, time_scale }
+    }
+
+    /// When the front end sees an output the core made visible at engine time `at`: in real time
+    /// the engine time now, as SGLang stamps an output when its tokenizer manager receives it (a
+    /// late core thread or request task is the server's latency, not the path to the client);
+    /// under a time scale `at` itself, since wall-clock lateness would count K times over.
+    pub fn seen(&self, at: Nanos) -> Nanos {
+        if self.time_scale == 1.0 { (self.start.elapsed().as_nanos() as Nanos).max(at) } else { at }
     }
 
     /// Under `--time-scale K ≠ 1`: a request's head arrived at `arrived`; the engine does not
@@ -262,10 +278,10 @@ impl Driver {
 /// every 30 s while idle; a scrape one second after the last request already reads 0 here.
 const IDLE_REFRESH: Duration = Duration::from_secs(1);
 
-fn run<C: Core>(core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, stats: Arc<Mutex<CoreStats>>) {
+fn run<C: Core>(core: C, rx: std_mpsc::Receiver<Cmd>, time_scale: f64, start: Instant, stats: Arc<Mutex<CoreStats>>) {
     let mut l = CoreLoop {
         core,
-        start: Instant::now(),
+        start,
         time_scale,
         last_t: 0,
         holds: HashMap::new(),

@@ -102,6 +102,10 @@ pub(crate) async fn accept_loop(
                 continue;
             }
         };
+        // No Nagle delay, as uvicorn (asyncio sets TCP_NODELAY on every TCP transport): a
+        // streamed reply's first chunk would otherwise wait for the ACK of the response head,
+        // which a client in delayed-ACK mode sends only after 40 ms.
+        let _ = tcp.set_nodelay(true);
         if conns.open() >= max {
             refuse(tcp, max, &conns);
             continue;

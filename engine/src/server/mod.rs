@@ -193,8 +193,8 @@ fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// When a request's head arrived, before its body was read: the start of the server's latency;
-/// under a time scale, the hold that keeps the engine at that instant until it is submitted.
+/// When a request's head arrived, before its body was read: under a time scale the start of the
+/// server's latency, and the hold that keeps the engine at that instant until it is submitted.
 #[derive(Clone)]
 struct Arrived(Instant, Option<Arc<driver::Hold>>);
 
@@ -504,6 +504,10 @@ async fn chat_inner(
         .await
         .ok_or_else(|| ApiError::internal("tokenizer worker failed"))??;
     let (req, messages) = parsed;
+    // In real time the request's latencies start here, where SGLang's handler stamps its
+    // `received_time`: after the body is read and parsed, before the template and tokenization.
+    // Under a time scale the engine keeps the head's arrival (the front end takes no engine time).
+    let arrived = if st.cfg.time_scale == 1.0 { Instant::now() } else { arrived };
     let limits = api::Limits { context_length: st.context_length(), context_length_set: st.cfg.context_length.is_some() };
     let params = api::validate_params(&req, limits)?;
     let thinking = req

@@ -21,6 +21,7 @@ pub(super) async fn respond(mut g: Gen) -> Result<Response, ApiError> {
         };
         match ev {
             Some(ReqEvent::Tokens { n, at }) => {
+                let at = g.st.driver.seen(at);
                 g.observe_output(n, at);
                 g.first = false;
                 g.tokens(n);
@@ -32,7 +33,7 @@ pub(super) async fn respond(mut g: Gen) -> Result<Response, ApiError> {
             Some(ReqEvent::Finished { reason, cached_tokens, queue_time, at }) => {
                 g.cached_tokens = cached_tokens;
                 g.queue_time = Some(queue_time);
-                g.last_t = at;
+                g.last_t = g.st.driver.seen(at);
                 g.finished(reason);
                 break;
             }

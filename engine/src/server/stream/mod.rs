@@ -121,8 +121,9 @@ pub(super) fn core_error(e: &super::driver::CoreError) -> ApiError {
 
 /// Request header asking for engine times (any value): the response then carries
 /// [`ARRIVAL_HEADER`] and every SSE event is preceded by the comment `: t=<engine ns>`, the engine
-/// time its output became visible. SSE clients ignore comments; sweep's client uses them under a
-/// time scale (where wall-clock delays would count K times over) and to measure its added latency.
+/// time its output became visible (see [`super::driver::Driver::seen`]). SSE clients ignore
+/// comments; sweep's client uses them under a time scale (where wall-clock delays would count K
+/// times over) and to measure its added latency.
 pub const ENGINE_TIME_HEADER: &str = "x-sweep-engine-time";
 /// Response header: engine nanoseconds at the request's arrival (see [`super::driver::Submitted`]).
 pub const ARRIVAL_HEADER: &str = "x-sweep-arrival-ns";

@@ -81,6 +81,7 @@ impl Gen {
         let mut out = Vec::new();
         match ev {
             Some(ReqEvent::Tokens { n, at }) => {
+                let at = self.st.driver.seen(at);
                 self.observe_output(n, at);
                 out.extend(self.stamp(at));
                 let step = self.tokens(n);
@@ -106,6 +107,7 @@ impl Gen {
                 }
             }
             Some(ReqEvent::Finished { reason, cached_tokens, queue_time, at }) => {
+                let at = self.st.driver.seen(at);
                 self.cached_tokens = cached_tokens;
                 self.queue_time = Some(queue_time);
                 self.last_t = at;
