@@ -137,6 +137,18 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     })
 }
 
+/// How many characters of an input an error message quotes.
+pub const EXCERPT_CHARS: usize = 80;
+
+/// At most [`EXCERPT_CHARS`] characters of `s`; a longer text is cut and says how long it was,
+/// so that an error never echoes a huge input.
+pub fn excerpt(s: &str) -> String {
+    match s.char_indices().nth(EXCERPT_CHARS) {
+        None => s.to_string(),
+        Some((at, _)) => format!("{}… ({} bytes)", &s[..at], s.len()),
+    }
+}
+
 /// The closest candidate by edit distance, for "did you mean" hints.
 pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
@@ -157,6 +169,13 @@ mod tests {
         assert_eq!(nearest("conc-lst", c), Some("conc-list"));
         assert_eq!(nearest("spec-decode", c), Some("spec-decoding"));
         assert_eq!(nearest("zzzzzz", c), None);
+    }
+
+    #[test]
+    fn excerpts_cut_long_text_and_say_its_length() {
+        assert_eq!(excerpt("short"), "short");
+        let long = "é".repeat(100);
+        assert_eq!(excerpt(&long), format!("{}… (200 bytes)", "é".repeat(EXCERPT_CHARS)));
     }
 
     #[test]
