@@ -149,6 +149,24 @@ pub fn excerpt(s: &str) -> String {
     }
 }
 
+/// `message` with every quoted part (between a pair of `"` or `` ` ``) longer than
+/// [`EXCERPT_CHARS`] cut by [`excerpt`]: parser messages quote the offending input in full.
+pub fn excerpt_quoted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(1024));
+    let mut rest = message;
+    while let Some(open) = rest.find(['"', '`']) {
+        let q = rest.as_bytes()[open] as char;
+        let Some(len) = rest[open + 1..].find(q) else { break };
+        let quoted = &rest[open + 1..open + 1 + len];
+        out.push_str(&rest[..=open]);
+        out.push_str(&excerpt(quoted));
+        out.push(q);
+        rest = &rest[open + 2 + len..];
+    }
+    out.push_str(&excerpt(rest));
+    out
+}
+
 /// The closest candidate by edit distance, for "did you mean" hints.
 pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
@@ -176,6 +194,8 @@ mod tests {
         assert_eq!(excerpt("short"), "short");
         let long = "é".repeat(100);
         assert_eq!(excerpt(&long), format!("{}… (200 bytes)", "é".repeat(EXCERPT_CHARS)));
+        let m = format!("unknown field `{}`, expected `t` or \"in\"", "k".repeat(1000));
+        assert_eq!(excerpt_quoted(&m), format!("unknown field `{}… (1000 bytes)`, expected `t` or \"in\"", "k".repeat(EXCERPT_CHARS)));
     }
 
     #[test]
