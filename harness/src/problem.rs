@@ -30,9 +30,9 @@ impl fmt::Display for Problem {
         if !self.path.is_empty() {
             write!(f, "{}: ", self.path)?;
         }
-        write!(f, "{}", self.message)?;
+        write!(f, "{}", shown(&self.message))?;
         if !self.fix.is_empty() {
-            write!(f, "\n    fix: {}", self.fix)?;
+            write!(f, "\n    fix: {}", shown(&self.fix))?;
         }
         Ok(())
     }
@@ -137,34 +137,19 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     })
 }
 
-/// How many characters of an input an error message quotes.
-pub const EXCERPT_CHARS: usize = 80;
+/// How many characters of an input an error message quotes, and the cut itself (shared with the
+/// engine's flag errors).
+pub use engine::args::{EXCERPT_CHARS, excerpt, excerpt_quoted};
 
-/// At most [`EXCERPT_CHARS`] characters of `s`; a longer text is cut and says how long it was,
-/// so that an error never echoes a huge input.
-pub fn excerpt(s: &str) -> String {
-    match s.char_indices().nth(EXCERPT_CHARS) {
-        None => s.to_string(),
-        Some((at, _)) => format!("{}… ({} bytes)", &s[..at], s.len()),
-    }
+/// `text` with each whitespace-separated word cut by [`excerpt`] (a command line quoted whole).
+pub fn excerpt_words(text: &str) -> String {
+    text.split(' ').map(excerpt).collect::<Vec<_>>().join(" ")
 }
 
-/// `message` with every quoted part (between a pair of `"` or `` ` ``) longer than
-/// [`EXCERPT_CHARS`] cut by [`excerpt`]: parser messages quote the offending input in full.
-pub fn excerpt_quoted(message: &str) -> String {
-    let mut out = String::with_capacity(message.len().min(1024));
-    let mut rest = message;
-    while let Some(open) = rest.find(['"', '`']) {
-        let q = rest.as_bytes()[open] as char;
-        let Some(len) = rest[open + 1..].find(q) else { break };
-        let quoted = &rest[open + 1..open + 1 + len];
-        out.push_str(&rest[..=open]);
-        out.push_str(&excerpt(quoted));
-        out.push(q);
-        rest = &rest[open + 2 + len..];
-    }
-    out.push_str(&excerpt(rest));
-    out
+/// A message or fix as shown: one of ordinary length unchanged; a long one (a value quoted whole
+/// by whatever built it) with its quoted parts cut, and cut itself past a dozen lines.
+fn shown(message: &str) -> std::borrow::Cow<'_, str> {
+    if message.len() <= 1000 { message.into() } else { excerpt_quoted(message).into() }
 }
 
 /// The closest candidate by edit distance, for "did you mean" hints.
@@ -194,8 +179,11 @@ mod tests {
         assert_eq!(excerpt("short"), "short");
         let long = "é".repeat(100);
         assert_eq!(excerpt(&long), format!("{}… (200 bytes)", "é".repeat(EXCERPT_CHARS)));
-        let m = format!("unknown field `{}`, expected `t` or \"in\"", "k".repeat(1000));
-        assert_eq!(excerpt_quoted(&m), format!("unknown field `{}… (1000 bytes)`, expected `t` or \"in\"", "k".repeat(EXCERPT_CHARS)));
+        let p =
+            Problem::new(Path::new("m.yaml"), Some(3), "k", format!("unknown spec `{}` and {}", "a".repeat(5000), "b ".repeat(3000)), "");
+        let shown = p.to_string();
+        assert!(shown.len() < 2500 && shown.contains("… (5000 bytes)`") && shown.ends_with("bytes)"), "{shown}");
+        assert_eq!(excerpt_words("python3 -m x --a b"), "python3 -m x --a b");
     }
 
     #[test]

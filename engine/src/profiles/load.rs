@@ -48,8 +48,8 @@ fn parse_yaml<T: for<'de> Deserialize<'de>>(path: &str, text: &str) -> Result<T,
     serde_yaml_ng::from_str(text).map_err(|e| ProfileError::Parse {
         path: path.to_string(),
         message: match e.location() {
-            Some(l) => format!("line {} column {}: {e}", l.line(), l.column()),
-            None => e.to_string(),
+            Some(l) => format!("line {} column {}: {}", l.line(), l.column(), crate::args::excerpt_quoted(&e.to_string())),
+            None => crate::args::excerpt_quoted(&e.to_string()),
         },
     })
 }

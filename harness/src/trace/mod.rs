@@ -217,7 +217,7 @@ impl Trace {
                 field: "hash_id_scope".into(),
                 message: format!(
                     "is {:?}; only \"local\" (ids namespaced per trace) is supported: re-export the trace with per-trace hash ids",
-                    self.hash_id_scope
+                    crate::problem::excerpt(&self.hash_id_scope)
                 ),
             });
         }
