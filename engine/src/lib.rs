@@ -80,6 +80,7 @@ pub mod server;
 pub mod spec_decode;
 pub mod time;
 pub mod tokenize;
+pub mod yaml_limits;
 
 pub use args::{EngineConfig, FlagRecord, FlagStatus, RouterConfig};
 pub use core::{

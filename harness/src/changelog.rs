@@ -48,7 +48,7 @@ fn line_of_byte(bytes: &[u8], at: usize) -> usize {
 
 impl Changelog {
     pub fn load(file: &Path) -> Result<Changelog, Problems> {
-        let bytes = std::fs::read(file).map_err(|e| Problems::io(file, &e))?;
+        let bytes = yaml::read_bytes(file)?;
         Self::parse(file, &bytes)
     }
 

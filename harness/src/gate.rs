@@ -73,8 +73,7 @@ pub struct Thresholds {
 
 impl Thresholds {
     pub fn load(path: &Path) -> Result<Thresholds, String> {
-        let t = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        crate::yaml::from_str(&t).map_err(|e| format!("{}: {e}", path.display()))
+        crate::yaml::load_typed(path).map_err(|e| e.to_string())
     }
     /// `models[prefix][task]` (exact prefix), else `default[task]`, else 0.85.
     pub fn threshold(&self, prefix: &str, task: &str) -> f64 {

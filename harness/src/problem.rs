@@ -30,9 +30,9 @@ impl fmt::Display for Problem {
         if !self.path.is_empty() {
             write!(f, "{}: ", self.path)?;
         }
-        write!(f, "{}", self.message)?;
+        write!(f, "{}", shown(&self.message))?;
         if !self.fix.is_empty() {
-            write!(f, "\n    fix: {}", self.fix)?;
+            write!(f, "\n    fix: {}", shown(&self.fix))?;
         }
         Ok(())
     }
@@ -137,6 +137,21 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     })
 }
 
+/// How many characters of an input an error message quotes, and the cut itself (shared with the
+/// engine's flag errors).
+pub use engine::args::{EXCERPT_CHARS, excerpt, excerpt_quoted};
+
+/// `text` with each whitespace-separated word cut by [`excerpt`] (a command line quoted whole).
+pub fn excerpt_words(text: &str) -> String {
+    text.split(' ').map(excerpt).collect::<Vec<_>>().join(" ")
+}
+
+/// A message or fix as shown: one of ordinary length unchanged; a long one (a value quoted whole
+/// by whatever built it) with its quoted parts cut, and cut itself past a dozen lines.
+fn shown(message: &str) -> std::borrow::Cow<'_, str> {
+    if message.len() <= 1000 { message.into() } else { excerpt_quoted(message).into() }
+}
+
 /// The closest candidate by edit distance, for "did you mean" hints.
 pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
@@ -157,6 +172,18 @@ mod tests {
         assert_eq!(nearest("conc-lst", c), Some("conc-list"));
         assert_eq!(nearest("spec-decode", c), Some("spec-decoding"));
         assert_eq!(nearest("zzzzzz", c), None);
+    }
+
+    #[test]
+    fn excerpts_cut_long_text_and_say_its_length() {
+        assert_eq!(excerpt("short"), "short");
+        let long = "é".repeat(100);
+        assert_eq!(excerpt(&long), format!("{}… (200 bytes)", "é".repeat(EXCERPT_CHARS)));
+        let p =
+            Problem::new(Path::new("m.yaml"), Some(3), "k", format!("unknown spec `{}` and {}", "a".repeat(5000), "b ".repeat(3000)), "");
+        let shown = p.to_string();
+        assert!(shown.len() < 2500 && shown.contains("… (5000 bytes)`") && shown.ends_with("bytes)"), "{shown}");
+        assert_eq!(excerpt_words("python3 -m x --a b"), "python3 -m x --a b");
     }
 
     #[test]

@@ -94,6 +94,37 @@ fn unknown_key_is_named_with_line_and_fix() {
     validate_fails(d.path(), &["recipes/master.yaml:33: dsv3-fp8-h200-sglang-agentic.trace-source: unknown key `trace-source`", "fix:"]);
 }
 
+/// A misspelled key is an unknown key, named with its line and the close allowed key, in each of
+/// the master config, a serving recipe and the changelog.
+#[test]
+fn misspelled_keys_are_unknown_keys_with_a_suggestion_in_each_file() {
+    let d = repo_copy();
+    edit(&d.path().join("recipes/master.yaml"), "  precision: fp8\n", "  precison: fp8\n");
+    validate_fails(d.path(), &["recipes/master.yaml:", "unknown key `precison` in a config entry", "fix: did you mean `precision`?"]);
+    let d = repo_copy();
+    edit(&d.path().join("recipes/dsv3-fp8-h200-sglang-agentic.yaml"), "    gpus: 8\n", "    gpu: 8\n");
+    validate_fails(
+        d.path(),
+        &["recipes/dsv3-fp8-h200-sglang-agentic.yaml:17: arms[0].gpu: unknown key `gpu` in an arm", "fix: did you mean `gpus`?"],
+    );
+    let d = repo_copy();
+    edit(&d.path().join("perf-changelog.yaml"), "  pr-link:", "  pr-lnk:");
+    validate_fails(
+        d.path(),
+        &["perf-changelog.yaml:9: [0].pr-lnk: unknown key `pr-lnk` in a changelog entry", "fix: did you mean `pr-link`?"],
+    );
+}
+
+/// 40K levels of nesting took seconds to reject (quadratic in the depth); now the depth limit
+/// refuses it before parsing, naming the file and the line.
+#[test]
+fn deeply_nested_master_config_is_refused_at_its_line() {
+    let d = repo_copy();
+    let deep = format!("  precision: fp8\n  notes: {}{}\n", "[".repeat(40_000), "]".repeat(40_000));
+    edit(&d.path().join("recipes/master.yaml"), "  precision: fp8\n", &deep);
+    validate_fails(d.path(), &["recipes/master.yaml:33: nests mappings and lists deeper than 64 levels", "fix: flatten the structure"]);
+}
+
 #[test]
 fn range_and_list_both_given() {
     let d = repo_copy();

@@ -42,6 +42,44 @@ fn a_malformed_trace_is_named_and_skippable() {
 }
 
 #[test]
+fn backwards_times_and_repeated_ids_are_named_and_skippable() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = |id: &str, times: &str| {
+        format!(r#"{{"id":"{id}","block_size":64,"hash_id_scope":"local","requests":[{times}]}}"#)
+            .replace("T", r#""type":"s","in":100,"out":5,"hash_ids":[1]"#)
+    };
+    let a = dir.path().join("a.jsonl");
+    let b = dir.path().join("b.jsonl");
+    std::fs::write(&a, format!("{}\n{}\n", t("x", r#"{"t":0,T}"#), t("y", r#"{"t":9,T},{"t":3,T}"#))).unwrap();
+    std::fs::write(&b, format!("{}\n", t("x", r#"{"t":0,T}"#))).unwrap();
+    let o = sweep(&["trace", "stats", a.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("a.jsonl:2: trace y: field `requests[1].t`") && err.contains("sort them by `t`"), "{err}");
+    let o = sweep(&["trace", "stats", "--skip-invalid", "--json", dir.path().to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("a.jsonl:2") && err.contains("b.jsonl:1: trace x: field `id`: repeats the id of the trace at"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["traces"], 1);
+}
+
+#[test]
+fn a_device_and_a_gzip_bomb_are_refused_quickly() {
+    let o = sweep(&["trace", "stats", "/dev/zero"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("/dev/zero: is a device, not a trace file"), "{err}");
+    // 1 GiB of blank lines in 1 MB of gzip (1024 copies of one member).
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bomb.jsonl.gz");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    std::io::Write::write_all(&mut gz, &[b'\n'; 1 << 20]).unwrap();
+    std::fs::write(&p, gz.finish().unwrap().repeat(1024)).unwrap();
+    let o = sweep(&["trace", "stats", p.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("bomb.jsonl.gz:1: gzip stream expands more than 100×"), "{err}");
+}
+
+#[test]
 fn dry_run_replays_a_point() {
     let o = sweep(&[
         "trace",

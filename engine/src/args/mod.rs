@@ -20,7 +20,7 @@ mod router;
 mod tests;
 
 pub use config::{AccMethod, EngineConfig, LoadBalanceMethod, SchedulePolicy, SpecAlgorithm, SpecArgs};
-pub use defs::{FlagRecord, FlagStatus, edit_distance};
+pub use defs::{EXCERPT_CHARS, FlagRecord, FlagStatus, edit_distance, excerpt, excerpt_quoted};
 pub use env::EngineEnv;
 pub use parse::ArgsError;
 pub use router::{RouterConfig, RouterPolicy};

@@ -6,7 +6,7 @@ use super::defs::{
     Arity::{self, *},
     FlagRecord,
     FlagStatus::{self, *},
-    lookup_flag, suggest,
+    excerpt, lookup_flag, suggest,
 };
 use std::collections::BTreeMap;
 
@@ -14,17 +14,18 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ArgsError {
     #[error(
-        "unknown flag '{flag}'{}; pass --allow-unknown-flags to accept it with a warning",
+        "unknown flag '{}'{}; pass --allow-unknown-flags to accept it with a warning",
+        excerpt(.flag),
         suggestion.as_ref().map(|s| format!(" (did you mean '{s}'?)")).unwrap_or_default()
     )]
     UnknownFlag { flag: String, suggestion: Option<String> },
-    #[error("flag '{flag}' needs a value")]
+    #[error("flag '{}' needs a value", excerpt(.flag))]
     MissingValue { flag: String },
-    #[error("flag '{flag}' does not take a value (got '{value}')")]
+    #[error("flag '{}' does not take a value (got '{}')", excerpt(.flag), excerpt(.value))]
     UnexpectedValue { flag: String, value: String },
-    #[error("invalid value '{value}' for {name}: {reason}")]
+    #[error("invalid value '{}' for {}: {}", excerpt(.value), excerpt(.name), excerpt(.reason))]
     InvalidValue { name: String, value: String, reason: String },
-    #[error("unexpected positional argument '{0}'; SGLang flags start with --")]
+    #[error("unexpected positional argument '{}'; SGLang flags start with --", excerpt(.0))]
     Positional(String),
     #[error("{0}")]
     Conflict(String),

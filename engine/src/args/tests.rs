@@ -93,3 +93,29 @@ fn router_defaults_and_flags() {
     assert_eq!(r.balance_abs_threshold, 64);
     assert_eq!(r.flags.iter().filter(|f| f.status == FlagStatus::Modelled).count(), 2);
 }
+
+/// A 1 MB flag was compared with every known flag at full length (minutes) and echoed whole.
+#[test]
+fn a_huge_unknown_flag_is_refused_with_its_name_cut() {
+    let flag = format!("--max-run{}ning-requests", "\n".repeat(1 << 20));
+    let e = parse(&[&flag, "4"]).unwrap_err().to_string();
+    assert!(e.starts_with("unknown flag '--max-run\n") && e.contains(&format!("… ({} bytes)'", flag.len())), "{}", &e[..200.min(e.len())]);
+    assert!(e.len() < 300, "{} bytes", e.len());
+    assert_eq!(edit_distance("cuda-graph-max-bs", &"x".repeat(1000)), 1000);
+    assert_eq!(edit_distance("tp-sise", "tp-size"), 1);
+}
+
+#[test]
+fn quoted_parts_of_messages_are_cut() {
+    let k = "k".repeat(1000);
+    let m = format!("unknown field `{k}`, expected `t` or \"in\"");
+    assert_eq!(excerpt_quoted(&m), format!("unknown field `{}… (1000 bytes)`, expected `t` or \"in\"", &k[..EXCERPT_CHARS]));
+    // An unclosed quote, and a quote inside the input that pairs the wrong marks.
+    assert_eq!(excerpt_quoted(&format!("value \"{k}")), format!("value \"{}… (1000 bytes)", &k[..EXCERPT_CHARS]));
+    let odd = excerpt_quoted(&format!("string \"a\"{k}\", expected f64"));
+    assert!(odd.len() < 500 && odd.ends_with("\", expected f64"), "{odd}");
+    let escaped = excerpt_quoted(&format!("invalid type: string \"x:{}\", expected f64", "{\\\"a\\\":".repeat(500)));
+    assert!(escaped.len() < 200 && escaped.ends_with("\", expected f64"), "{escaped}");
+    let prose = "a short message with no quotes at all";
+    assert_eq!(excerpt_quoted(prose), prose);
+}

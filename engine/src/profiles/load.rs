@@ -38,13 +38,30 @@ const EMBEDDED_HARDWARE: &[(&str, &str)] = &[
 ];
 
 fn parse_yaml<T: for<'de> Deserialize<'de>>(path: &str, text: &str) -> Result<T, ProfileError> {
+    crate::yaml_limits::check(text).map_err(|e| ProfileError::Parse {
+        path: path.to_string(),
+        message: match e.line() {
+            Some(l) => format!("line {l}: {e}; {}", e.fix()),
+            None => format!("{e}; {}", e.fix()),
+        },
+    })?;
     serde_yaml_ng::from_str(text).map_err(|e| ProfileError::Parse {
         path: path.to_string(),
         message: match e.location() {
-            Some(l) => format!("line {} column {}: {e}", l.line(), l.column()),
-            None => e.to_string(),
+            Some(l) => format!("line {} column {}: {}", l.line(), l.column(), crate::args::excerpt_quoted(&e.to_string())),
+            None => crate::args::excerpt_quoted(&e.to_string()),
         },
     })
+}
+
+/// A profile file's text, bounded by the YAML size limit.
+fn read_text(path: &Path) -> Result<String, ProfileError> {
+    let p = path.display().to_string();
+    let bytes = crate::yaml_limits::read(path).map_err(|e| match e {
+        crate::yaml_limits::ReadError::Io(source) => ProfileError::Io { path: p.clone(), source },
+        crate::yaml_limits::ReadError::Limit(l) => ProfileError::Parse { path: p.clone(), message: format!("{l}; {}", l.fix()) },
+    })?;
+    String::from_utf8(bytes).map_err(|e| ProfileError::Parse { path: p, message: format!("not UTF-8 text: {e}") })
 }
 
 fn norm(s: &str) -> String {
@@ -61,7 +78,7 @@ impl ModelSpec {
 
     pub fn from_file(path: &Path) -> Result<ModelSpec, ProfileError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io { path: p.clone(), source })?;
+        let text = read_text(path)?;
         ModelSpec::from_yaml(&p, &text)
     }
 
@@ -135,7 +152,7 @@ impl GpuSpec {
 
     pub fn from_file(path: &Path) -> Result<GpuSpec, ProfileError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io { path: p.clone(), source })?;
+        let text = read_text(path)?;
         GpuSpec::from_yaml(&p, &text)
     }
 

@@ -133,8 +133,7 @@ pub(super) fn load_model(name: &str) -> Result<ModelShape> {
     if !p.exists() {
         bail!("--model {name}: neither a built-in model ({}) nor an existing YAML file", ModelShape::builtin_names().join(", "));
     }
-    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-    serde_yaml_ng::from_str(&text).with_context(|| {
+    harness::yaml::load_typed(p).map_err(|e| anyhow::anyhow!("{e}")).with_context(|| {
         format!("{}: not a model shape (fields: name, layers, hidden, q_heads, kv_heads, head_dim, ffn, vocab, moe)", p.display())
     })
 }

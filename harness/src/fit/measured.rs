@@ -49,8 +49,10 @@ pub fn load_measured(path: &Path, config_key: &str) -> Result<Vec<MeasuredPoint>
         }
         return Ok(pts);
     }
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read: {e}")))?;
-    let doc: Value = crate::yaml::from_str(&text).map_err(|e| bad(format!("not YAML: {e}")))?;
+    let doc: Value = crate::yaml::load_typed(path).map_err(|e| {
+        let p = e.0.first();
+        bad(p.map(|p| format!("{}{}", p.line.map(|l| format!("line {l}: ")).unwrap_or_default(), p.message)).unwrap_or_default())
+    })?;
     if let Some(k) = doc.get("config-key").and_then(Value::as_str)
         && k != config_key
     {

@@ -97,21 +97,12 @@ pub fn load_pool(spec: &str, seed: u64, jobs: usize) -> Result<(Vec<Arc<TracePla
     let jsonl = path.is_file() && !spec.trim_end_matches(".gz").ends_with(".json");
     let (mut pool, mut read) = (Vec::new(), 0usize);
     if jsonl && jobs > 1 {
-        use std::io::BufRead;
-        let mut reader = crate::trace::read::open_maybe_gz(path).map_err(|e| bad(e.to_string()))?;
-        let mut lineno = 0usize;
+        // The same bounded reader and unique ids as the one-at-a-time path.
+        let reader = crate::trace::read::open_maybe_gz(path).map_err(|e| bad(e.to_string()))?;
+        let mut records = crate::trace::lines::Records::new(reader, spec);
+        let mut seen: std::collections::HashMap<Arc<str>, usize> = std::collections::HashMap::new();
         loop {
-            let mut batch: Vec<(usize, String)> = Vec::with_capacity(jobs * 2);
-            while batch.len() < jobs * 2 {
-                let mut line = String::new();
-                if reader.read_line(&mut line).map_err(|e| bad(e.to_string()))? == 0 {
-                    break;
-                }
-                lineno += 1;
-                if !line.trim().is_empty() {
-                    batch.push((lineno, line));
-                }
-            }
+            let batch: Vec<(usize, String)> = records.by_ref().take(jobs * 2).collect::<Result<_, _>>().map_err(|e| bad(e.to_string()))?;
             if batch.is_empty() {
                 break;
             }
@@ -122,9 +113,13 @@ pub fn load_pool(spec: &str, seed: u64, jobs: usize) -> Result<(Vec<Arc<TracePla
             let parsed = parallel_map(jobs, batch.len(), |i| {
                 crate::trace::read::parse_weka(spec, batch[i].0, &batch[i].1).map(|t| TracePlan::build(&t, seed).ok())
             });
-            for p in parsed {
+            for (p, (line, _)) in parsed.into_iter().zip(&batch) {
                 read += 1;
                 if let Some(p) = p.map_err(|e| bad(e.to_string()))? {
+                    if let Some(first) = seen.insert(p.id.clone(), *line) {
+                        let id = crate::problem::excerpt(&p.id);
+                        return Err(bad(format!("{spec}:{line}: trace {id}: field `id`: repeats the id of the trace at line {first}")));
+                    }
                     pool.push(Arc::new(p));
                 }
             }
@@ -150,4 +145,28 @@ pub fn load_pool(spec: &str, seed: u64, jobs: usize) -> Result<(Vec<Arc<TracePla
 /// Compiles a trace set for replay with workload scales applied.
 pub fn compile(traces: &[Trace], s: WorkloadScales, seed: u64) -> Vec<Arc<TracePlan>> {
     traces.iter().filter_map(|t| compile_one(t, s, seed).ok()).map(Arc::new).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The parallel reader of a JSONL pool reads as the one-at-a-time reader does: blank lines
+    /// skipped, ids unique.
+    #[test]
+    fn the_parallel_pool_reader_skips_blank_lines_and_refuses_repeated_ids() {
+        let d = tempfile::tempdir().unwrap();
+        let t = |id: &str| {
+            format!(
+                r#"{{"id":"{id}","block_size":64,"hash_id_scope":"local","requests":[{{"t":0,"type":"s","in":640,"out":5,"hash_ids":[1,2]}}]}}"#
+            )
+        };
+        let p = d.path().join("pool.jsonl");
+        std::fs::write(&p, format!("{}\n\n\n{}\n{}\n", t("a"), t("b"), t("c"))).unwrap();
+        let (pool, read) = load_pool(p.to_str().unwrap(), 42, 2).unwrap();
+        assert_eq!((pool.len(), read), (3, 3));
+        std::fs::write(&p, format!("{}\n{}\n\n{}\n", t("a"), t("b"), t("a"))).unwrap();
+        let e = load_pool(p.to_str().unwrap(), 42, 2).unwrap_err().to_string();
+        assert!(e.contains("pool.jsonl:4: trace a: field `id`: repeats the id of the trace at line 1"), "{e}");
+    }
 }

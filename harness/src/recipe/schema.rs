@@ -1,7 +1,7 @@
 //! Strict field access over a YAML mapping: typed getters that record precise problems
 //! (file, line, YAML path, fix) instead of failing on the first one.
 
-use crate::problem::{Problems, nearest};
+use crate::problem::{Problems, excerpt, nearest};
 use crate::yaml::{Doc, YPath, type_name};
 use serde_yaml_ng::{Mapping, Value};
 
@@ -52,7 +52,7 @@ impl<'a> Checker<'a> {
     pub fn known_keys(&mut self, m: &Mapping, path: &YPath, allowed: &[&str], what: &str) {
         for k in m.keys() {
             let Some(name) = k.as_str() else {
-                self.err(path, format!("{what} has a non-string key {k:?}"), "use plain string keys");
+                self.err(path, format!("{what} has a non-string key {}", excerpt(&format!("{k:?}"))), "use plain string keys");
                 continue;
             };
             if !allowed.contains(&name) {
@@ -60,7 +60,7 @@ impl<'a> Checker<'a> {
                     Some(n) => format!("did you mean `{n}`? allowed keys: {}", allowed.join(", ")),
                     None => format!("remove it; allowed keys: {}", allowed.join(", ")),
                 };
-                self.err(&path.key(name), format!("unknown key `{name}` in {what}"), fix);
+                self.err(&path.key(name), format!("unknown key `{}` in {what}", excerpt(name)), fix);
             }
         }
     }
@@ -200,7 +200,7 @@ impl<'a> Checker<'a> {
 
 pub fn fmt_value(v: &Value) -> String {
     match v {
-        Value::String(s) => format!("\"{s}\""),
-        other => serde_yaml_ng::to_string(other).map(|s| s.trim().to_string()).unwrap_or_default(),
+        Value::String(s) => format!("\"{}\"", excerpt(s)),
+        other => excerpt(serde_yaml_ng::to_string(other).map(|s| s.trim().to_string()).unwrap_or_default().as_str()),
     }
 }

@@ -396,7 +396,7 @@ fn env_map(c: &mut Checker, m: &Mapping, p: &YPath) -> BTreeMap<String, String> 
             other => c.err(
                 &ep.key(&key),
                 format!("environment value must be a string, found {}", yaml::type_name(other)),
-                format!("quote it: `{key}: \"{}\"`", super::schema::fmt_value(other)),
+                format!("quote it: `{}: \"{}\"`", crate::problem::excerpt(&key), super::schema::fmt_value(other)),
             ),
         }
     }

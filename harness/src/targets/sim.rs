@@ -33,9 +33,9 @@ const SEC: u64 = 1_000_000_000;
 pub enum SimError {
     #[error("point has no resolved server command (recipe missing for its config key?)")]
     NoLaunch,
-    #[error("server command `{command}`: {message}")]
+    #[error("server command `{}`: {message}", crate::problem::excerpt_words(.command))]
     Args { command: String, message: String },
-    #[error("router command `{command}`: {message}")]
+    #[error("router command `{}`: {message}", crate::problem::excerpt_words(.command))]
     RouterArgs { command: String, message: String },
     #[error("{0}")]
     Profile(String),

@@ -11,6 +11,7 @@ pub mod fit;
 pub mod like;
 mod like_plan;
 pub mod like_write;
+pub mod lines;
 pub mod mooncake;
 pub mod published;
 pub mod read;
@@ -34,6 +35,10 @@ pub enum TraceError {
     },
     #[error("{path}:{line}: trace {trace_id}: field `{field}`: {message}")]
     Invalid { path: String, line: usize, trace_id: String, field: String, message: String },
+    /// A file over one of the reading limits (`lines.rs`); reading it stops here. Line 0: the
+    /// file as a whole.
+    #[error("{path}{}: {message}\n    fix: {fix}", if *.line > 0 { format!(":{line}") } else { String::new() })]
+    Limit { path: String, line: usize, message: String, fix: String },
     #[error("{path}: no traces found (expected .json, .jsonl or .jsonl.gz files with Weka or mooncake records)")]
     Empty { path: String },
     /// A `like:` corpus whose statistics cannot be read or met.
@@ -212,7 +217,7 @@ impl Trace {
                 field: "hash_id_scope".into(),
                 message: format!(
                     "is {:?}; only \"local\" (ids namespaced per trace) is supported: re-export the trace with per-trace hash ids",
-                    self.hash_id_scope
+                    crate::problem::excerpt(&self.hash_id_scope)
                 ),
             });
         }
@@ -255,6 +260,80 @@ impl Trace {
                 }
             }
         }
+        self.check_ids()?;
+        self.check_time_order()
+    }
+
+    /// Ids within the length limit; subagent agent ids unique among the subagents a replay plays
+    /// (those after a main-agent request: earlier ones are dropped as orphans, as by the
+    /// reference replay, which rejects such a repeat because the agent id names the subagent's
+    /// conversation and its spawn).
+    fn check_ids(&self) -> Result<(), FieldError> {
+        let too_long = |field: String, id: &str| FieldError {
+            field,
+            message: format!("is {} bytes; ids are at most {} bytes (real ids are under 40)", id.len(), lines::MAX_ID_BYTES),
+        };
+        if self.id.len() > lines::MAX_ID_BYTES {
+            return Err(too_long("id".into(), &self.id));
+        }
+        let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        let mut main_before = false;
+        for (i, e) in self.requests.iter().enumerate() {
+            let Entry::Subagent(s) = e else {
+                main_before = true;
+                continue;
+            };
+            if s.agent_id.len() > lines::MAX_ID_BYTES {
+                return Err(too_long(format!("requests[{i}].agent_id"), &s.agent_id));
+            }
+            if !main_before {
+                continue;
+            }
+            if let Some(first) = seen.insert(&s.agent_id, i) {
+                return Err(FieldError {
+                    field: format!("requests[{i}].agent_id"),
+                    message: format!(
+                        "{:?} is also the agent id of requests[{first}]: it names the subagent's conversation, so give each subagent its own",
+                        crate::problem::excerpt(&s.agent_id)
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Main-agent requests in time order, and each subagent's requests in time order (after
+    /// conversion to absolute times). The reference replay floors the negative gaps of a trace
+    /// that goes back in time and sorts it in places, so its recorded timing is lost either
+    /// way; such a trace is refused with the place to fix. (Subagent entries may be listed out
+    /// of order: they start at their first request's time.)
+    fn check_time_order(&self) -> Result<(), FieldError> {
+        let backwards = |field: String, t: f64, prev: f64, whose: &str| FieldError {
+            field,
+            message: format!(
+                "starts at {t} s, before the previous {whose} request ({prev} s): requests must be in time order; sort them by `t`"
+            ),
+        };
+        let mut prev_main = f64::NEG_INFINITY;
+        for (i, e) in self.requests.iter().enumerate() {
+            match e {
+                Entry::NonStreaming(r) | Entry::Streaming(r) => {
+                    if r.t < prev_main {
+                        return Err(backwards(format!("requests[{i}].t"), r.t, prev_main, "main-agent"));
+                    }
+                    prev_main = r.t;
+                }
+                Entry::Subagent(s) => {
+                    let mut prev = f64::NEG_INFINITY;
+                    for (j, r) in s.inner().enumerate() {
+                        if r.t < prev {
+                            return Err(backwards(format!("requests[{i}].requests[{j}].t"), r.t, prev, "subagent"));
+                        }
+                        prev = r.t;
+                    }
+                }
+            }
+        }
         Ok(())
     }
 
@@ -270,6 +349,8 @@ impl Trace {
     }
 }
 
+#[cfg(test)]
+mod limit_tests;
 #[cfg(test)]
 mod tests;
 

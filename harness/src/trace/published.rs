@@ -155,7 +155,7 @@ impl PublishedStats {
                     _ => p,
                 };
             }
-            let msg = e.inner().to_string();
+            let msg = crate::problem::excerpt_quoted(&e.inner().to_string());
             let fix = if msg.contains("unknown field") {
                 "remove or rename the field (docs/traces.md lists the rows a stats file may hold)"
             } else {

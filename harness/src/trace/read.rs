@@ -2,11 +2,13 @@
 //! `.jsonl`, either gzip-compressed (detected by magic bytes, so `.gz` naming is optional);
 //! Weka / kv-cache-tester records or mooncake records (detected per file).
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::{Trace, TraceError, mooncake};
+use super::{Trace, TraceError, lines, mooncake};
+use crate::problem::{excerpt, excerpt_quoted};
+
+pub use lines::open_maybe_gz;
 
 /// Which record format a file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
@@ -95,47 +97,64 @@ pub fn for_each_trace<P: AsRef<Path>>(
     paths: &[P],
     opts: &ReadOptions,
     warnings: &mut Vec<String>,
-    mut f: impl FnMut(Trace) -> Result<(), TraceError>,
+    f: impl FnMut(Trace) -> Result<(), TraceError>,
 ) -> Result<Vec<PathBuf>, TraceError> {
     let files = expand_paths(paths)?;
-    let mut total = 0usize;
+    let mut set = SetReader { opts, warnings, seen: HashMap::new(), skipped: 0, accepted: 0, f };
     for file in &files {
-        total += read_file(file, opts, warnings, &mut f)?;
+        set.read_file(file)?;
     }
-    if total == 0 {
+    if set.skipped > MAX_SKIP_WARNINGS {
+        let more = set.skipped - MAX_SKIP_WARNINGS;
+        set.warnings.push(format!("skipped {more} more invalid traces (the first {MAX_SKIP_WARNINGS} are listed)"));
+    }
+    if set.accepted == 0 {
         let shown: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
         return Err(TraceError::Empty { path: shown.join(", ") });
     }
     Ok(files)
 }
 
-/// A buffered reader of a file, decompressed when it is gzip (detected from the magic bytes).
-pub fn open_maybe_gz(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
-    let mut file = File::open(path).map_err(|e| io_err(path, e))?;
-    let mut magic = [0u8; 2];
-    let n = file.read(&mut magic).map_err(|e| io_err(path, e))?;
-    let file = File::open(path).map_err(|e| io_err(path, e))?;
-    if n == 2 && magic == [0x1f, 0x8b] {
-        Ok(Box::new(BufReader::with_capacity(1 << 20, flate2::read::MultiGzDecoder::new(BufReader::new(file)))))
-    } else {
-        Ok(Box::new(BufReader::with_capacity(1 << 20, file)))
-    }
+/// Skipped traces listed one by one; past this many, a count (a file of junk lines must not
+/// fill memory with warnings).
+pub const MAX_SKIP_WARNINGS: usize = 100;
+
+/// The largest `.json` document (one trace, or an array of traces) read: as large as a line.
+pub const MAX_JSON_DOCUMENT_BYTES: u64 = lines::MAX_LINE_BYTES as u64;
+
+/// One read of a trace set: the options, the warnings, and the ids seen so far.
+struct SetReader<'a, F> {
+    opts: &'a ReadOptions,
+    warnings: &'a mut Vec<String>,
+    /// Where each trace id was first read (`file:line`): ids name conversations, so a set may
+    /// hold each once (as the reference replay requires).
+    seen: HashMap<String, String>,
+    skipped: usize,
+    accepted: usize,
+    f: F,
 }
 
-fn read_file(
-    path: &Path,
-    opts: &ReadOptions,
-    warnings: &mut Vec<String>,
-    f: &mut impl FnMut(Trace) -> Result<(), TraceError>,
-) -> Result<usize, TraceError> {
-    let mut reader = open_maybe_gz(path)?;
-    let shown = path.display().to_string();
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let plain_name = name.strip_suffix(".gz").unwrap_or(name);
-    // A `.json` file is one document (a trace, or an array of traces); everything else is JSONL.
-    if plain_name.ends_with(".json") {
-        let mut text = String::new();
-        reader.read_to_string(&mut text).map_err(|e| io_err(path, e))?;
+impl<F: FnMut(Trace) -> Result<(), TraceError>> SetReader<'_, F> {
+    fn read_file(&mut self, path: &Path) -> Result<(), TraceError> {
+        let mut reader = lines::open_maybe_gz(path)?;
+        let shown = path.display().to_string();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let plain_name = name.strip_suffix(".gz").unwrap_or(name);
+        // A `.json` file is one document (a trace, or an array of traces); everything else is JSONL.
+        if !plain_name.ends_with(".json") {
+            return self.records(&shown, lines::Records::new(reader, &shown));
+        }
+        let bytes = lines::read_document(&mut *reader, &shown, MAX_JSON_DOCUMENT_BYTES)?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let at = e.utf8_error().valid_up_to();
+            TraceError::Invalid {
+                path: shown.clone(),
+                line: e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1,
+                trace_id: "?".into(),
+                field: "(document)".into(),
+                message: format!("not UTF-8 text (byte {at}); save the file as UTF-8"),
+            }
+        })?;
         let trimmed = text.trim_start();
         if trimmed.starts_with('[') {
             let values: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| TraceError::Invalid {
@@ -143,78 +162,86 @@ fn read_file(
                 line: e.line(),
                 trace_id: "?".into(),
                 field: "(document)".into(),
-                message: format!("not a JSON array of traces: {e}"),
+                message: format!("not a JSON array of traces: {}", excerpt_quoted(&e.to_string())),
             })?;
-            let mut lines = Vec::with_capacity(values.len());
-            for v in values {
-                lines.push(v.to_string());
-            }
-            return handle_records(&shown, opts, warnings, f, lines.into_iter().enumerate().map(|(i, l)| Ok((i + 1, l))));
+            drop(text);
+            let records = values.into_iter().enumerate().map(|(i, v)| Ok((i + 1, v.to_string())));
+            return self.records(&shown, records);
         }
         if trimmed.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok() {
-            return handle_records(&shown, opts, warnings, f, std::iter::once(Ok((1, text))));
+            return self.records(&shown, std::iter::once(Ok((1, text))));
         }
         // Fall through: a `.json` file holding JSON lines.
-        let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        return handle_records(&shown, opts, warnings, f, lines.into_iter().enumerate().map(|(i, l)| Ok((i + 1, l))));
+        self.records(&shown, lines::Records::new(std::io::Cursor::new(text.into_bytes()), &shown))
     }
-    let mut lineno = 0usize;
-    let iter = std::iter::from_fn(move || {
-        let mut buf = String::new();
-        match reader.read_line(&mut buf) {
-            Ok(0) => None,
-            Ok(_) => {
-                lineno += 1;
-                Some(Ok((lineno, buf)))
-            }
-            Err(e) => Some(Err(e)),
-        }
-    });
-    handle_records(&shown, opts, warnings, f, iter)
-}
 
-fn handle_records(
-    path: &str,
-    opts: &ReadOptions,
-    warnings: &mut Vec<String>,
-    f: &mut impl FnMut(Trace) -> Result<(), TraceError>,
-    records: impl Iterator<Item = std::io::Result<(usize, String)>>,
-) -> Result<usize, TraceError> {
-    let mut format = opts.format;
-    let mut count = 0usize;
-    let mut moon = mooncake::Collector::new(path, opts.mooncake_block_size);
-    for rec in records {
-        let (line, text) = rec.map_err(|e| TraceError::Io { path: path.to_string(), source: e })?;
-        if text.trim().is_empty() {
-            continue;
-        }
-        if format == TraceFormat::Auto {
-            format = detect(&text);
-        }
-        match format {
-            TraceFormat::Mooncake => {
-                moon.push(line, &text)?;
+    fn records(&mut self, path: &str, records: impl Iterator<Item = Result<(usize, String), TraceError>>) -> Result<(), TraceError> {
+        let mut format = self.opts.format;
+        let mut moon = mooncake::Collector::new(path, self.opts.mooncake_block_size);
+        for rec in records {
+            let (line, text) = match rec {
+                Ok(r) => r,
+                Err(e) => {
+                    self.reject(e)?;
+                    continue;
+                }
+            };
+            if format == TraceFormat::Auto {
+                format = detect(&text);
             }
-            _ => match parse_weka(path, line, &text) {
-                Ok(t) => {
-                    count += 1;
-                    f(t)?;
+            match format {
+                TraceFormat::Mooncake => {
+                    if let Err(e) = moon.push(line, &text) {
+                        self.reject(e)?;
+                    }
                 }
-                Err(e) if opts.skip_invalid => {
-                    // Returned, not logged: each command prints its set's warnings once.
-                    warnings.push(format!("skipped: {e}"));
-                }
-                Err(e) => return Err(e),
-            },
+                _ => self.accept(path, line, parse_weka(path, line, &text))?,
+            }
         }
-    }
-    if format == TraceFormat::Mooncake {
-        for t in moon.finish() {
-            count += 1;
-            f(t)?;
+        if format == TraceFormat::Mooncake {
+            for (line, t) in moon.finish() {
+                self.accept(path, line, Ok(t))?;
+            }
         }
+        Ok(())
     }
-    Ok(count)
+
+    /// Hands a parsed trace on unless its id was seen before in the set.
+    fn accept(&mut self, path: &str, line: usize, parsed: Result<Trace, TraceError>) -> Result<(), TraceError> {
+        let t = match parsed {
+            Ok(t) => t,
+            Err(e) => return self.reject(e),
+        };
+        if let Some(first) = self.seen.get(&t.id) {
+            let e = TraceError::Invalid {
+                path: path.to_string(),
+                line,
+                trace_id: excerpt(&t.id),
+                field: "id".into(),
+                message: format!(
+                    "repeats the id of the trace at {first}: ids name conversations, so each may appear once in a trace set; rename or remove one"
+                ),
+            };
+            return self.reject(e);
+        }
+        self.seen.insert(t.id.clone(), format!("{path}:{line}"));
+        self.accepted += 1;
+        (self.f)(t)
+    }
+
+    /// A bad trace fails the read, or is skipped with a warning under `skip_invalid`; errors
+    /// about the file itself (reading, limits) always fail it.
+    fn reject(&mut self, e: TraceError) -> Result<(), TraceError> {
+        if !self.opts.skip_invalid || !matches!(e, TraceError::Invalid { .. }) {
+            return Err(e);
+        }
+        self.skipped += 1;
+        if self.skipped <= MAX_SKIP_WARNINGS {
+            // Returned, not logged: each command prints its set's warnings once.
+            self.warnings.push(format!("skipped: {e}"));
+        }
+        Ok(())
+    }
 }
 
 fn detect(text: &str) -> TraceFormat {
@@ -241,7 +268,7 @@ pub fn parse_weka(path: &str, line: usize, text: &str) -> Result<Trace, TraceErr
             t.normalize().map_err(|fe| TraceError::Invalid {
                 path: path.to_string(),
                 line,
-                trace_id: t.id.clone(),
+                trace_id: excerpt(&t.id),
                 field: fe.field,
                 message: fe.message,
             })?;
@@ -253,9 +280,13 @@ pub fn parse_weka(path: &str, line: usize, text: &str) -> Result<Trace, TraceErr
             Err(TraceError::Invalid {
                 path: path.to_string(),
                 line,
-                trace_id: sniff_id(text),
-                field: if field.is_empty() || field == "." { "(record)".into() } else { field },
-                message: explain(&inner.to_string()),
+                trace_id: excerpt(&sniff_id(text)),
+                field: if field.is_empty() || field == "." {
+                    "(record)".into()
+                } else {
+                    field.split('.').map(excerpt).collect::<Vec<_>>().join(".")
+                },
+                message: explain(&excerpt_quoted(&inner.to_string())),
             })
         }
     }

@@ -111,10 +111,12 @@ fn reads_plain_gzip_directory_and_skips_bad_traces_only_when_asked() {
     let good = example_record();
     let bad = good.replace(r#""block_size":64"#, r#""block_size":64,"oops":1"#);
     std::fs::write(dir.path().join("a.jsonl"), format!("{good}\n\n{bad}\n")).unwrap();
+    // Each file holds its own trace: ids are unique in a set.
+    let renamed = |n: &str| good.replace("0196085d85d2075a50b74cd8795ffbdcea9a", n);
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(format!("{good}\n").as_bytes()).unwrap();
+    gz.write_all(format!("{}\n", renamed("b")).as_bytes()).unwrap();
     std::fs::write(dir.path().join("b.jsonl.gz"), gz.finish().unwrap()).unwrap();
-    std::fs::write(dir.path().join("c.json"), serde_json::to_string_pretty(&parse_weka("x", 1, &good).unwrap()).unwrap()).unwrap();
+    std::fs::write(dir.path().join("c.json"), serde_json::to_string_pretty(&parse_weka("x", 1, &renamed("c")).unwrap()).unwrap()).unwrap();
     std::fs::write(dir.path().join("notes.txt"), "ignored").unwrap();
 
     let strict = read_traces(&[dir.path()], &ReadOptions::default()).unwrap_err().to_string();

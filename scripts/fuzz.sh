@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# A bounded mutation fuzz run over every input sweep reads: master configs, recipes, runners,
+# golden AL curves, the changelog, InferenceX's shared inputs, engine profiles and traces (Weka
+# JSONL, gzip, .json, mooncake), each mutated with a seed (byte flips, truncation, duplicated or
+# deleted lines, deep nesting, huge numbers, renamed keys, swapped values, invalid UTF-8, long
+# strings, newline floods) and run through the real loaders in process (harness/examples/fuzz).
+# A finding is a panic, an input slower than the per-input cap or using more than 512 MB, or an
+# error that does not name its file or echoes its input; each is saved under the findings folder
+# with the command that replays it, and the script exits non-zero.
+#
+# Usage: scripts/fuzz.sh [--budget SECONDS] [--seed N] [--cap SECONDS] [--findings DIR]
+#   --budget    wall-clock seconds of fuzzing (default 150; the build comes on top)
+#   --seed      the run's seed (default: from the clock); printed, so a run can be repeated
+#   --cap       seconds one input may take (default 2)
+#   --findings  where findings go (default target/fuzz-findings)
+# Seeds come from this repository and, when SWEEP_SHARED_DATA names the shared data, from its
+# InferenceX inputs and small real traces.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+budget=150
+seed="$(date +%s)"
+cap=2
+findings=target/fuzz-findings
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --budget) budget="$2"; shift 2 ;;
+    --seed) seed="$2"; shift 2 ;;
+    --cap) cap="$2"; shift 2 ;;
+    --findings) findings="$2"; shift 2 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+
+echo "fuzz: seed $seed, budget ${budget} s, cap ${cap} s per input, findings in $findings"
+cargo build --quiet -p harness --example fuzz
+rm -rf "$findings"
+# Panics inside the loaders are findings, reported with their input: no backtraces to resolve.
+RUST_BACKTRACE=0 target/debug/examples/fuzz --budget "$budget" --seed "$seed" --cap "$cap" --findings "$findings"
