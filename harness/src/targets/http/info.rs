@@ -11,6 +11,20 @@ use super::{HttpError, HttpTarget, INFO_TIMEOUT};
 use crate::metrics::PointContext;
 use crate::prompt::{TokenText, TokenizerVocab, WordVocab};
 
+/// SGLang's (and the reference engine's) context length in `/server_info`.
+fn sglang_context(info: &Value) -> Option<u64> {
+    ["context_length", "max_req_input_len"].iter().find_map(|k| info[*k].as_u64()).filter(|c| *c > 0)
+}
+
+/// A context length in vLLM's `/v1/models` (`data[0].max_model_len`) or llama.cpp's `/props`
+/// (`default_generation_settings.n_ctx`, or `n_ctx`).
+fn other_context(v: &Value) -> Option<u64> {
+    [&v["data"][0]["max_model_len"], &v["default_generation_settings"]["n_ctx"], &v["n_ctx"]]
+        .into_iter()
+        .find_map(Value::as_u64)
+        .filter(|c| *c > 0)
+}
+
 impl HttpTarget {
     /// Model, `/server_info` and the synthesis vocabulary of the server, into the point context:
     /// the reference engine (`sweep engine serve`) is labelled `predicted` with its profiles, any
@@ -28,8 +42,10 @@ impl HttpTarget {
         }
         let reported = info.as_ref().and_then(|i| i["tokenizer_path"].as_str()).map(std::path::PathBuf::from).filter(|p| p.exists());
         let engine_info = info.as_ref().and_then(|i| i.get("engine_info")).and_then(Value::as_object).cloned();
-        self.context_length =
-            info.as_ref().and_then(|i| ["context_length", "max_req_input_len"].iter().find_map(|k| i[*k].as_u64()).filter(|c| *c > 0));
+        self.context_length = match info.as_ref().and_then(sglang_context) {
+            Some(c) => Some(c),
+            None => self.reported_context().await,
+        };
         let file = tokenizer.map(std::path::Path::to_path_buf).or(reported);
         let (vocab, vocab_name): (Arc<dyn TokenText>, String) = match (&file, &engine_info) {
             (Some(p), _) => (
@@ -62,6 +78,21 @@ impl HttpTarget {
             m.insert("synthesis_tokenizer".into(), vocab_name.into());
         }
         Ok(())
+    }
+
+    /// The context length a server other than SGLang reports: vLLM's `/v1/models`
+    /// `max_model_len`, llama.cpp's `/props` `n_ctx`.
+    async fn reported_context(&self) -> Option<u64> {
+        for path in ["/v1/models", "/props"] {
+            let Ok(r) = self.client.get(format!("{}{path}", self.base_url)).timeout(INFO_TIMEOUT).send().await else { continue };
+            if !r.status().is_success() {
+                continue;
+            }
+            if let Some(c) = r.json::<Value>().await.ok().as_ref().and_then(other_context) {
+                return Some(c);
+            }
+        }
+        None
     }
 
     /// The first model `/v1/models` lists.
@@ -130,5 +161,23 @@ impl HttpTarget {
             }
         }
         any
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_lengths_are_read_where_each_server_reports_them() {
+        assert_eq!(sglang_context(&serde_json::json!({"context_length": 163840})), Some(163840));
+        assert_eq!(sglang_context(&serde_json::json!({"max_req_input_len": 8000})), Some(8000));
+        let vllm = serde_json::json!({"object": "list", "data": [{"id": "m", "max_model_len": 32768}]});
+        assert_eq!(other_context(&vllm), Some(32768));
+        let llama = serde_json::json!({"default_generation_settings": {"n_ctx": 8192}, "total_slots": 1});
+        assert_eq!(other_context(&llama), Some(8192));
+        // llama-cpp-python's /v1/models says nothing of it.
+        assert_eq!(other_context(&serde_json::json!({"data": [{"id": "m", "owned_by": "me"}]})), None);
+        assert_eq!(other_context(&serde_json::json!({"n_ctx": 0})), None);
     }
 }
