@@ -70,8 +70,9 @@ fn first_turns_of_plays_get_their_first_token_without_a_transport_delay() {
     std::fs::write(&traces, short_plays(40)).unwrap();
     let mut last = String::new();
     // A stalled first chunk added 20-30 ms to nearly every first turn, at any load: the median
-    // says so at once. The tail also moves with what else the machine runs, so a point whose p99
-    // is over the bound is measured again, up to three times.
+    // says so at once (p50 26 ms; about 1 ms without the stall). The p99 bound catches a stall of
+    // a few requests in 100; it sits above the tail a concurrent build gives this 2-core machine
+    // (up to 17 ms), and a point over it is measured again, up to three times.
     for attempt in 1..=3 {
         let mut added = first_turn_added_latency(&traces);
         let (p50, p99) = (percentile(&mut added, 0.5), percentile(&mut added, 0.99));
@@ -79,7 +80,7 @@ fn first_turns_of_plays_get_their_first_token_without_a_transport_delay() {
         last = format!("first-turn added latency p50 {p50:.2} ms, p99 {p99:.2} ms over {} requests; above 10 ms: {over:?}", added.len());
         eprintln!("attempt {attempt}: {last}");
         assert!(p50 <= 5.0, "{last}");
-        if p99 <= 10.0 {
+        if p99 <= 20.0 {
             return;
         }
     }
