@@ -101,7 +101,7 @@ fn llama_replays_at_c1_and_c4_count_tokens_the_server_does_not_report() {
     small_traces(&traces, 20);
     for conc in ["1", "4"] {
         let out = tmp.path().join(format!("c{conc}"));
-        let o = replay(&server.url, &traces, &out, &["--concurrency", conc, "--duration", "60", "--warmup-per-lane", "1"]);
+        let o = replay(&server.url, &traces, &out, &["--concurrency", conc, "--duration", "40", "--warmup-per-lane", "1"]);
         let (so, se) = text(&o);
         assert!(o.status.success(), "c{conc}:\n{so}\n{se}");
         let agg = read_json(&out.join("agg.json"));
