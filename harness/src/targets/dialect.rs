@@ -48,15 +48,20 @@ pub enum DialectError {
     Locked(String),
 }
 
+/// An `--extra-body` value as the object it must be, without the replay's own keys.
+fn extra_object(json: &str) -> Result<Map<String, Value>, DialectError> {
+    let v: Value = serde_json::from_str(json).map_err(|e| DialectError::NotObject(json.to_string(), e.to_string()))?;
+    let Value::Object(m) = v else { return Err(DialectError::NotObject(json.to_string(), "a JSON value of another kind".into())) };
+    if let Some(k) = LOCKED.iter().find(|k| m.contains_key(**k)) {
+        return Err(DialectError::Locked(k.to_string()));
+    }
+    Ok(m)
+}
+
 impl Dialect {
     /// Parses `--extra-body` (a JSON object) into the dialect's extra keys.
     pub fn set_extra_body(&mut self, json: &str) -> Result<(), DialectError> {
-        let v: Value = serde_json::from_str(json).map_err(|e| DialectError::NotObject(json.to_string(), e.to_string()))?;
-        let Value::Object(m) = v else { return Err(DialectError::NotObject(json.to_string(), "a JSON value of another kind".into())) };
-        if let Some(k) = LOCKED.iter().find(|k| m.contains_key(**k)) {
-            return Err(DialectError::Locked(k.to_string()));
-        }
-        self.extra_body = m;
+        self.extra_body = extra_object(json)?;
         Ok(())
     }
 
@@ -152,11 +157,9 @@ impl DialectArgs {
     pub fn over(&self, base: &DialectArgs) -> Result<DialectArgs, DialectError> {
         let extra_body = match (&base.extra_body, &self.extra_body) {
             (Some(b), Some(s)) => {
-                let (mut merged, mut mine) = (Dialect::default(), Dialect::default());
-                merged.set_extra_body(b)?;
-                mine.set_extra_body(s)?;
-                merged.extra_body.extend(mine.extra_body);
-                Some(Value::Object(merged.extra_body).to_string())
+                let mut merged = extra_object(b)?;
+                merged.extend(extra_object(s)?);
+                Some(Value::Object(merged).to_string())
             }
             (b, s) => s.clone().or_else(|| b.clone()),
         };
