@@ -76,6 +76,45 @@ impl PointResult {
     }
 }
 
+/// One eval point of a run (gsm8k against its config's server; its files are in its folder).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalPointResult {
+    pub id: String,
+    pub config_key: String,
+    pub arm: String,
+    /// The eval's concurrency (`num_concurrent`).
+    pub conc: u32,
+    pub matrix: String,
+    pub status: Status,
+    /// The eval's summary row as its folder records it (score, n, infrastructure_success, or
+    /// `not_applicable` with the reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<serde_json::Value>,
+    pub wall_s: f64,
+}
+
+impl EvalPointResult {
+    /// An eval in a line: its scores, or why it has none.
+    pub fn describe(&self) -> String {
+        let d = self.detail.as_ref();
+        match &self.status {
+            Status::Done => match d {
+                Some(d) if d.get("not_applicable").is_some() => {
+                    format!("gsm8k not applicable ({})", d["not_applicable"].as_str().unwrap_or("?"))
+                }
+                Some(d) => format!(
+                    "gsm8k em_strict {:.4}  em_flexible {:.4}  n={}",
+                    d["em_strict"].as_f64().unwrap_or(f64::NAN),
+                    d["em_flexible"].as_f64().unwrap_or(f64::NAN),
+                    d["n_eff"].as_u64().unwrap_or(0)
+                ),
+                None => "gsm8k done".into(),
+            },
+            st => format!("{st:?}"),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     pub run_id: String,
@@ -90,6 +129,9 @@ pub struct RunSummary {
     pub replicates: usize,
     pub points: Vec<PointResult>,
     pub curves: Vec<CurveResult>,
+    /// Eval points, in plan order (none in runs made before evals ran).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evals: Vec<EvalPointResult>,
 }
 
 fn default_seed() -> u64 {

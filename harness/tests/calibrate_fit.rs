@@ -14,7 +14,12 @@ const KEY: &str = "dsv41flash-fp4-gb300-sglang-agentic-dspark";
 fn points(ids: &[&str]) -> Vec<PlanPoint> {
     let repo = Repo::at(&workspace_root());
     let inputs = Inputs::load(&repo).expect("repository config loads");
-    let plan = plan::build(&repo, &inputs, &PlanRequest { labels: Labels::parse(&["full-sweep-fail-fast"]).unwrap(), base: None }).unwrap();
+    let plan = plan::build(
+        &repo,
+        &inputs,
+        &PlanRequest { labels: Labels::parse(&["full-sweep-fail-fast"]).unwrap(), base: None, no_evals: false },
+    )
+    .unwrap();
     ids.iter().map(|id| plan.points().find(|p| p.id == format!("{KEY}/{id}")).unwrap_or_else(|| panic!("no point {id}")).clone()).collect()
 }
 

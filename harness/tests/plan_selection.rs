@@ -42,9 +42,14 @@ fn entry(scn: Option<&str>, extra: &str) -> String {
 }
 
 fn build(cl: &str, labels: &[&str]) -> plan::Plan {
+    build_with(cl, labels, false)
+}
+
+fn build_with(cl: &str, labels: &[&str], no_evals: bool) -> plan::Plan {
     let (_d, r) = repo(cl);
     let inputs = Inputs::load(&r).unwrap_or_else(|e| panic!("{e}"));
-    plan::build(&r, &inputs, &PlanRequest { labels: Labels::parse(labels).unwrap(), base: None }).unwrap_or_else(|e| panic!("{e}"))
+    plan::build(&r, &inputs, &PlanRequest { labels: Labels::parse(labels).unwrap(), base: None, no_evals })
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn names(p: &plan::Plan) -> Vec<String> {
@@ -59,9 +64,14 @@ fn canary_is_min_conc_1k1k_and_removed_from_its_bucket() {
     assert_eq!(c.row["isl"], 1024);
     assert_eq!(names(&p), vec!["single_node.1k1k:1", "single_node.8k1k:5", "single_node.agentic:2"]);
     // Default eval selection: 8k1k concs {2..32}, eligible {16, 32} → max = upper median = 32.
-    let ev: Vec<u32> = p.evals.iter().flat_map(|m| m.points.iter().map(|x| x.conc)).collect();
-    assert_eq!(ev, vec![32]);
-    assert!(p.evals.iter().all(|m| m.name == "evals"), "agentic evals are opt-in");
+    let ev: Vec<(String, u32)> = p.evals.iter().flat_map(|m| m.points.iter().map(|x| (m.name.clone(), x.conc))).collect();
+    let agentic_max = p.matrices.iter().filter(|m| m.name == "single_node.agentic").flat_map(|m| m.points.iter().map(|x| x.conc)).max();
+    // A changelog sweep generates evals with `--evals-only`, so the agentic scenario's
+    // highest-concurrency row runs gsm8k too.
+    assert_eq!(ev, vec![("agentic_evals".to_string(), agentic_max.unwrap()), ("evals".to_string(), 32)]);
+    let p = build_with(&entry(None, ""), &["full-sweep-fail-fast"], true);
+    assert!(p.evals.is_empty(), "--no-evals drops every eval row");
+    assert_eq!(names(&p), vec!["single_node.1k1k:1", "single_node.8k1k:5", "single_node.agentic:2"]);
 }
 
 #[test]
@@ -116,7 +126,7 @@ fn disjoint_scenarios_both_run_and_duplicates_run_once() {
     let p = plan::build(
         &r,
         &inputs,
-        &PlanRequest { labels: Labels::parse(&["non-canary-full-sweep-enabled"]).unwrap(), base: Some("HEAD".into()) },
+        &PlanRequest { labels: Labels::parse(&["non-canary-full-sweep-enabled"]).unwrap(), base: Some("HEAD".into()), no_evals: false },
     )
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(names(&p), vec!["single_node.1k1k:2", "single_node.8k1k:5", "single_node.agentic:2"]);
@@ -126,7 +136,8 @@ fn disjoint_scenarios_both_run_and_duplicates_run_once() {
 fn unknown_changelog_key_is_an_error_naming_the_entry_line() {
     let (_d, r) = repo(&entry(None, "").replace("mix-*", "mix-fp?-h200-sglang"));
     let inputs = Inputs::load(&r).unwrap();
-    let e = plan::build(&r, &inputs, &PlanRequest { labels: Labels::parse(&["full-sweep-enabled"]).unwrap(), base: None }).unwrap_err();
+    let e = plan::build(&r, &inputs, &PlanRequest { labels: Labels::parse(&["full-sweep-enabled"]).unwrap(), base: None, no_evals: false })
+        .unwrap_err();
     let s = e.to_string();
     assert!(s.contains("perf-changelog.yaml:1") && s.contains("`mix-fp?-h200-sglang` matches no master config"), "{s}");
 }

@@ -14,7 +14,8 @@ use std::sync::atomic::AtomicBool;
 fn plan() -> harness::plan::Plan {
     let repo = Repo::at(&workspace_root());
     let inputs = Inputs::load(&repo).expect("repository config loads");
-    plan::build(&repo, &inputs, &PlanRequest { labels: Labels::parse(&["full-sweep-fail-fast"]).unwrap(), base: None }).expect("plan")
+    plan::build(&repo, &inputs, &PlanRequest { labels: Labels::parse(&["full-sweep-fail-fast"]).unwrap(), base: None, no_evals: false })
+        .expect("plan")
 }
 
 fn run_point(id: &str, seed: u64, duration_s: f64) -> harness::run::Outcome {
@@ -333,6 +334,7 @@ fn a_failing_point_cancels_the_rest_of_its_own_matrix_only() {
         seed_replicates: 0,
         identity: None,
         verbose: false,
+        eval_limit: None,
     };
     let mut runner = SimRunner::new(harness::workload::default_pool(42), "synthetic".into());
     runner.duration_s = Some(120.0);

@@ -103,7 +103,7 @@ pub fn config_points(repo_args: &RepoArgs, key: &str) -> anyhow::Result<(crate::
     let plan = plan::build(
         &repo,
         &inputs,
-        &PlanRequest { labels: Labels::parse(&["full-sweep-fail-fast"]).map_err(anyhow::Error::msg)?, base: None },
+        &PlanRequest { labels: Labels::parse(&["full-sweep-fail-fast"]).map_err(anyhow::Error::msg)?, base: None, no_evals: true },
     )
     .map_err(|p| anyhow::anyhow!("{p}"))?;
     let pts: Vec<PlanPoint> = plan.points().filter(|p| p.config_key == key).cloned().collect();

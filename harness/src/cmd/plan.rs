@@ -21,6 +21,9 @@ pub struct Args {
     /// (default: the latest entry).
     #[arg(long)]
     pub base: Option<String>,
+    /// Throughput only: leave out the eval rows (the generator's `--no-evals`).
+    #[arg(long)]
+    pub no_evals: bool,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// Print each point's resolved server command line, environment and router command.
@@ -40,7 +43,7 @@ pub fn load(args: &Args) -> anyhow::Result<Result<Plan, crate::problem::Problems
         Ok(i) => i,
         Err(p) => return Ok(Err(p)),
     };
-    Ok(plan::build(&repo, &inputs, &PlanRequest { labels, base: args.base.clone() }))
+    Ok(plan::build(&repo, &inputs, &PlanRequest { labels, base: args.base.clone(), no_evals: args.no_evals }))
 }
 
 pub fn run(args: &Args) -> anyhow::Result<std::process::ExitCode> {
@@ -112,7 +115,7 @@ pub fn table(plan: &Plan, show_commands: bool) -> String {
     }
     for m in &plan.evals {
         o.push_str(&format!(
-            "\nevals {} ({} point{}; need a server that generates real tokens)\n",
+            "\nevals {} ({} point{}: gsm8k, 1,319 questions, 5-shot, after the throughput points of the same server; a simulated engine records them not applicable)\n",
             m.name,
             m.points.len(),
             if m.points.len() == 1 { "" } else { "s" }

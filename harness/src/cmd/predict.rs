@@ -136,6 +136,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
         seed_replicates: 0,
         identity: None,
         verbose: true,
+        eval_limit: None,
     };
     eprintln!("sweep predict: {} point(s) of {} with hardware profile {}; traces {trace_set}", plan.points().count(), a.config, gpu.name);
     let t0 = std::time::Instant::now();
@@ -165,7 +166,7 @@ fn config_plan(a: &PredictArgs) -> anyhow::Result<(crate::repo::Repo, plan::Plan
     let mut plan = plan::build(
         &repo,
         &inputs,
-        &PlanRequest { labels: Labels::parse(&["full-sweep-fail-fast"]).map_err(anyhow::Error::msg)?, base: None },
+        &PlanRequest { labels: Labels::parse(&["full-sweep-fail-fast"]).map_err(anyhow::Error::msg)?, base: None, no_evals: true },
     )
     .map_err(|p| anyhow::anyhow!("{p}"))?;
     let planned: Vec<String> = plan.points().map(|p| p.config_key.clone()).collect();

@@ -30,6 +30,13 @@ pub struct Args {
     /// Run only configs whose key matches this glob (`*`, `?`), e.g. `dsv41flash-*`.
     #[arg(long)]
     pub configs: Option<String>,
+    /// Throughput only: leave out the eval points (the generator's `--no-evals`).
+    #[arg(long)]
+    pub no_evals: bool,
+    /// Evals: score only the first N gsm8k test questions (a smoke run; the result says so and
+    /// the gate does not accept it as a full eval).
+    #[arg(long, value_name = "N")]
+    pub eval_limit: Option<usize>,
     /// Where requests go: `sim` (reference engine, virtual clock), `local` (start each point's
     /// resolved server command), `local:engine` (the same flags served by `sweep engine serve`),
     /// `url:URL` (an existing OpenAI-compatible server), or `slurm` (one batch job per point,
@@ -113,10 +120,11 @@ fn filter_configs(plan: &mut Plan, glob: &str) {
     if plan.canary.as_ref().is_some_and(|c| !glob_match(glob, &c.config_key)) {
         plan.canary = None;
     }
-    for m in &mut plan.matrices {
+    for m in plan.matrices.iter_mut().chain(plan.evals.iter_mut()) {
         m.points.retain(|p| glob_match(glob, &p.config_key));
     }
     plan.matrices.retain(|m| !m.points.is_empty());
+    plan.evals.retain(|m| !m.points.is_empty());
 }
 
 /// Removes fixed-seq-len points (the load generator replays AgentX session trees only); their ids.
@@ -232,6 +240,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         seed_replicates,
         identity: Some(identity),
         verbose: true,
+        eval_limit: args.eval_limit,
     };
     let n = plan.points().filter(|p| opts.only.is_empty() || opts.only.contains(&p.id)).count();
     eprintln!(
@@ -274,7 +283,7 @@ fn plan_for(args: &Args) -> anyhow::Result<Option<(Repo, Plan)>> {
     }
     let built = args.repo.repo().and_then(|repo| {
         let inputs = Inputs::load(&repo)?;
-        let plan = plan::build(&repo, &inputs, &PlanRequest { labels, base: args.base.clone() })?;
+        let plan = plan::build(&repo, &inputs, &PlanRequest { labels, base: args.base.clone(), no_evals: args.no_evals })?;
         Ok((repo, plan))
     });
     let (repo, mut plan) = match built {
@@ -399,6 +408,13 @@ fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool, one_
         summary.points.len(),
         if verdict.passed { "PASSED" } else { "FAILED" }
     );
+    if !summary.evals.is_empty() {
+        let w = summary.evals.iter().map(|e| e.id.len()).max().unwrap_or(0);
+        println!("evals:");
+        for e in &summary.evals {
+            println!("  {:<w$}  {}", e.id, e.describe());
+        }
+    }
     for c in verdict.checks.iter().filter(|c| !c.passed) {
         println!("  failed check: {}: {}", c.name, c.detail);
     }

@@ -338,7 +338,8 @@ fn expand_agentic(e: &Entry, runners: Option<&Runners>, out: &mut Vec<Row>) -> R
 }
 
 /// Eval selection (spec §3.4). Returns eval-only rows (`run-eval` and `eval-only` true).
-/// Agentic rows are included only when `include_agentic` (the `all-evals` / `evals-only` labels).
+/// Agentic rows are included only when `include_agentic` (the generator's `--evals-only` or
+/// `--all-evals`, which the changelog path always passes).
 pub fn select_evals(rows: &[Row], all_evals: bool, include_agentic: bool) -> Vec<Row> {
     let mut out = single_node_fixed_evals(rows, all_evals);
     out.extend(multinode_evals(rows, all_evals, include_agentic));

@@ -95,6 +95,8 @@ pub struct PlanRequest {
     pub labels: Labels,
     /// Base revision: entries added since it select the configs. None = the latest entry.
     pub base: Option<String>,
+    /// Leave out eval rows (the generator's `--no-evals`): throughput only.
+    pub no_evals: bool,
 }
 
 /// The inputs a plan is built from (loaded once).
@@ -125,7 +127,19 @@ pub fn build(repo: &Repo, inputs: &Inputs, req: &PlanRequest) -> Result<Plan, Pr
     let (added, base_master) = select::added_entries(repo, &inputs.changelog, req)?;
     let mut problems = Problems::default();
     select::check_entry_mix(&inputs.changelog, &added, &req.labels, &mut problems);
-    let (mut bench, evals) = select::Selection::new(inputs, base_master.as_ref(), &req.labels).rows(&added, &mut problems);
+    let (mut bench, mut evals) = select::Selection::new(inputs, base_master.as_ref(), &req.labels).rows(&added, &mut problems);
+    if req.no_evals {
+        if req.labels.evals_only || req.labels.all_evals {
+            problems.push(crate::problem::Problem::new(
+                &inputs.changelog.file,
+                None,
+                "",
+                "--no-evals with the evals-only or all-evals label selects nothing to run",
+                "drop --no-evals or the eval label",
+            ));
+        }
+        evals.clear();
+    }
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -153,13 +167,18 @@ pub fn build(repo: &Repo, inputs: &Inputs, req: &PlanRequest) -> Result<Plan, Pr
         let points = rows.into_iter().map(|r| maker.point(&name, r, &mut problems)).collect();
         matrices.push(Matrix { name, fail_fast: ff, points });
     }
+    // Eval ids are their throughput twin's with an `eval:` prefix, so they get their own allocator.
+    let mut eval_maker = points::PointMaker::new(repo, inputs, req.labels.agentx_fast);
     let mut eval_ms = Vec::new();
     for (name, rows) in eval_buckets {
         let points = rows
             .into_iter()
             .map(|r| {
-                let mut p = maker.point(&name, r, &mut problems);
+                let mut p = eval_maker.point(&name, r, &mut problems);
                 p.id = format!("eval:{}", p.id);
+                // An eval answers gsm8k; it replays no trace.
+                p.duration_s = None;
+                p.warmup_per_lane = None;
                 p
             })
             .collect();

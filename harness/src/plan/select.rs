@@ -185,7 +185,9 @@ impl<'a> Selection<'a> {
     /// Eval rows of the entry's scenarios not expanded yet.
     fn add_evals(&mut self, e: &ClEntry, entry: &Entry, scns: &[Scenario]) {
         let all = self.labels.all_evals || e.all_evals;
-        let include_agentic_evals = self.labels.all_evals || self.labels.evals_only || e.all_evals || e.evals_only;
+        // The changelog path always generates evals with `--evals-only`, which includes agentic
+        // rows (they run gsm8k): every sweep covering the agentic scenario evaluates it.
+        let include_agentic_evals = true;
         let key = &entry.key;
         let todo: Vec<Scenario> = scns.iter().copied().filter(|s| self.eval_done.insert((key.clone(), *s))).collect();
         if !todo.is_empty()

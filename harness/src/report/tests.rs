@@ -60,6 +60,7 @@ pub fn fake_run(n: usize) -> RunSummary {
         replicates: 50,
         points,
         curves: analyse(&pts),
+        evals: Vec::new(),
     }
 }
 

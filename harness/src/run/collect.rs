@@ -57,7 +57,18 @@ pub fn collect(inputs: &[PathBuf], out: &Path) -> Result<RunSummary, RunError> {
             }
             _ => {}
         }
-        let m = merged.get_or_insert_with(|| RunSummary { points: Vec::new(), curves: Vec::new(), ..s.clone() });
+        let m = merged.get_or_insert_with(|| RunSummary { points: Vec::new(), curves: Vec::new(), evals: Vec::new(), ..s.clone() });
+        for e in s.evals {
+            if e.status == Status::Pending {
+                continue;
+            }
+            if let Some(prev) = origin.get(&e.id) {
+                return Err(RunError::Duplicate { point: e.id.clone(), first: prev.clone(), second: r.clone() });
+            }
+            copy_tree(&point_dir(r, &e.id), &point_dir(out, &e.id)).map_err(|source| RunError::Copy { point: e.id.clone(), source })?;
+            origin.insert(e.id.clone(), r.clone());
+            m.evals.push(e);
+        }
         for p in s.points {
             if p.status == Status::Pending {
                 continue;
@@ -79,6 +90,14 @@ pub fn collect(inputs: &[PathBuf], out: &Path) -> Result<RunSummary, RunError> {
             .filter_map(|p| p["id"].as_str().map(str::to_string))
             .collect();
         m.points.sort_by_key(|p| order.iter().position(|o| o == &p.id).unwrap_or(usize::MAX));
+        let eval_order: Vec<String> = plan["evals"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|mx| mx["points"].as_array().into_iter().flatten())
+            .filter_map(|p| p["id"].as_str().map(str::to_string))
+            .collect();
+        m.evals.sort_by_key(|e| eval_order.iter().position(|o| o == &e.id).unwrap_or(usize::MAX));
         let plan_json = out.join("plan.json");
         crate::results::write_json(&plan_json, plan).map_err(RunError::io(&plan_json))?;
     }

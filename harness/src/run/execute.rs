@@ -2,19 +2,21 @@
 //! matrix-scoped fail-fast, and every point's files and the run summary written as they finish.
 
 use super::identity::RunIdentity;
-use super::{Job, Outcome, PointRunner, RunError, RunOptions, StartOrder, Turn, finalize, pending};
+use super::{EvalJob, Job, Outcome, PointRunner, RunError, RunOptions, StartOrder, Turn, finalize, pending};
 use crate::metrics;
 use crate::noise::{self, SeedSample};
 use crate::pareto::Samples;
 use crate::plan::{Plan, PlanPoint};
 use crate::records;
-use crate::results::{PointResult, RunSummary, Status, point_dir, write_json};
+use crate::results::{EvalPointResult, PointResult, RunSummary, Status, point_dir, write_json};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Runs the plan's throughput points; `interrupt` is the Ctrl-C flag.
+/// Runs the plan's throughput points, then each eval point after the throughput points of its
+/// server config (on the same server where the runner launches them), the rest at the end;
+/// `interrupt` is the Ctrl-C flag.
 pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interrupt: &Arc<AtomicBool>) -> Result<RunSummary, RunError> {
     if let Some(id) = &opts.identity {
         if opts.resume
@@ -31,13 +33,16 @@ pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interru
     write_json(&plan_json, plan).map_err(RunError::io(&plan_json))?;
     let sel = Selection::of(plan, opts)?;
     let run = Execution::start(opts, runner, interrupt, &sel);
+    runner.keep_server_after(&sel.eval_after.keys().cloned().collect::<Vec<_>>());
     run.save()?;
     let canary_failed = match sel.canary {
         Some(c) => run.canary(c)?,
         None => None,
     };
     if let Some(reason) = canary_failed {
-        run.mark_pending(&mut sel.order.iter(), Status::Cancelled { reason });
+        // A failed canary blocks every matrix, the evals' too.
+        run.mark_pending(&mut sel.order.iter(), Status::Cancelled { reason: reason.clone() });
+        run.cancel_evals(&reason);
     } else if runner.matrices_at_once() {
         // A batch scheduler queues every matrix at once; fail-fast stays per matrix.
         let results: Vec<Result<(), RunError>> = std::thread::scope(|s| {
@@ -53,6 +58,16 @@ pub fn execute(plan: &Plan, opts: &RunOptions, runner: &dyn PointRunner, interru
             run.matrix(m)?;
         }
     }
+    if !interrupt.load(Ordering::Relaxed) {
+        // Evals whose throughput twin did not run here (evals-only sweeps, another server
+        // config, a cancelled point) run last, each on its own server.
+        for e in &sel.evals {
+            if interrupt.load(Ordering::Relaxed) {
+                break;
+            }
+            run.run_eval(e)?;
+        }
+    }
     let summary = run.save()?;
     let samples = run.samples.lock().expect("lock").clone();
     finalize(summary, &samples, &opts.out)
@@ -65,12 +80,18 @@ struct Matrix<'p> {
     points: Vec<&'p PlanPoint>,
 }
 
-/// The points this run covers (`--only`), in plan order: the canary, then each matrix's.
+/// The points this run covers (`--only`), in plan order: the canary, then each matrix's, then
+/// the evals.
 struct Selection<'p> {
     canary: Option<&'p PlanPoint>,
     matrices: Vec<Matrix<'p>>,
-    /// Every selected point's id, in plan order.
+    /// Every selected throughput point's id, in plan order.
     order: Vec<String>,
+    /// Selected eval points, in plan order.
+    evals: Vec<&'p PlanPoint>,
+    /// Evals that run right after a throughput point, on its server: the last selected
+    /// throughput point of the same config and server launch.
+    eval_after: BTreeMap<String, Vec<&'p PlanPoint>>,
 }
 
 impl<'p> Selection<'p> {
@@ -90,12 +111,26 @@ impl<'p> Selection<'p> {
                 return Err(RunError::UnknownPoint { id: id.clone() });
             }
         }
-        Ok(Selection { canary, matrices, order })
+        let evals: Vec<&PlanPoint> = plan.evals.iter().flat_map(|m| m.points.iter()).filter(|p| selected(p)).collect();
+        let throughput: Vec<&PlanPoint> = canary.into_iter().chain(matrices.iter().flat_map(|m| m.points.iter().copied())).collect();
+        let mut eval_after: BTreeMap<String, Vec<&PlanPoint>> = BTreeMap::new();
+        for e in &evals {
+            if let Some(t) = throughput.iter().rev().find(|t| t.config_key == e.config_key && same_server(t, e)) {
+                eval_after.entry(t.id.clone()).or_default().push(e);
+            }
+        }
+        Ok(Selection { canary, matrices, order, evals, eval_after })
     }
 
     fn points(&self) -> impl Iterator<Item = &'p PlanPoint> + '_ {
         self.canary.into_iter().chain(self.matrices.iter().flat_map(|m| m.points.iter().copied()))
     }
+}
+
+/// Whether two points are served by the same server: the same resolved launch (worker and
+/// router commands and environment). Points without a serving recipe never share.
+fn same_server(a: &PlanPoint, b: &PlanPoint) -> bool {
+    a.launch.is_some() && a.launch == b.launch
 }
 
 /// Shared state of one execution: every selected point's result so far and its samples.
@@ -104,7 +139,9 @@ struct Execution<'a> {
     runner: &'a dyn PointRunner,
     interrupt: &'a Arc<AtomicBool>,
     order: &'a [String],
+    sel: &'a Selection<'a>,
     results: Mutex<BTreeMap<String, PointResult>>,
+    evals: Mutex<BTreeMap<String, EvalPointResult>>,
     samples: Mutex<BTreeMap<String, Samples>>,
     /// Points finished so far (for the progress lines).
     done_count: AtomicUsize,
@@ -134,12 +171,19 @@ impl<'a> Execution<'a> {
             }
             results.insert(p.id.clone(), res);
         }
+        let mut evals = BTreeMap::new();
+        for e in &sel.evals {
+            let done = if opts.resume { load_finished_eval(&point_dir(&opts.out, &e.id)) } else { None };
+            evals.insert(e.id.clone(), done.unwrap_or_else(|| pending_eval(e)));
+        }
         Execution {
             opts,
             runner,
             interrupt,
             order: &sel.order,
+            sel,
             results: Mutex::new(results),
+            evals: Mutex::new(evals),
             samples: Mutex::new(samples),
             done_count: AtomicUsize::new(0),
             start_order: Arc::new(StartOrder::default()),
@@ -182,7 +226,58 @@ impl<'a> Execution<'a> {
         }
         self.results.lock().expect("lock").insert(p.id.clone(), res);
         self.save()?;
+        if let Some(evals) = self.sel.eval_after.get(&p.id) {
+            for e in evals {
+                if self.interrupt.load(Ordering::Relaxed) {
+                    break;
+                }
+                self.run_eval(e)?;
+            }
+        }
         Ok(ok)
+    }
+
+    /// Runs an eval point unless it has run already (here, or before with `--resume`).
+    fn run_eval(&self, e: &PlanPoint) -> Result<(), RunError> {
+        if self.evals.lock().expect("lock").get(&e.id).is_some_and(|r| r.status != Status::Pending) {
+            return Ok(());
+        }
+        let dir = point_dir(&self.opts.out, &e.id);
+        std::fs::create_dir_all(&dir).map_err(RunError::io(&dir))?;
+        let job = EvalJob { point: e.clone(), dir: dir.clone(), cancel: self.interrupt.clone(), limit: self.opts.eval_limit };
+        let t0 = std::time::Instant::now();
+        let out = self.runner.run_eval(&job);
+        let mut res = pending_eval(e);
+        res.status = match out.status {
+            Status::Failed { .. } if self.interrupt.load(Ordering::Relaxed) => {
+                Status::Interrupted { reason: "interrupted (Ctrl-C or SIGTERM); --resume continues from its logged samples".into() }
+            }
+            s => s,
+        };
+        res.detail = out.detail;
+        res.wall_s = t0.elapsed().as_secs_f64();
+        write_in(&dir, "status.json", &res)?;
+        if self.opts.verbose {
+            let n = self.done_count.fetch_add(1, Ordering::Relaxed) + 1;
+            eprintln!("[{n}/{}] {:<58} {}  ({:.1} s)", self.total(), e.id, res.describe(), res.wall_s);
+        }
+        self.evals.lock().expect("lock").insert(e.id.clone(), res);
+        self.save()?;
+        Ok(())
+    }
+
+    /// Every eval not run yet is cancelled with `reason`.
+    fn cancel_evals(&self, reason: &str) {
+        for r in self.evals.lock().expect("lock").values_mut() {
+            if r.status == Status::Pending {
+                r.status = Status::Cancelled { reason: reason.to_string() };
+            }
+        }
+    }
+
+    /// Points (throughput and eval) this run covers.
+    fn total(&self) -> usize {
+        self.order.len() + self.sel.evals.len()
     }
 
     /// The point's metrics under the run's seed and each gate seed it could be replayed with;
@@ -215,7 +310,7 @@ impl<'a> Execution<'a> {
             ),
             (st, _) => format!("{st:?}"),
         };
-        eprintln!("[{n}/{}] {:<58} {}  ({:.1} s)", self.order.len(), p.id, detail, res.wall_s);
+        eprintln!("[{n}/{}] {:<58} {}  ({:.1} s)", self.total(), p.id, detail, res.wall_s);
     }
 
     /// Runs a matrix's points on up to the runner's parallelism of threads; a failure in a
@@ -324,6 +419,8 @@ impl<'a> Execution<'a> {
         let opts = self.opts;
         let results = self.results.lock().expect("lock");
         let points: Vec<PointResult> = self.order.iter().filter_map(|id| results.get(id).cloned()).collect();
+        let evals_map = self.evals.lock().expect("lock");
+        let evals: Vec<EvalPointResult> = self.sel.evals.iter().filter_map(|e| evals_map.get(&e.id).cloned()).collect();
         let s = RunSummary {
             run_id: opts.run_id.clone(),
             labels: opts.labels.clone(),
@@ -333,6 +430,7 @@ impl<'a> Execution<'a> {
             replicates: opts.replicates,
             points,
             curves: Vec::new(),
+            evals,
         };
         s.save(&opts.out).map_err(RunError::io(&opts.out))?;
         Ok(s)
@@ -347,6 +445,26 @@ fn load_finished(dir: &Path, gpus: u32) -> Option<(PointResult, Samples)> {
     }
     let recs = records::read_jsonl(&dir.join("profile_export.jsonl")).ok()?;
     Some((st, Samples::from_records(&recs, gpus)))
+}
+
+/// An eval point that has not run.
+fn pending_eval(e: &PlanPoint) -> EvalPointResult {
+    EvalPointResult {
+        id: e.id.clone(),
+        config_key: e.config_key.clone(),
+        arm: e.arm.clone(),
+        conc: e.conc,
+        matrix: e.matrix.clone(),
+        status: Status::Pending,
+        detail: None,
+        wall_s: 0.0,
+    }
+}
+
+/// An eval point that finished in an earlier invocation (`--resume`).
+fn load_finished_eval(dir: &Path) -> Option<EvalPointResult> {
+    let r: EvalPointResult = serde_json::from_str(&std::fs::read_to_string(dir.join("status.json")).ok()?).ok()?;
+    (r.status == Status::Done).then_some(r)
 }
 
 /// Writes a point's files atomically; returns its result.

@@ -83,6 +83,24 @@ pub struct Outcome {
     pub ctx: PointContext,
 }
 
+/// One eval point to run: gsm8k against its config's server, its files written into `dir`.
+pub struct EvalJob {
+    pub point: PlanPoint,
+    pub dir: PathBuf,
+    /// Set on Ctrl-C: the eval stops, keeping the samples it logged (a re-run resumes them).
+    pub cancel: Arc<AtomicBool>,
+    /// Score only the first N test questions (a smoke run; never a full-n pass).
+    pub limit: Option<usize>,
+}
+
+/// What a runner returns for an eval point.
+pub struct EvalOutcome {
+    pub status: Status,
+    /// The eval's summary row (score, n, infrastructure_success, or `not_applicable`), as the
+    /// eval writes it in the point's folder.
+    pub detail: Option<serde_json::Value>,
+}
+
 /// Runs single points against one kind of target.
 pub trait PointRunner: Sync {
     /// How many points may run at once (virtual clock: one per core; a GPU server: one).
@@ -106,6 +124,22 @@ pub trait PointRunner: Sync {
         let again = Job { point: job.point.clone(), dir: job.dir.clone(), cancel: job.cancel.clone(), seed, turn: None };
         Some(self.run(&again))
     }
+    /// Runs an eval point (gsm8k) against the point's server, writing its files into `job.dir`.
+    fn run_eval(&self, job: &EvalJob) -> EvalOutcome {
+        let _ = job;
+        EvalOutcome {
+            status: Status::Failed {
+                reason: "this target does not run evals: run `sweep eval --url` against the server, or leave them out with --no-evals"
+                    .into(),
+            },
+            detail: None,
+        }
+    }
+    /// The throughput points whose server an eval of the same server config runs on next: a
+    /// runner that launches servers keeps those up after the point instead of starting another.
+    fn keep_server_after(&self, point_ids: &[String]) {
+        let _ = point_ids;
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -127,6 +161,8 @@ pub struct RunOptions {
     pub identity: Option<identity::RunIdentity>,
     /// Print a line per finished point.
     pub verbose: bool,
+    /// Evals score only the first N test questions (`--eval-limit`).
+    pub eval_limit: Option<usize>,
 }
 
 fn pending(p: &PlanPoint) -> PointResult {

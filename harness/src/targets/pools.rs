@@ -159,7 +159,7 @@ mod tests {
         let repo = crate::repo::Repo::at(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
         let inputs = crate::plan::Inputs::load(&repo).expect("repository config loads");
         let labels = crate::plan::Labels::parse(&["full-sweep-fail-fast"]).unwrap();
-        let plan = crate::plan::build(&repo, &inputs, &crate::plan::PlanRequest { labels, base: None }).expect("plan");
+        let plan = crate::plan::build(&repo, &inputs, &crate::plan::PlanRequest { labels, base: None, no_evals: false }).expect("plan");
         let a = plan.points().next().unwrap();
         let b = plan.points().nth(1).unwrap();
         let pa = pools.pool_for(a).unwrap();

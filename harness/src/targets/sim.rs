@@ -475,6 +475,18 @@ impl PointRunner for SimRunner {
         ctx.trace_set = set.trace_set.clone();
         run_point(&mut engine, &set.plans, workload_config(p, job.seed, self.duration_s), ctx, &job.cancel, |_| {})
     }
+
+    /// The reference engine generates no real tokens: an eval is recorded as not applicable,
+    /// never scored.
+    fn run_eval(&self, job: &crate::run::EvalJob) -> crate::run::EvalOutcome {
+        let _ = job;
+        let detail = serde_json::json!({
+            "task": "gsm8k",
+            "not_applicable": "simulated engine",
+            "why": "the reference engine predicts timings and generates no real tokens: it cannot answer a math question",
+        });
+        crate::run::EvalOutcome { status: Status::Done, detail: Some(detail) }
+    }
 }
 
 /// The most tokens any request of a trace needs (input, marker and output).
