@@ -173,6 +173,7 @@ pub fn run_repo(root: &Path, with_plan: bool) -> Outcome {
     let args = plan::Args {
         labels: vec!["full-sweep-fail-fast".into()],
         base: None,
+        no_evals: false,
         format: plan::Format::Table,
         show_commands: false,
         repo: repo_args(root),
