@@ -347,6 +347,7 @@ fn runner_for(
             pools,
             duration_s: args.duration,
             client: args.client.options()?,
+            warm: Default::default(),
         }),
         "slurm" => {
             let inner = inner_args(args);
