@@ -266,15 +266,15 @@ pub fn check(ctx: &Ctx) -> Check {
                 Ok(s) => ok.push(s),
                 Err(f) => bad.extend(f),
             }
-        } else if let Some(k) = sim_knob(l) {
-            if exception.is_none() {
-                bad.push(Finding::new(
-                    &l.file,
-                    env_line(l, &k),
-                    &k,
-                    format!("{}: simulated acceptance ({k}) on a non-agentic spec-decode config (real-traffic AL applies)", l.label),
-                ));
-            }
+        } else if let Some(k) = sim_knob(l)
+            && exception.is_none()
+        {
+            bad.push(Finding::new(
+                &l.file,
+                env_line(l, &k),
+                &k,
+                format!("{}: simulated acceptance ({k}) on a non-agentic spec-decode config (real-traffic AL applies)", l.label),
+            ));
         }
     }
     if !bad.is_empty() {

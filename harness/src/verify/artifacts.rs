@@ -183,6 +183,8 @@ impl RunArtifacts {
                 }
             }
         }
+        // Tasks together, lower concurrency first (the order a reviewer reads them in).
+        evals.sort_by(|a, b| (&a.task, a.conc, &a.source).cmp(&(&b.task, b.conc, &b.source)));
         Ok(RunArtifacts { dir: dir.to_path_buf(), summary, head_ref, gate_passed, points, evals })
     }
 

@@ -139,7 +139,8 @@ pub fn sweep_ran(ctx: &Ctx) -> Check {
             }
         }
     }
-    if let Some(run) = ctx.run {
+    // A sweep run directory (downloaded eval artifacts alone say nothing of the sweep).
+    if let Some(run) = ctx.run.filter(|r| r.summary.is_some()) {
         decided = true;
         let dir = run.dir.display().to_string();
         match &run.head_ref {
@@ -159,20 +160,13 @@ pub fn sweep_ran(ctx: &Ctx) -> Check {
                 format!("the run is predicted (reference engine) at {} point(s), not a measured sweep", predicted.len()),
             ));
         }
-        if run.summary.is_some() {
-            match run.gate_passed {
-                Some(true) => parts.push("gate passed".into()),
-                Some(false) => bad.push(Finding::new(format!("{dir}/gate.json"), None, "passed: false", "the run's gate failed")),
-                None => bad.push(Finding::new(&dir, None, "gate.json", "the run has no gate verdict (run `sweep gate`)")),
-            }
-            for id in run.unfinished() {
-                bad.push(Finding::new(
-                    format!("{dir}/summary.json"),
-                    None,
-                    &id,
-                    format!("point {id} did not finish with a valid aggregate"),
-                ));
-            }
+        match run.gate_passed {
+            Some(true) => parts.push("gate passed".into()),
+            Some(false) => bad.push(Finding::new(format!("{dir}/gate.json"), None, "passed: false", "the run's gate failed")),
+            None => bad.push(Finding::new(&dir, None, "gate.json", "the run has no gate verdict (run `sweep gate`)")),
+        }
+        for id in run.unfinished() {
+            bad.push(Finding::new(format!("{dir}/summary.json"), None, &id, format!("point {id} did not finish with a valid aggregate")));
         }
         // Metrics publication: every throughput point published its aggregate with the
         // engine's own metrics captured.
@@ -217,7 +211,7 @@ pub fn sweep_ran(ctx: &Ctx) -> Check {
         }
     }
     if !decided {
-        return Check::na(1, format!("{NEEDS_FACTS} (check_runs) or --run DIR"));
+        return Check::na(1, format!("{NEEDS_FACTS} (check_runs) or --run with a sweep run directory"));
     }
     if bad.is_empty() { Check::pass(1, parts.join("; ")) } else { Check::from_findings(1, bad, "") }
 }
@@ -275,16 +269,19 @@ fn major_args(argv: &[String]) -> BTreeMap<&'static str, String> {
     out
 }
 
-/// The single-node launches the pull request adds or changes.
-fn single_node_launches(ctx: &Ctx) -> (Vec<LaunchView>, bool) {
+/// The single-node launches the pull request adds or changes, whether it changes a single-node
+/// recipe at all (a master entry counts even when its launch script is not in the tree), and
+/// whether it changes multi-node ones.
+fn single_node_launches(ctx: &Ctx) -> (Vec<LaunchView>, bool, bool) {
     let mut out = Vec::new();
-    let mut multinode = false;
+    let (mut single, mut multinode) = (false, false);
     for key in &ctx.changed_keys {
         let Some(e) = ctx.head.master.get(key) else { continue };
         if e.multinode || e.disagg {
             multinode = true;
             continue;
         }
+        single = true;
         if ctx.head.layout == Layout::Sweep {
             out.extend(scan::recipe_launches(ctx, key).into_iter().flatten());
         }
@@ -299,18 +296,19 @@ fn single_node_launches(ctx: &Ctx) -> (Vec<LaunchView>, bool) {
             } else if c.path.starts_with("benchmarks/single_node/")
                 && let Some(v) = scan::script_launch(ctx, &c.path)
             {
+                single = true;
                 out.push(v);
             }
         }
     }
-    (out, multinode)
+    (out, single, multinode)
 }
 
 /// Check 3: the single-node recipe links merged upstream documentation whose major server args
 /// match.
 pub fn recipe(ctx: &Ctx) -> Check {
-    let (launches, multinode) = single_node_launches(ctx);
-    if launches.is_empty() {
+    let (launches, single, multinode) = single_node_launches(ctx);
+    if !single {
         return Check::na(
             3,
             if multinode {
@@ -401,7 +399,7 @@ pub fn recipe(ctx: &Ctx) -> Check {
 
 /// Check 4: an authorized `/reuse-sweep-run [id]` comment line.
 pub fn reuse(ctx: &Ctx) -> Check {
-    let Some(f) = ctx.facts else { return Check::na(4, format!("{NEEDS_FACTS} (comments)")) };
+    let Some(comments) = ctx.facts.and_then(|f| f.comments.as_ref()) else { return Check::na(4, format!("{NEEDS_FACTS} (comments)")) };
     let is_cmd = |line: &str| {
         let t = line.trim();
         t.strip_prefix("/reuse-sweep-run").is_some_and(|rest| {
@@ -409,9 +407,9 @@ pub fn reuse(ctx: &Ctx) -> Check {
         })
     };
     let authorized = |a: &str| matches!(a.to_ascii_uppercase().as_str(), "OWNER" | "MEMBER" | "COLLABORATOR");
-    let cmds: Vec<_> = f.comments.iter().filter(|c| c.body.lines().any(is_cmd)).collect();
+    let cmds: Vec<_> = comments.iter().filter(|c| c.body.lines().any(is_cmd)).collect();
     if let Some(c) = cmds.iter().find(|c| authorized(&c.association)) {
-        let line = c.body.lines().filter(|l| is_cmd(l)).last().unwrap_or("").trim();
+        let line = c.body.lines().rfind(|l| is_cmd(l)).unwrap_or("").trim();
         return Check::pass(4, format!("`{line}` by @{} ({})", c.user, c.association));
     }
     let detail = cmds.first().map(|c| format!(" (the only one is by @{}, {})", c.user, c.association)).unwrap_or_default();
@@ -452,7 +450,8 @@ pub fn checklist(ctx: &Ctx) -> Check {
             return Check::na(5, "no docs/PR_REVIEW_CHECKLIST.md at the base revision and no checklist_template in the pr-facts");
         }
     };
-    // The template is the fenced block under "## Template" (the page has other lists).
+    // The template is the fenced block under "## Template" (the page has other lists); the block
+    // starts on the fence's line, so its line k is the file's line offset + k - 1.
     let block = template
         .split_once("## Template")
         .map(|(_, r)| r)
@@ -476,14 +475,14 @@ pub fn checklist(ctx: &Ctx) -> Check {
             .fold((false, 0.0f64), |acc, x| if x.1 > acc.1 { x } else { acc });
         let excerpt: String = text.chars().take(70).collect();
         if best.1 < 0.6 {
-            missing.push(Finding::new(&tfile, Some(offset + line), &excerpt, "template item missing from the sign-off"));
+            missing.push(Finding::new(&tfile, Some(offset + line - 1), &excerpt, "template item missing from the sign-off"));
         } else if !best.0 {
             if explained {
                 unchecked += 1;
             } else {
                 missing.push(Finding::new(
                     &tfile,
-                    Some(offset + line),
+                    Some(offset + line - 1),
                     &excerpt,
                     "left unchecked with no explanation in the additional detail section",
                 ));

@@ -32,9 +32,8 @@ pub struct PrFacts {
     /// Check runs per commit.
     #[serde(default)]
     pub check_runs: Vec<CheckRun>,
-    /// Conversation comments.
-    #[serde(default)]
-    pub comments: Vec<Comment>,
+    /// Conversation comments (absent: not known; `[]`: none were posted).
+    pub comments: Option<Vec<Comment>>,
     /// Upstream recipe links of the sign-off, with what the forge says of them.
     #[serde(default)]
     pub recipe_links: Vec<RecipeLink>,

@@ -145,8 +145,9 @@ pub fn parse(text: &str) -> Vec<Rule> {
             let added = Date::find_iso(col("date added"));
             let active = col("active scenarios");
             let retired = active.trim().to_ascii_lowercase().starts_with("none");
+            let retired_on = if retired { Date::find_iso(active) } else { None };
             for p in &prefixes {
-                if retired && let Some(d) = Date::find_iso(active) {
+                if let Some(d) = retired_on {
                     rules.push(Rule {
                         prefix: Some(p.clone()),
                         scenario: None,
@@ -170,8 +171,8 @@ pub fn parse(text: &str) -> Vec<Rule> {
                         scenario,
                         precision,
                         non_spec_arm: lower.contains("non-"),
-                        // Listed without a date: deprecated as of this file.
-                        from: from.unwrap_or(Date { y: 1, m: 1, d: 1 }),
+                        // Listed without a date: as of the model's retirement, else as of this file.
+                        from: from.or(retired_on).unwrap_or(Date { y: 1, m: 1, d: 1 }),
                         line: ln,
                         text: row.clone(),
                     });
@@ -263,6 +264,10 @@ pub fn check(ctx: &Ctx) -> Check {
         for entry in app {
             for pat in &entry.config_keys {
                 for k in crate::changelog::resolve_pattern(pat, ctx.head.master.keys()) {
+                    // A changed entry is checked whole above.
+                    if ctx.changed_keys.contains(&k) {
+                        continue;
+                    }
                     if let Some(e) = ctx.head.master.get(&k) {
                         push_entry(
                             e,
