@@ -43,7 +43,7 @@ pub fn codeowners(ctx: &Ctx) -> Check {
     };
     let recognised = rules.iter().any(|r| r.owners.iter().any(|o| member(o) == Some(true)));
     let mut bad = Vec::new();
-    let mut specific = 0;
+    let (mut specific, mut unreadable) = (0, 0);
     for c in &ctx.changes {
         let Some(rule) = codeowners::owner_rule(&rules, &c.path) else { continue };
         if rule.catch_all() {
@@ -59,10 +59,12 @@ pub fn codeowners(ctx: &Ctx) -> Check {
         }
         specific += 1;
         let verdicts: Vec<Option<bool>> = rule.owners.iter().map(|o| member(o)).collect();
-        if verdicts.contains(&Some(true)) || (verdicts.contains(&None) && recognised) {
+        if verdicts.contains(&Some(true)) {
             continue;
         }
+        // An owner team whose members are not given is unreadable membership: never a failure.
         if verdicts.contains(&None) {
+            unreadable += 1;
             continue;
         }
         bad.push(Finding::new(
@@ -73,7 +75,11 @@ pub fn codeowners(ctx: &Ctx) -> Check {
         ));
     }
     if bad.is_empty() {
-        Check::pass(0, format!("@{signer} is a CODEOWNER of the {} changed path(s) ({specific} with specific owners)", ctx.changes.len()))
+        let note = if unreadable > 0 { format!("; {unreadable} owned by teams whose members are not given") } else { String::new() };
+        Check::pass(
+            0,
+            format!("@{signer} is a CODEOWNER of the {} changed path(s) ({specific} with specific owners{note})", ctx.changes.len()),
+        )
     } else {
         Check::from_findings(0, bad, "")
     }
