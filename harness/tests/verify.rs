@@ -621,6 +621,18 @@ fn check11_golden_simulated_acceptance_in_the_effective_environment() {
         findings(&v, 11)
     );
 
+    // A recipe that starts drafting although its master rows say `spec-decoding: none`.
+    let f = Fixture::sweep();
+    f.commit("base");
+    f.edit(DSV3, "--trust-remote-code,", "--trust-remote-code, --speculative-algorithm, EAGLE, --speculative-num-steps, \"3\",");
+    f.commit("head");
+    let (code, v) = f.verify(&[]);
+    assert_fail(&v, code, 11);
+    let fs = findings(&v, 11);
+    assert_eq!(fs.len(), 5, "every point of the recipe: {fs:?}");
+    assert!(fs[0].3.starts_with("dsv3-fp8-h200-sglang-agentic TP8 c1: agentic spec-decode runs real (unsimulated) acceptance"), "{fs:?}");
+    assert_eq!(fs[0].1, Some(f.line_of(DSV3, "- conc: 1")));
+
     // A cheaper draft under pinned acceptance.
     let f = Fixture::sweep();
     f.commit("base");

@@ -208,7 +208,16 @@ pub fn check(ctx: &Ctx) -> Check {
     let mut bad = Vec::new();
     for key in &ctx.changed_keys {
         let Some(e) = ctx.head.master.get(key) else { continue };
-        if !scan::is_spec(e) {
+        // A serving recipe that drafts is a spec-decode config whatever its master rows say.
+        let recipe_drafts = ctx.head.recipes.get(key).is_some_and(|r| {
+            r.simulated_acceptance.is_some()
+                || r.worker
+                    .args
+                    .iter()
+                    .chain(r.arms.iter().flat_map(|a| a.args.iter().chain(a.points.iter().flat_map(|p| p.args.iter()))))
+                    .any(|a| a.starts_with("--speculative"))
+        });
+        if !scan::is_spec(e) && !recipe_drafts {
             continue;
         }
         match ctx.head.layout {
