@@ -285,6 +285,12 @@ fn check1_green_check_runs_or_a_measured_run_on_a_commit_of_the_pr() {
     assert_eq!(fs.len(), 1, "the run is at a commit of the PR, finished and gated: only its kind fails: {fs:?}");
     assert_eq!(fs[0].2, "result_kind: predicted");
     assert!(fs[0].3.contains("predicted (reference engine) at 5 point(s)"), "{fs:?}");
+    // A point that published no aggregate.
+    std::fs::remove_file(out.join("dsv3-fp8-h200-sglang-agentic/tp8-c4/agg.json")).unwrap();
+    let (code, v) = f.verify(&["--run", out.to_str().unwrap()]);
+    assert_fail(&v, code, 1);
+    let fs = findings(&v, 1);
+    assert!(fs.iter().any(|x| x.2 == "dsv3-fp8-h200-sglang-agentic/tp8-c4" && x.3.ends_with("published no agg.json")), "{fs:?}");
 }
 
 /// An lm-eval result in InferenceX's shapes (`run_lm_eval.sh` leaves it beside `meta_env.json`).
