@@ -61,10 +61,20 @@ impl GoldenAl {
             rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml")).collect();
         paths.sort();
         let mut problems = Problems::default();
+        let docs: Vec<Doc> = paths.iter().filter_map(|p| problems.take(yaml::load(p))).collect();
+        let out = problems.take(Self::from_docs(&docs));
+        match out {
+            Some(g) => problems.into_result(g),
+            None => Err(problems),
+        }
+    }
+
+    /// The curves of parsed golden AL files (in the order given).
+    pub fn from_docs(docs: &[Doc]) -> Result<GoldenAl, Problems> {
+        let mut problems = Problems::default();
         let mut out = GoldenAl::default();
-        for p in paths {
-            let Some(doc) = problems.take(yaml::load(&p)) else { continue };
-            if let Some(f) = problems.take(parse_file(&doc)) {
+        for doc in docs {
+            if let Some(f) = problems.take(parse_file(doc)) {
                 out.files.push(f);
             }
         }

@@ -26,5 +26,6 @@ pub mod run;
 pub mod targets;
 pub mod trace;
 pub mod twin;
+pub mod verify;
 pub mod workload;
 pub mod yaml;

@@ -45,6 +45,7 @@ enum Command {
     /// Generate synthetic AgentX traces, compare trace-set statistics, dry-run the replay workload.
     #[command(subcommand)]
     Trace(cmd::trace::TraceCommand),
+    Verify(cmd::verify::Args),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +66,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => cmd::results::compare(&a),
         Command::Calibrate(c) => calibrate::run(c).map(|()| ExitCode::SUCCESS),
         Command::Trace(t) => cmd::trace::run(&t),
+        Command::Verify(a) => cmd::verify::run(&a),
     };
     result.unwrap_or_else(|e| {
         // The error and its causes on one line each, without a backtrace: these are the user's

@@ -258,6 +258,11 @@ pub fn load(file: &Path) -> Result<Doc, Problems> {
 pub fn load_typed<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T, Problems> {
     let bytes = read_bytes(file)?;
     let text = std::str::from_utf8(&bytes).map_err(|e| Problems::not_utf8(file, &bytes, &e))?;
+    parse_typed(file, text)
+}
+
+/// Parses `text` (from `file`) into typed data within the limits (JSON is YAML too).
+pub fn parse_typed<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, Problems> {
     yaml_limits::check(text).map_err(|e| limit_problem(file, &e))?;
     serde_yaml_ng::from_str(text).map_err(|e| {
         let line = e.location().map(|l| l.line());

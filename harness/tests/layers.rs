@@ -85,8 +85,19 @@ fn nothing_below_the_cli_depends_on_it() {
         "gate.rs",
         "noise.rs",
         "twin.rs",
+        "verify",
     ];
     let v = violations("harness/src", &below, &["crate::cmd"]);
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+#[test]
+fn the_verifier_reads_and_never_executes() {
+    let v = violations(
+        "harness/src",
+        &["verify"],
+        &["crate::run", "crate::targets", "crate::workload", "crate::fit", "crate::trace", "crate::cmd", "engine::", "tokio"],
+    );
     assert!(v.is_empty(), "{}", v.join("\n"));
 }
 

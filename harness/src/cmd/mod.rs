@@ -11,6 +11,7 @@ pub mod run;
 pub mod slurm_args;
 pub mod trace;
 pub mod validate;
+pub mod verify;
 pub mod workload_args;
 
 use crate::problem::Problems;

@@ -15,6 +15,7 @@ use crate::repo::Repo;
 pub use labels::{Labels, Primary};
 use matrix::Scenario;
 pub use points::arm_label;
+pub use select::append_only_delta;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -125,9 +126,8 @@ impl Inputs {
 /// canary and resolves every point's launch from its serving recipe.
 pub fn build(repo: &Repo, inputs: &Inputs, req: &PlanRequest) -> Result<Plan, Problems> {
     let (added, base_master) = select::added_entries(repo, &inputs.changelog, req)?;
+    let (mut bench, mut evals) = selected_rows(inputs, &added, base_master.as_ref(), &req.labels)?;
     let mut problems = Problems::default();
-    select::check_entry_mix(&inputs.changelog, &added, &req.labels, &mut problems);
-    let (mut bench, mut evals) = select::Selection::new(inputs, base_master.as_ref(), &req.labels).rows(&added, &mut problems);
     if req.no_evals {
         if req.labels.evals_only || req.labels.all_evals {
             problems.push(crate::problem::Problem::new(
@@ -137,11 +137,9 @@ pub fn build(repo: &Repo, inputs: &Inputs, req: &PlanRequest) -> Result<Plan, Pr
                 "--no-evals with the evals-only or all-evals label selects nothing to run",
                 "drop --no-evals or the eval label",
             ));
+            return Err(problems);
         }
         evals.clear();
-    }
-    if !problems.is_empty() {
-        return Err(problems);
     }
     if req.labels.primary.trim_conc() {
         bench = matrix::trim_conc(bench);
@@ -202,6 +200,21 @@ pub fn build(repo: &Repo, inputs: &Inputs, req: &PlanRequest) -> Result<Plan, Pr
         evals: eval_ms,
         changelog_metadata: metadata,
     })
+}
+
+/// The throughput and eval rows that changelog entries `added` select (each (config, scenario)
+/// expanded once; append-only entries only their new concurrencies against `base_master`), as
+/// `build` plans them, before trimming and fingerprints.
+pub fn selected_rows(
+    inputs: &Inputs,
+    added: &[crate::changelog::Entry],
+    base_master: Option<&Master>,
+    labels: &Labels,
+) -> Result<(Vec<matrix::Row>, Vec<matrix::Row>), Problems> {
+    let mut problems = Problems::default();
+    select::check_entry_mix(&inputs.changelog, added, labels, &mut problems);
+    let rows = select::Selection::new(inputs, base_master, labels).rows(added, &mut problems);
+    problems.into_result(rows)
 }
 
 fn git_head(root: &std::path::Path) -> Option<String> {

@@ -157,7 +157,7 @@ impl<'a> Selection<'a> {
             match matrix::expand(entry, &todo, self.inputs.runners.as_ref()) {
                 Ok(rows) => {
                     if e.append_only {
-                        match append_only_delta(&rows, entry, self.base_master, &todo, self.inputs) {
+                        match append_only_delta(&rows, entry, self.base_master, &todo, self.inputs.runners.as_ref()) {
                             Ok(d) => self.bench.extend(d),
                             Err(m) => problems.push(Problem::new(
                                 &cl.file,
@@ -229,11 +229,18 @@ fn load_master_at(repo: &Repo, rev: &str) -> Result<Master, Problems> {
     p.into_result(m)
 }
 
-/// Append-only delta (spec §5.5): rows for newly added concurrencies of unchanged curves.
-fn append_only_delta(head: &[Row], entry: &Entry, base: Option<&Master>, scns: &[Scenario], inputs: &Inputs) -> Result<Vec<Row>, String> {
+/// Append-only delta (spec §5.5): rows for newly added concurrencies of unchanged curves. `head`
+/// are the head revision's rows of `entry` for `scns`; an error says which rule the head breaks.
+pub fn append_only_delta(
+    head: &[Row],
+    entry: &Entry,
+    base: Option<&Master>,
+    scns: &[Scenario],
+    runners: Option<&crate::recipe::Runners>,
+) -> Result<Vec<Row>, String> {
     let base_entry =
         base.and_then(|m| m.get(&entry.key)).ok_or_else(|| format!("append-only: `{}` does not exist at the base revision", entry.key))?;
-    let base_rows = matrix::expand(base_entry, scns, inputs.runners.as_ref())?;
+    let base_rows = matrix::expand(base_entry, scns, runners)?;
     let curve = |r: &Row| {
         let mut m = r.fields.clone();
         for k in ["conc", "exp-name", "recipe-fingerprint"] {

@@ -143,11 +143,22 @@ impl Master {
     /// Loads master files in order; keys of all files are merged (a key in two files is an error).
     pub fn load(files: &[PathBuf]) -> Result<Master, Problems> {
         let mut problems = Problems::default();
+        let docs: Vec<yaml::Doc> = files.iter().filter_map(|f| problems.take(yaml::load(f))).collect();
+        if let Some(m) = problems.take(Self::from_docs(&docs)) {
+            return problems.into_result(m);
+        }
+        Err(problems)
+    }
+
+    /// Merges parsed master documents in order (a key in two documents is an error): the files of
+    /// a working tree, or of a git revision (`sweep verify`).
+    pub fn from_docs(docs: &[yaml::Doc]) -> Result<Master, Problems> {
+        let mut problems = Problems::default();
         let mut m = Master::default();
         let mut origin: HashMap<String, (PathBuf, Option<usize>)> = HashMap::new();
-        for f in files {
-            let Some(doc) = problems.take(yaml::load(f)) else { continue };
-            let entries = match parse_doc(&doc) {
+        for doc in docs {
+            let f = &doc.file;
+            let entries = match parse_doc(doc) {
                 Ok(e) => e,
                 Err(p) => {
                     problems.extend(p);

@@ -21,8 +21,12 @@ pub struct Runners {
 
 impl Runners {
     pub fn load(file: &Path) -> Result<Runners, Problems> {
-        let doc = yaml::load(file)?;
-        let mut c = Checker::new(&doc);
+        Self::from_doc(&yaml::load(file)?)
+    }
+
+    /// Runners from a parsed `runners.yaml`.
+    pub fn from_doc(doc: &yaml::Doc) -> Result<Runners, Problems> {
+        let mut c = Checker::new(doc);
         let root = YPath::root();
         let mut out = Runners::default();
         if let Some(top) = c.mapping(&doc.value, &root, "runners.yaml") {

@@ -179,6 +179,25 @@ impl Recipe {
         self.doc.problem(path, msg, fix)
     }
 
+    /// The line of a YAML path of the recipe (or of its nearest located ancestor).
+    pub fn line(&self, path: &YPath) -> Option<usize> {
+        self.doc.loc.line(path)
+    }
+
+    /// Where a point's environment variable is set: the point's `env`, else its arm's, else the
+    /// worker's (the layer it inherits from); `None` when no layer sets it.
+    pub fn env_path(&self, arm: usize, point: usize, key: &str) -> Option<YPath> {
+        let a = &self.arms[arm];
+        let p = &a.points[point];
+        if p.env.contains_key(key) {
+            Some(p.path.key("env").key(key))
+        } else if a.env.contains_key(key) {
+            Some(a.path.key("env").key(key))
+        } else {
+            self.worker.env.contains_key(key).then(|| YPath::root().key("worker").key("env").key(key))
+        }
+    }
+
     /// The resolved launch of one point: base, arm and point flags merged (a later value of a
     /// flag replaces the earlier one in place), environment layered the same way, plus the
     /// simulated-acceptance settings at the golden AL.
@@ -199,13 +218,7 @@ impl Recipe {
         if self.simulated_acceptance.is_some() || explicit.is_some() {
             let g = self.golden_for(&args, &env, model_prefix, golden, &p.path)?;
             if let Some(x) = &explicit {
-                let env_path = if p.env.contains_key("SGLANG_SIMULATE_ACC_LEN") {
-                    p.path.key("env").key("SGLANG_SIMULATE_ACC_LEN")
-                } else if a.env.contains_key("SGLANG_SIMULATE_ACC_LEN") {
-                    a.path.key("env").key("SGLANG_SIMULATE_ACC_LEN")
-                } else {
-                    YPath::root().key("worker").key("env").key("SGLANG_SIMULATE_ACC_LEN")
-                };
+                let env_path = self.env_path(arm, point, "SGLANG_SIMULATE_ACC_LEN").unwrap_or_else(YPath::root);
                 golden_al::check_explicit(&self.file, self.doc.loc.line(&env_path), &env_path.to_string(), x, &g).map_err(Problems::one)?;
             }
             if self.simulated_acceptance.is_some() {

@@ -1,0 +1,396 @@
+//! `sweep verify`: InferenceX's pull-request verifier (Checks 0–12 of
+//! `codeowner-signoff-verify`, `docs/PR_REVIEW_CHECKLIST.md`) decided from a repository's base and
+//! head revisions, a run's artifacts and, for what only the forge knows, a pr-facts file. Each
+//! check is PASS, FAIL or N/A with a one-line reason and findings naming file, line and value;
+//! N/A counts as a pass, as in the verifier. `docs/verify.md` says what decides each check.
+
+mod acceptance;
+mod append_only;
+pub mod artifacts;
+mod checks_forge;
+mod codeowners;
+pub mod date;
+mod evals;
+pub mod facts;
+pub mod git;
+mod images;
+mod models;
+pub mod output;
+mod scan;
+mod snapshot;
+
+pub use artifacts::RunArtifacts;
+pub use date::Date;
+pub use facts::PrFacts;
+
+use crate::changelog::{self, Entry as ClEntry};
+use crate::plan::matrix::Row;
+use crate::plan::{Inputs, Labels};
+use crate::problem::Problems;
+use git::{AddedLine, FileChange, Git};
+use serde::Serialize;
+use snapshot::{Layout, Snapshot, TextFile};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+/// The verifier's checks, by number: the short names its verdict rows use.
+pub const CHECK_NAMES: [&str; 13] = [
+    "CODEOWNER sign-off",
+    "Passing sweep + evals",
+    "Evals",
+    "Recipe",
+    "Reuse command",
+    "Checklist template",
+    "Upstream images",
+    "Deprecated models",
+    "Architecture hacks",
+    "Chat templates",
+    "Engine patches",
+    "Golden acceptance length",
+    "Append-only",
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Status {
+    #[serde(rename = "PASS")]
+    Pass,
+    #[serde(rename = "FAIL")]
+    Fail,
+    #[serde(rename = "N/A")]
+    NotApplicable,
+}
+
+impl Status {
+    pub fn word(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Fail => "FAIL",
+            Status::NotApplicable => "N/A",
+        }
+    }
+}
+
+/// One offending (or, for a pass, supporting) fact: where it is and what it says.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    pub file: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    pub value: String,
+    pub message: String,
+}
+
+impl Finding {
+    pub fn new(file: impl Into<String>, line: Option<usize>, value: impl Into<String>, message: impl Into<String>) -> Finding {
+        Finding { file: file.into(), line, value: value.into(), message: message.into() }
+    }
+
+    /// `file:line`, or the file alone.
+    pub fn place(&self) -> String {
+        match self.line {
+            Some(l) => format!("{}:{l}", self.file),
+            None => self.file.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Check {
+    pub id: u8,
+    pub name: &'static str,
+    pub status: Status,
+    pub reason: String,
+    pub findings: Vec<Finding>,
+}
+
+impl Check {
+    pub fn pass(id: u8, reason: impl Into<String>) -> Check {
+        Check { id, name: CHECK_NAMES[id as usize], status: Status::Pass, reason: reason.into(), findings: Vec::new() }
+    }
+    pub fn na(id: u8, reason: impl Into<String>) -> Check {
+        Check { id, name: CHECK_NAMES[id as usize], status: Status::NotApplicable, reason: reason.into(), findings: Vec::new() }
+    }
+    /// A failure: the root issue and the findings that show it.
+    pub fn fail(id: u8, reason: impl Into<String>, findings: Vec<Finding>) -> Check {
+        Check { id, name: CHECK_NAMES[id as usize], status: Status::Fail, reason: reason.into(), findings }
+    }
+    /// PASS with `ok`, or FAIL with the findings (their messages joined as the reason).
+    pub fn from_findings(id: u8, findings: Vec<Finding>, ok: impl Into<String>) -> Check {
+        if findings.is_empty() {
+            return Check::pass(id, ok);
+        }
+        let reason = summarise(&findings);
+        Check::fail(id, reason, findings)
+    }
+}
+
+/// The reason of a failing check: its first findings, each with where it is, then how many more.
+pub fn summarise(findings: &[Finding]) -> String {
+    const SHOWN: usize = 3;
+    let mut parts: Vec<String> = findings.iter().take(SHOWN).map(|f| format!("{} ({})", f.message, f.place())).collect();
+    if findings.len() > SHOWN {
+        parts.push(format!("+{} more (--format json lists all)", findings.len() - SHOWN));
+    }
+    parts.join("; ")
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub base: String,
+    pub head: String,
+    pub review_date: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
+    pub passed: bool,
+    pub verdict: &'static str,
+    pub checks: Vec<Check>,
+}
+
+/// What to verify.
+pub struct Options {
+    /// A folder inside the repository.
+    pub dir: PathBuf,
+    pub base: String,
+    pub head: String,
+    pub run: Option<PathBuf>,
+    pub facts: Option<PrFacts>,
+    /// The review date (the verifier's `date -u +%F`).
+    pub review_date: Date,
+    /// `MODELS.md` when the base revision has none.
+    pub models: Option<PathBuf>,
+    /// `thresholds.yaml` when the base revision has none.
+    pub thresholds: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error(transparent)]
+    Git(#[from] git::GitError),
+    #[error(transparent)]
+    Snapshot(#[from] snapshot::SnapshotError),
+    #[error(transparent)]
+    Artifacts(#[from] artifacts::ArtifactError),
+    #[error("{0}")]
+    Input(Problems),
+}
+
+/// Everything the checks read, loaded once.
+pub(crate) struct Ctx<'a> {
+    pub base: Snapshot,
+    pub head: Snapshot,
+    pub changes: Vec<FileChange>,
+    pub added: Vec<AddedLine>,
+    /// The commits the head adds to the base, newest first.
+    pub commits: Vec<String>,
+    /// Master-config keys the head adds or changes (or whose serving recipe it changes).
+    pub changed_keys: BTreeSet<String>,
+    /// Changelog entries the head appends (or why the changelog is not a valid append).
+    pub appended: Result<Vec<ClEntry>, Problems>,
+    /// The changed keys and the keys the appended entries select: what the pull request submits.
+    pub submitted: BTreeSet<String>,
+    /// The eval rows the appended entries select (as `sweep plan` selects them).
+    pub eval_rows: Vec<Row>,
+    pub facts: Option<&'a PrFacts>,
+    pub run: Option<&'a RunArtifacts>,
+    pub date: Date,
+    /// The pull request's number: the pr-facts' or the appended entries' `pr-link`.
+    pub pr_number: Option<u64>,
+    pub models: Option<TextFile>,
+    pub thresholds: Option<(String, crate::gate::Thresholds)>,
+    /// Head texts of the changed launch files, the waivers and the launch scripts of changed
+    /// configs.
+    pub head_texts: std::collections::BTreeMap<String, String>,
+}
+
+impl Ctx<'_> {
+    /// The added lines of files for which `keep` holds.
+    pub fn added_in(&self, keep: impl Fn(&str) -> bool) -> impl Iterator<Item = &AddedLine> {
+        self.added.iter().filter(move |a| keep(&a.file))
+    }
+
+    /// Files whose contents can change what a benchmark runs (launch scripts, configs, recipes,
+    /// workflows); documentation and the changelog cannot.
+    pub fn benchmark_affecting(&self, path: &str) -> bool {
+        let top = |p: &str| path.starts_with(p);
+        match self.head.layout {
+            Layout::Sweep => top("recipes/") || top("golden_al/") || top(".github/workflows/"),
+            Layout::InferenceX => {
+                (top("benchmarks/")
+                    || top("configs/")
+                    || top(".github/configs/")
+                    || top(".github/workflows/")
+                    || top("runners/")
+                    || top("utils/"))
+                    && !path.ends_with(".md")
+                    && !top("utils/evals/")
+                    && !top("benchmarks/single_node/speedbench/")
+            }
+        }
+    }
+
+    /// The line of `field` of a master entry at the head (else the entry's own line).
+    pub fn master_line(&self, key: &str, field: &str) -> (String, Option<usize>) {
+        let e = self.head.master.get(key);
+        let file = e.map(|e| e.file.display().to_string()).unwrap_or_default();
+        let line = self.head.master_docs.iter().find(|d| d.file.display().to_string() == file).and_then(|d| {
+            let p = crate::yaml::YPath::root().key(key);
+            d.loc.line(&p.key(field)).or_else(|| d.loc.line(&p))
+        });
+        (file, line.or(e.and_then(|e| e.line)))
+    }
+}
+
+/// The number at the end of a `…/pull/<n>` link.
+fn pr_number_of(link: &str) -> Option<u64> {
+    link.trim_end_matches('/').rsplit_once("/pull/").and_then(|(_, n)| n.parse().ok())
+}
+
+/// Runs every check.
+pub fn verify(opts: &Options) -> Result<Report, VerifyError> {
+    let git = Git::open(&opts.dir)?;
+    let head_rev = git.resolve(&opts.head)?;
+    let base_given = git.resolve(&opts.base)?;
+    // The pull request's diff starts at the fork point (`git diff base...head`).
+    let base_rev = git.merge_base(&base_given, &head_rev)?;
+    let base = Snapshot::load(&git, &base_rev)?;
+    let head = Snapshot::load(&git, &head_rev)?;
+    let changes = git.name_status(&base_rev, &head_rev)?;
+    let added = git.added_lines(&base_rev, &head_rev)?;
+    let commits = git.commits(&base_rev, &head_rev)?;
+    let run = opts.run.as_deref().map(RunArtifacts::load).transpose()?;
+
+    // Master entries added or changed (their YAML as written, comments aside), and configs whose
+    // serving recipe changed.
+    let mut changed_keys: BTreeSet<String> =
+        head.master_values.iter().filter(|(k, v)| base.master_values.get(*k) != Some(*v)).map(|(k, _)| k.clone()).collect();
+    for (k, v) in &head.recipe_values {
+        if base.recipe_values.get(k) != Some(v) && head.master.get(k).is_some() {
+            changed_keys.insert(k.clone());
+        }
+    }
+    let appended = match (&base.changelog, &head.changelog) {
+        (Some(b), Some(h)) => changelog::check_append(b, h).map(|d| d.appended),
+        (None, Some(h)) => Ok(h.entries.clone()),
+        _ => Ok(Vec::new()),
+    };
+    let mut submitted = changed_keys.clone();
+    for e in appended.iter().flatten() {
+        for pat in &e.config_keys {
+            submitted.extend(changelog::resolve_pattern(pat, head.master.keys()));
+        }
+    }
+    let facts = opts.facts.as_ref();
+    // The labels select eval rows as the sweep did; PR labels that are not sweep labels are left out.
+    let known = |w: &str| crate::plan::labels::PRIMARY.iter().any(|(n, _)| *n == w) || crate::plan::labels::MODIFIERS.contains(&w);
+    let mut words: Vec<String> = facts.map(|f| f.labels.iter().filter(|l| known(l)).cloned().collect()).unwrap_or_default();
+    if !words.iter().any(|w| crate::plan::labels::PRIMARY.iter().any(|(n, _)| n == w)) {
+        words.insert(0, "full-sweep-enabled".into());
+    }
+    let labels = Labels::parse(&words).map_err(|m| {
+        VerifyError::Input(Problems::one(crate::problem::Problem::new(
+            std::path::Path::new("pr-facts"),
+            None,
+            "labels",
+            m,
+            "keep one primary sweep label",
+        )))
+    })?;
+    let eval_rows = match (&appended, &head.changelog) {
+        (Ok(app), Some(cl)) if !app.is_empty() => {
+            let inputs =
+                Inputs { master: head.master.clone(), runners: head.runners.clone(), golden: head.golden.clone(), changelog: cl.clone() };
+            let base_master = app.iter().any(|e| e.append_only).then_some(&base.master);
+            crate::plan::selected_rows(&inputs, app, base_master, &labels).map(|(_, evals)| evals).unwrap_or_default()
+        }
+        _ => Vec::new(),
+    };
+    let pr_number = facts.and_then(|f| f.number).or_else(|| {
+        let nums: BTreeSet<u64> = appended.iter().flatten().filter_map(|e| pr_number_of(&e.pr_link)).collect();
+        (nums.len() == 1).then(|| *nums.iter().next().expect("one number"))
+    });
+    let models = match (&base.models_md, &opts.models) {
+        (Some(m), _) => Some(m.clone()),
+        (None, Some(p)) => Some(TextFile {
+            path: p.display().to_string(),
+            text: std::fs::read_to_string(p).map_err(|e| VerifyError::Input(Problems::io(p, &e)))?,
+        }),
+        _ => head.models_md.clone(),
+    };
+    let thresholds = match (&base.thresholds, &opts.thresholds) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Some(p)) => Some((
+            p.display().to_string(),
+            crate::gate::Thresholds::load(p).map_err(|m| {
+                VerifyError::Input(Problems::one(crate::problem::Problem::new(
+                    p,
+                    None,
+                    "",
+                    m,
+                    "fix the thresholds file (format: docs/verify.md)",
+                )))
+            })?,
+        )),
+        _ => head.thresholds.clone(),
+    };
+    let mut wanted: Vec<String> = changes
+        .iter()
+        .filter(|c| c.status != 'D')
+        .filter(|c| c.path.starts_with("benchmarks/") || c.path.starts_with("docs/waiver/") || c.path.starts_with(".github/workflows/"))
+        .map(|c| c.path.clone())
+        .collect();
+    if head.layout == Layout::InferenceX {
+        for k in &changed_keys {
+            if let Some(e) = head.master.get(k) {
+                let spec = scan::is_spec(e);
+                wanted.extend(scan::scripts_of(&head.files, e, true, spec));
+                wanted.extend(scan::scripts_of(&head.files, e, false, spec));
+            }
+        }
+    }
+    wanted.sort();
+    wanted.dedup();
+    let head_texts = git.read_many(&head_rev, &wanted)?.into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned())).collect();
+    let ctx = Ctx {
+        head_texts,
+        base,
+        head,
+        changes,
+        added,
+        commits,
+        changed_keys,
+        appended,
+        submitted,
+        eval_rows,
+        facts,
+        run: run.as_ref(),
+        date: opts.review_date,
+        pr_number,
+        models,
+        thresholds,
+    };
+    let checks = vec![
+        checks_forge::codeowners(&ctx),
+        checks_forge::sweep_ran(&ctx),
+        evals::check(&ctx),
+        checks_forge::recipe(&ctx),
+        checks_forge::reuse(&ctx),
+        checks_forge::checklist(&ctx),
+        images::check(&ctx),
+        models::check(&ctx),
+        scan::architecture(&ctx),
+        scan::chat_templates(&ctx),
+        scan::engine_patches(&ctx),
+        acceptance::check(&ctx),
+        append_only::check(&ctx),
+    ];
+    let passed = checks.iter().all(|c| c.status != Status::Fail);
+    Ok(Report {
+        base: ctx.base.rev.clone(),
+        head: ctx.head.rev.clone(),
+        review_date: opts.review_date.to_string(),
+        signer: facts.and_then(|f| f.signer.clone()),
+        passed,
+        verdict: if passed { "PASS" } else { "REJECTED" },
+        checks,
+    })
+}

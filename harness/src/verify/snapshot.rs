@@ -1,0 +1,189 @@
+//! A repository's inputs at one revision, read from git: the master config(s), serving recipes,
+//! runners, changelog, golden AL curves, `MODELS.md`, eval thresholds, CODEOWNERS, the review
+//! checklist and the waivers. Two layouts are understood: this project's (`recipes/master.yaml`,
+//! `recipes/<key>.yaml`, `golden_al/`) and InferenceX's (`configs/*-master.yaml`,
+//! `benchmarks/**`, `golden_al_distribution/`, `utils/evals/thresholds.yaml`).
+
+use super::git::{Git, GitError};
+use crate::changelog::Changelog;
+use crate::gate::Thresholds;
+use crate::golden_al::GoldenAl;
+use crate::problem::Problems;
+use crate::recipe::serving::Recipe;
+use crate::recipe::{Master, Runners};
+use crate::yaml::{self, Doc};
+use serde_yaml_ng::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// `recipes/master.yaml` and one serving recipe per config key.
+    Sweep,
+    /// `configs/*-master.yaml` and shell scripts under `benchmarks/`.
+    InferenceX,
+}
+
+/// A text file of the tree.
+#[derive(Clone, Debug)]
+pub struct TextFile {
+    pub path: String,
+    pub text: String,
+}
+
+pub struct Snapshot {
+    /// The full commit id.
+    pub rev: String,
+    pub layout: Layout,
+    pub files: BTreeSet<String>,
+    pub master: Master,
+    /// The master files as parsed (their locators give the lines of fields).
+    pub master_docs: Vec<Doc>,
+    /// Each config key's entry as written (comments and layout aside), for change detection.
+    pub master_values: BTreeMap<String, Value>,
+    pub runners: Option<Runners>,
+    pub changelog: Option<Changelog>,
+    pub golden: Option<GoldenAl>,
+    /// Serving recipes by config key, with their values as written.
+    pub recipes: BTreeMap<String, Recipe>,
+    pub recipe_values: BTreeMap<String, Value>,
+    pub models_md: Option<TextFile>,
+    pub thresholds: Option<(String, Thresholds)>,
+    pub codeowners: Option<TextFile>,
+    pub checklist: Option<TextFile>,
+}
+
+const CHANGELOG: &str = "perf-changelog.yaml";
+const MODELS: &str = "MODELS.md";
+const THRESHOLDS: [&str; 3] = ["utils/evals/thresholds.yaml", "thresholds.yaml", "evals/thresholds.yaml"];
+const CODEOWNERS: [&str; 3] = [".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS"];
+const CHECKLIST: &str = "docs/PR_REVIEW_CHECKLIST.md";
+
+fn in_dir<'a>(files: &'a BTreeSet<String>, dir: &'a str) -> impl Iterator<Item = &'a String> + 'a {
+    files.iter().filter(move |f| f.strip_prefix(dir).is_some_and(|rest| !rest.contains('/')))
+}
+
+fn is_yaml(f: &str) -> bool {
+    f.ends_with(".yaml") || f.ends_with(".yml")
+}
+
+impl Snapshot {
+    /// Reads the inputs of `rev`. Inputs that do not load are problems naming the revision's file.
+    pub fn load(git: &Git, rev: &str) -> Result<Snapshot, SnapshotError> {
+        let files: BTreeSet<String> = git.ls_tree(rev)?.into_iter().collect();
+        let layout = if files.contains("recipes/master.yaml") { Layout::Sweep } else { Layout::InferenceX };
+        let (masters, runners_file, recipe_files, golden_files): (Vec<String>, Option<String>, Vec<String>, Vec<String>) = match layout {
+            Layout::Sweep => (
+                vec!["recipes/master.yaml".to_string()],
+                files.get("recipes/runners.yaml").cloned(),
+                in_dir(&files, "recipes/")
+                    .filter(|f| is_yaml(f) && !f.ends_with("master.yaml") && !f.ends_with("/runners.yaml"))
+                    .cloned()
+                    .collect(),
+                in_dir(&files, "golden_al/").filter(|f| is_yaml(f)).cloned().collect(),
+            ),
+            Layout::InferenceX => {
+                let mut m: Vec<String> = in_dir(&files, "configs/").filter(|f| f.ends_with("-master.yaml")).cloned().collect();
+                if m.is_empty() {
+                    m = in_dir(&files, ".github/configs/").filter(|f| f.ends_with("-master.yaml")).cloned().collect();
+                }
+                let runners =
+                    ["configs/runners.yaml", ".github/configs/runners.yaml"].iter().find(|f| files.contains(**f)).map(|f| f.to_string());
+                (m, runners, Vec::new(), in_dir(&files, "golden_al_distribution/").filter(|f| is_yaml(f)).cloned().collect())
+            }
+        };
+        let mut wanted: Vec<String> = masters.iter().chain(&recipe_files).chain(&golden_files).cloned().collect();
+        wanted.extend(runners_file.iter().cloned());
+        for f in [CHANGELOG, MODELS, CHECKLIST].into_iter().chain(THRESHOLDS).chain(CODEOWNERS) {
+            if files.contains(f) {
+                wanted.push(f.to_string());
+            }
+        }
+        let bytes = git.read_many(rev, &wanted)?;
+        let mut problems = Problems::default();
+        let text = |f: &str, problems: &mut Problems| -> Option<String> {
+            let b = bytes.get(f)?;
+            match std::str::from_utf8(b) {
+                Ok(t) => Some(t.to_string()),
+                Err(e) => {
+                    problems.extend(Problems::not_utf8(&at(rev, f), b, &e));
+                    None
+                }
+            }
+        };
+        let doc = |f: &str, problems: &mut Problems| -> Option<Doc> {
+            let t = text(f, problems)?;
+            problems.take(yaml::parse(&at(rev, f), &t))
+        };
+
+        let master_docs: Vec<Doc> = masters.iter().filter_map(|f| doc(f, &mut problems)).collect();
+        let master = problems.take(Master::from_docs(&master_docs)).unwrap_or_default();
+        let mut master_values = BTreeMap::new();
+        for d in &master_docs {
+            if let Value::Mapping(m) = &d.value {
+                for (k, v) in m {
+                    if let Some(k) = k.as_str() {
+                        master_values.insert(k.to_string(), v.clone());
+                    }
+                }
+            }
+        }
+        let runners = runners_file.as_deref().and_then(|f| doc(f, &mut problems)).and_then(|d| problems.take(Runners::from_doc(&d)));
+        let changelog = text(CHANGELOG, &mut problems).and_then(|t| problems.take(Changelog::parse(&at(rev, CHANGELOG), t.as_bytes())));
+        let golden_docs: Vec<Doc> = golden_files.iter().filter_map(|f| doc(f, &mut problems)).collect();
+        let golden = if golden_files.is_empty() { None } else { problems.take(GoldenAl::from_docs(&golden_docs)) };
+        let mut recipes = BTreeMap::new();
+        let mut recipe_values = BTreeMap::new();
+        for f in &recipe_files {
+            let Some(t) = text(f, &mut problems) else { continue };
+            if let Some(r) = problems.take(Recipe::from_str(&at(rev, f), &t)) {
+                if let Ok(v) = serde_yaml_ng::from_str::<Value>(&t) {
+                    recipe_values.insert(r.config_key.clone(), v);
+                }
+                recipes.insert(r.config_key.clone(), r);
+            }
+        }
+        let file = |f: &str, problems: &mut Problems| text(f, problems).map(|t| TextFile { path: f.to_string(), text: t });
+        let models_md = file(MODELS, &mut problems);
+        let checklist = file(CHECKLIST, &mut problems);
+        let codeowners = CODEOWNERS.iter().find_map(|f| file(f, &mut problems));
+        let thresholds = THRESHOLDS.iter().find_map(|f| {
+            let t = text(f, &mut problems)?;
+            problems.take(yaml::parse_typed::<Thresholds>(&at(rev, f), &t)).map(|th| (f.to_string(), th))
+        });
+        if !problems.is_empty() {
+            return Err(SnapshotError::Inputs { rev: rev[..rev.len().min(12)].to_string(), problems });
+        }
+        Ok(Snapshot {
+            rev: rev.to_string(),
+            layout,
+            files,
+            master,
+            master_docs,
+            master_values,
+            runners,
+            changelog,
+            golden,
+            recipes,
+            recipe_values,
+            models_md,
+            thresholds,
+            codeowners,
+            checklist,
+        })
+    }
+}
+
+/// A file of a revision is named by its path in the repository (the revision is in the
+/// report's header).
+fn at(_rev: &str, path: &str) -> PathBuf {
+    Path::new(path).to_path_buf()
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("the inputs at {rev} do not load:\n{problems}")]
+    Inputs { rev: String, problems: Problems },
+}
