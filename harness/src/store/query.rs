@@ -166,9 +166,13 @@ impl Store {
         self.points_where("p.config_key", config_key, f)
     }
 
-    /// One point id across the runs matching `f`, newest first (how a point moved).
+    /// One point id across the runs matching `f`, newest first (how a point moved), with its files.
     pub fn point_history(&mut self, point_id: &str, f: &RunFilter) -> Result<Vec<RunPoint>, StoreError> {
-        self.points_where("p.point_id", point_id, f)
+        let mut out = self.points_where("p.point_id", point_id, f)?;
+        for rp in &mut out {
+            rp.point.files = self.files(&rp.run_id, Some(point_id))?.remove(point_id).unwrap_or_default();
+        }
+        Ok(out)
     }
 
     fn points_where(&mut self, column: &str, value: &str, f: &RunFilter) -> Result<Vec<RunPoint>, StoreError> {
