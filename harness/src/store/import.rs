@@ -23,6 +23,8 @@ const REPLICATES: usize = 200;
 const SEED: u64 = 42;
 /// How deep below an argument folders are searched.
 const MAX_DEPTH: usize = 6;
+/// The largest JSON file read as an aggregate (real ones are under 20 KB).
+const MAX_AGGREGATE_BYTES: u64 = 16 << 20;
 
 /// What was found under one `sweep import` argument.
 #[derive(Clone, Debug, PartialEq)]
@@ -78,11 +80,13 @@ pub fn discover(path: &Path) -> Result<Vec<Found>, StoreError> {
 /// The aggregate JSON of an artifact folder: `agg.json`, else `agg_*.json`, else any other JSON
 /// file with `request_metrics` (AIPerf's own exports and eval results are not aggregates).
 pub fn aggregate_file(dir: &Path) -> Option<PathBuf> {
+    // Aggregates are kilobytes: a larger JSON file is something else, and is not read whole.
     let is_agg = |p: &Path| {
-        std::fs::read(p)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-            .is_some_and(|v| v.get("request_metrics").is_some_and(Value::is_object))
+        std::fs::metadata(p).is_ok_and(|m| m.len() <= MAX_AGGREGATE_BYTES)
+            && std::fs::read(p)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .is_some_and(|v| v.get("request_metrics").is_some_and(Value::is_object))
     };
     let first = dir.join("agg.json");
     if first.is_file() && is_agg(&first) {
@@ -438,6 +442,22 @@ fn finished_unix(arts: &[ArtifactPoint]) -> i64 {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_aggregate_without_its_identity_is_named_with_the_missing_field() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("bmk_x");
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("agg.json"), br#"{"request_metrics": {"latency": {}}, "num_gpus": 8}"#).unwrap();
+        let found = discover(d.path()).unwrap();
+        assert_eq!(found, vec![Found::Artifacts(d.path().to_path_buf(), vec![p.clone()])]);
+        let e = read_artifacts(d.path(), std::slice::from_ref(&p), &ImportOptions::default()).unwrap_err().to_string();
+        assert!(e.starts_with(&p.join("agg.json").display().to_string()) && e.contains("no `conc`"), "{e}");
+        // A folder with nothing to import says what it looked for.
+        let empty = tempfile::tempdir().unwrap();
+        let e = discover(empty.path()).unwrap_err().to_string();
+        assert!(e.contains("no run folder (summary.json) or agentic aggregate"), "{e}");
+    }
 
     #[test]
     fn layouts_follow_point_ids() {
