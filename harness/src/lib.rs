@@ -23,6 +23,7 @@ pub mod repo;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod store;
 pub mod targets;
 pub mod trace;
 pub mod twin;

@@ -39,6 +39,13 @@ enum Command {
     Collect(cmd::results::CollectArgs),
     /// Per-point deltas between two runs, judged by the gate's noise model (seed replicates, else bootstrap intervals).
     Compare(cmd::results::CompareArgs),
+    /// Runs recorded in the results store: filter by config, label, hardware, kind, date; one point across runs.
+    History(cmd::store::HistoryArgs),
+    /// Record existing run folders and InferenceX-style agentic result artifacts in the results store.
+    Import(cmd::store::ImportArgs),
+    /// The results store: check, migrate, remove runs.
+    #[command(subcommand)]
+    Store(cmd::store::StoreCommand),
     /// Measure a GPU into a hardware profile and check the cost model against it.
     #[command(subcommand)]
     Calibrate(calibrate::CalibrateCommand),
@@ -63,6 +70,9 @@ fn main() -> ExitCode {
         Command::Gate(a) => cmd::results::gate(&a),
         Command::Collect(a) => cmd::results::collect(&a),
         Command::Compare(a) => cmd::results::compare(&a),
+        Command::History(a) => cmd::store::history(&a),
+        Command::Import(a) => cmd::store::import(&a),
+        Command::Store(c) => cmd::store::store_cmd(&c),
         Command::Calibrate(c) => calibrate::run(c).map(|()| ExitCode::SUCCESS),
         Command::Trace(t) => cmd::trace::run(&t),
     };

@@ -9,6 +9,7 @@ pub mod replay;
 pub mod results;
 pub mod run;
 pub mod slurm_args;
+pub mod store;
 pub mod trace;
 pub mod validate;
 pub mod workload_args;

@@ -47,6 +47,9 @@ pub struct PredictArgs {
     pub model: Option<String>,
     #[command(flatten)]
     pub repo: RepoArgs,
+    /// The predicted run is recorded in the results store.
+    #[command(flatten)]
+    pub record: super::store::RecordArgs,
 }
 
 /// The best built-in hardware profile for a config's first point (see `sweep run`).
@@ -155,6 +158,9 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
         gpu.name
     );
     println!("report: {}", files.first().map(|f| f.display().to_string()).unwrap_or_default());
+    if let Some(line) = super::store::record_quietly(&out, &a.record, Some(&repo.root), "predict") {
+        println!("{line}");
+    }
     Ok(if summary.points.iter().all(|p| p.ok()) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 

@@ -15,12 +15,17 @@ pub struct ReportArgs {
 pub struct GateArgs {
     /// A run directory (reports/<run-id>).
     pub run: PathBuf,
-    /// A baseline run: regressions beyond the bootstrap noise fail the gate.
-    #[arg(long)]
-    pub baseline: Option<PathBuf>,
+    /// A baseline run: regressions beyond the noise fail the gate. `last-pass` (the last run of
+    /// the same recipe fingerprints whose gate passed, from the results store; none yet: no
+    /// baseline), a run id in the store, or a run directory.
+    #[arg(long, value_name = "last-pass|RUN_ID|DIR")]
+    pub baseline: Option<String>,
     /// Eval thresholds in the InferenceX format (used when points carry eval results).
     #[arg(long)]
     pub thresholds: Option<PathBuf>,
+    /// The verdict is recorded in the results store with the run.
+    #[command(flatten)]
+    pub record: super::store::RecordArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -31,12 +36,21 @@ pub struct CollectArgs {
     /// The merged run directory.
     #[arg(long)]
     pub out: PathBuf,
+    #[command(flatten)]
+    pub record: super::store::RecordArgs,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
-    pub base: PathBuf,
-    pub new: PathBuf,
+    /// `BASE NEW` run directories, or `NEW` alone with --baseline.
+    #[arg(required = true, num_args = 1..=2, value_name = "RUN")]
+    pub runs: Vec<PathBuf>,
+    /// The baseline of a single NEW run: `last-pass` (the last run of the same recipe
+    /// fingerprints whose gate passed, from the results store), a run id in the store, or a run directory.
+    #[arg(long, value_name = "last-pass|RUN_ID|DIR")]
+    pub baseline: Option<String>,
+    #[command(flatten)]
+    pub at: super::store::StoreArg,
 }
 
 pub fn report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
@@ -54,8 +68,17 @@ pub fn gate_run(
     baseline: Option<&std::path::Path>,
     thresholds: Option<&std::path::Path>,
 ) -> anyhow::Result<gate::Verdict> {
-    let run = RunSummary::load(run_dir).map_err(anyhow::Error::msg)?;
     let base = baseline.map(RunSummary::load).transpose().map_err(anyhow::Error::msg)?;
+    gate_with(run_dir, base.as_ref(), thresholds)
+}
+
+/// [`gate_run`] against a baseline already loaded (from a folder or the results store).
+pub fn gate_with(
+    run_dir: &std::path::Path,
+    base: Option<&RunSummary>,
+    thresholds: Option<&std::path::Path>,
+) -> anyhow::Result<gate::Verdict> {
+    let run = RunSummary::load(run_dir).map_err(anyhow::Error::msg)?;
     let thr = match thresholds {
         Some(t) => Some(Thresholds::load(t).map_err(anyhow::Error::msg)?),
         None => None,
@@ -70,7 +93,7 @@ pub fn gate_run(
             }
         }
     }
-    let v = gate::evaluate(&run, base.as_ref(), evals);
+    let v = gate::evaluate(&run, base, evals);
     write_json(&run_dir.join("gate.json"), &v)?;
     crate::problem::atomic_write(&run_dir.join("gate.xml"), gate::junit(&v).as_bytes())?;
     crate::problem::atomic_write(&run_dir.join("gate.txt"), gate::human(&v).as_bytes())?;
@@ -78,9 +101,25 @@ pub fn gate_run(
 }
 
 pub fn gate(a: &GateArgs) -> anyhow::Result<ExitCode> {
-    let v = gate_run(&a.run, a.baseline.as_deref(), a.thresholds.as_deref())?;
+    let base = match &a.baseline {
+        Some(spec) => match super::store::resolve_baseline(spec, &a.run, &a.record.at)? {
+            Some(b) => {
+                println!("baseline: {}", b.what);
+                Some(b.summary)
+            }
+            None => {
+                println!("baseline: none (no earlier run of these recipe fingerprints passed its gate in the store); gating without one");
+                None
+            }
+        },
+        None => None,
+    };
+    let v = gate_with(&a.run, base.as_ref(), a.thresholds.as_deref())?;
     print!("{}", gate::human(&v));
     println!("wrote {}", a.run.join("gate.json").display());
+    if let Some(line) = super::store::record_quietly(&a.run, &a.record, None, "gate") {
+        println!("{line}");
+    }
     Ok(if v.passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
@@ -88,12 +127,28 @@ pub fn collect(a: &CollectArgs) -> anyhow::Result<ExitCode> {
     let run = crate::run::collect::collect(&a.inputs, &a.out).map_err(anyhow::Error::msg)?;
     crate::report::write_all(&run, &a.out).map_err(anyhow::Error::msg)?;
     println!("collected {} point(s) into {}", run.points.len(), a.out.display());
+    if let Some(line) = super::store::record_quietly(&a.out, &a.record, None, "collect") {
+        println!("{line}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn compare(a: &CompareArgs) -> anyhow::Result<ExitCode> {
-    let base = RunSummary::load(&a.base).map_err(anyhow::Error::msg)?;
-    let new = RunSummary::load(&a.new).map_err(anyhow::Error::msg)?;
+    let (base, new) = match (&a.runs[..], &a.baseline) {
+        ([b, n], None) => (RunSummary::load(b).map_err(anyhow::Error::msg)?, RunSummary::load(n).map_err(anyhow::Error::msg)?),
+        ([n], Some(spec)) => {
+            let b = super::store::resolve_baseline(spec, n, &a.at)?.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--baseline {spec}: no earlier run of the recipe fingerprints of {} passed its gate in the store (see `sweep history`)",
+                    n.display()
+                )
+            })?;
+            println!("baseline: {}", b.what);
+            (b.summary, RunSummary::load(n).map_err(anyhow::Error::msg)?)
+        }
+        ([_, _], Some(_)) => anyhow::bail!("--baseline replaces the first run: give one run (the new one) with it"),
+        _ => anyhow::bail!("give two runs (BASE NEW), or one with --baseline last-pass|RUN_ID|DIR"),
+    };
     let deltas = gate::compare(&base, &new);
     super::reader_may_stop(print_deltas(&deltas))?;
     Ok(ExitCode::SUCCESS)

@@ -103,6 +103,9 @@ pub struct Args {
     pub repo: RepoArgs,
     #[command(flatten)]
     pub slurm: super::slurm_args::SlurmArgs,
+    /// The finished run is recorded in the results store (not a --point job: its collected run is).
+    #[command(flatten)]
+    pub record: super::store::RecordArgs,
 }
 
 /// `YYYYMMDDTHHMMSSZ` for a Unix time (UTC).
@@ -265,6 +268,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         eprintln!("twin: {} point(s) replayed on the virtual clock; {}", r.points.len(), out.join("residuals.json").display());
     }
     let (code, passed) = finish(&summary, &out, wall, interrupt.load(Ordering::SeqCst), args.point.is_some())?;
+    if args.point.is_none()
+        && let Some(line) = super::store::record_quietly(&out, &args.record, Some(&repo.root), "run")
+    {
+        println!("{line}");
+    }
     if args.append_changelog {
         return append_changelog(args, &repo, &out, passed, code);
     }

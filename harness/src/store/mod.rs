@@ -1,0 +1,355 @@
+//! The results store: every finished run, its points, aggregates, Pareto frontiers, gate verdict
+//! and eval scores, in an embedded SQLite file (default `reports/sweep.db`) or a PostgreSQL
+//! database shared by a team (`--store postgres://…`). One schema, versioned migrations
+//! (`schema.rs`), one transaction per recorded run, idempotent by run id (recording a run again
+//! replaces it). Per-request records stay in the run folder; the store points at them.
+//!
+//! Reading: [`Store::runs`], [`Store::points`], [`Store::config_points`], [`Store::last_pass`],
+//! … return plain `Serialize` structs (`types.rs`). Every call blocks: from async code (an axum
+//! handler) call it inside `tokio::task::spawn_blocking`. `docs/store.md` has the schema.
+
+mod backend;
+mod check;
+pub mod import;
+mod query;
+mod record;
+mod schema;
+mod types;
+
+pub use check::CheckReport;
+pub use record::{hostname, read_run_dir};
+pub use schema::CURRENT as SCHEMA_VERSION;
+pub use types::{Ci, ConfigSummary, EvalScore, PointFile, PointMetrics, PointRow, RunFilter, RunPoint, RunRecord, RunRow, ViewFrontier};
+
+use backend::{Conn, DbError, Val};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The environment variable naming the store when `--store` is not given.
+pub const STORE_ENV: &str = "SWEEP_STORE";
+
+/// Where a store is: a SQLite file or a PostgreSQL URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl Location {
+    /// `postgres://…` / `postgresql://…` is PostgreSQL; anything else a SQLite file.
+    pub fn parse(s: &str) -> Location {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            Location::Postgres(s.to_string())
+        } else {
+            Location::Sqlite(PathBuf::from(s))
+        }
+    }
+
+    /// `--store` if given, else `SWEEP_STORE`, else `reports/sweep.db` under `repo_root`
+    /// (the current directory when there is no repository).
+    pub fn resolve(flag: Option<&str>, repo_root: Option<&Path>) -> Location {
+        if let Some(f) = flag.filter(|f| !f.is_empty()) {
+            return Location::parse(f);
+        }
+        if let Ok(e) = std::env::var(STORE_ENV)
+            && !e.is_empty()
+        {
+            return Location::parse(&e);
+        }
+        Location::Sqlite(repo_root.unwrap_or(Path::new(".")).join("reports").join("sweep.db"))
+    }
+}
+
+impl std::fmt::Display for Location {
+    /// The location with any password left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Sqlite(p) => write!(f, "{}", p.display()),
+            Location::Postgres(url) => write!(f, "{}", redact(url)),
+        }
+    }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let (auth, tail) = match rest.split_once('@') {
+        Some(x) => x,
+        None => return url.to_string(),
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{tail}"),
+        None => url.to_string(),
+    }
+}
+
+/// Why the store could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store {location}: {source}")]
+    Db { location: String, source: DbError },
+    #[error("store {location}: cannot open: {message}")]
+    Open { location: String, message: String },
+    #[error(
+        "no store at {location}: runs are recorded there by `sweep run`, `sweep collect` and `sweep import`; give another with --store or SWEEP_STORE"
+    )]
+    Missing { location: String },
+    #[error(
+        "store {location} was written by a newer sweep (schema version {found}; this sweep reads versions up to {supported}): upgrade sweep, or give --store a store of this version"
+    )]
+    NewerSchema { location: String, found: i64, supported: i64 },
+    #[error(
+        "store {location} has schema version {found}, older than this sweep's {supported}: run `sweep store migrate --store {location}`"
+    )]
+    OlderSchema { location: String, found: i64, supported: i64 },
+    #[error("{}: {message}", .path.display())]
+    Input { path: PathBuf, message: String },
+}
+
+/// How a store is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Created and migrated when needed (recording).
+    Write,
+    /// Must exist at this sweep's schema version; writes are possible (`sweep store check`).
+    Existing,
+    /// Must exist; the connection refuses writes (the dashboard, `sweep history`).
+    ReadOnly,
+}
+
+/// An open store.
+pub struct Store {
+    conn: Conn,
+    location: Location,
+}
+
+impl Store {
+    /// Opens (and for [`Mode::Write`] creates and migrates) the store at `location`.
+    pub fn open(location: &Location, mode: Mode) -> Result<Store, StoreError> {
+        let name = location.to_string();
+        let conn = match location {
+            Location::Sqlite(path) => open_sqlite(path, mode, &name)?,
+            Location::Postgres(url) => open_postgres(url, mode, &name)?,
+        };
+        let mut s = Store { conn, location: location.clone() };
+        match mode {
+            Mode::Write => {
+                let now = record::now_unix();
+                let found = s.write_tx(|c| schema::migrate(c, now))?;
+                s.refuse_newer(found)?;
+            }
+            Mode::Existing | Mode::ReadOnly => {
+                let v = schema::version(&mut s.conn).map_err(|e| s.err(e))?;
+                match v {
+                    None => return Err(StoreError::Missing { location: name }),
+                    Some(v) => {
+                        s.refuse_newer(v)?;
+                        if v < schema::CURRENT {
+                            return Err(StoreError::OlderSchema { location: name, found: v, supported: schema::CURRENT });
+                        }
+                    }
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// The schema version the store is at.
+    pub fn schema_version(&mut self) -> Result<i64, StoreError> {
+        schema::version(&mut self.conn).map(|v| v.unwrap_or(0)).map_err(|e| self.err(e))
+    }
+
+    fn refuse_newer(&self, found: i64) -> Result<(), StoreError> {
+        if found > schema::CURRENT {
+            return Err(StoreError::NewerSchema { location: self.location.to_string(), found, supported: schema::CURRENT });
+        }
+        Ok(())
+    }
+
+    fn err(&self, source: DbError) -> StoreError {
+        StoreError::Db { location: self.location.to_string(), source }
+    }
+
+    /// Runs `f` in a write transaction: SQLite's `BEGIN IMMEDIATE` takes the writer lock at
+    /// once (waiting up to the busy timeout), PostgreSQL's conflicts between writers are retried.
+    fn write_tx<T>(&mut self, mut f: impl FnMut(&mut Conn) -> Result<T, DbError>) -> Result<T, StoreError> {
+        let begin = match self.conn.kind() {
+            backend::Kind::Sqlite => "BEGIN IMMEDIATE",
+            backend::Kind::Postgres => "BEGIN",
+        };
+        let mut attempt = 0u32;
+        loop {
+            let result = self.conn.batch(begin).and_then(|()| f(&mut self.conn)).and_then(|v| self.conn.batch("COMMIT").map(|()| v));
+            match result {
+                Ok(v) => return Ok(v),
+                Err(e) => {
+                    let _ = self.conn.batch("ROLLBACK");
+                    attempt += 1;
+                    if !e.retryable() || attempt >= 10 {
+                        return Err(self.err(e));
+                    }
+                    // Spread the retries of writers that collided.
+                    let jitter = (std::process::id() as u64 * 7 + attempt as u64 * 13) % 50;
+                    std::thread::sleep(std::time::Duration::from_millis(20 * attempt as u64 + jitter));
+                }
+            }
+        }
+    }
+
+    /// Records a run in one transaction, replacing any earlier record of the same run id.
+    pub fn record(&mut self, rec: &RunRecord) -> Result<(), StoreError> {
+        let plan_gz = rec.plan.as_ref().map(|p| gzip(p));
+        let mut run = rec.run.values();
+        run.push(plan_gz.map_or(Val::Null, Val::Bytes));
+        let mut run_cols = types::RUN_COLS.to_vec();
+        run_cols.push("plan_gz");
+        let mut point_cols = types::POINT_COLS.to_vec();
+        point_cols.push("ord");
+        let points: Vec<Vec<Val>> = rec
+            .points
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let mut v = p.values();
+                v.push(Val::int(i));
+                v
+            })
+            .collect();
+        let files: Vec<Vec<Val>> = rec
+            .points
+            .iter()
+            .flat_map(|p| {
+                p.files.iter().map(|f| {
+                    vec![Val::text(&rec.run.run_id), Val::text(&p.point_id), Val::text(&f.path), Val::text(&f.kind), Val::Int(f.bytes)]
+                })
+            })
+            .collect();
+        let evals: Vec<Vec<Val>> = rec
+            .evals
+            .iter()
+            .map(|e| {
+                vec![
+                    Val::text(&rec.run.run_id),
+                    Val::text(&e.point_id),
+                    Val::text(&e.file),
+                    Val::text(&e.task),
+                    Val::text(&e.metric),
+                    Val::real(e.score),
+                ]
+            })
+            .collect();
+        let blobs: Vec<Vec<Val>> = rec.blobs.iter().map(|(h, b)| vec![Val::text(h), Val::text(b)]).collect();
+        let id = Val::text(&rec.run.run_id);
+        self.write_tx(|c| {
+            for t in ["evals", "point_files", "points", "runs"] {
+                c.exec(&format!("DELETE FROM {t} WHERE run_id = $1"), std::slice::from_ref(&id))?;
+            }
+            c.insert("runs", &run_cols, std::slice::from_ref(&run), "")?;
+            c.insert("points", &point_cols, &points, "")?;
+            pause_for_tests();
+            c.insert("point_files", types::FILE_COLS, &files, "")?;
+            c.insert("evals", types::EVAL_COLS, &evals, "")?;
+            c.insert("blobs", &["hash", "body"], &blobs, "ON CONFLICT (hash) DO NOTHING")?;
+            Ok(())
+        })
+    }
+
+    /// Reads a run folder and records it (`source`: the command recording it).
+    pub fn record_dir(&mut self, dir: &Path, source: &str) -> Result<RunRecord, StoreError> {
+        let rec = read_run_dir(dir, source)?;
+        self.record(&rec)?;
+        Ok(rec)
+    }
+
+    /// Removes a run and everything recorded with it; whether it was there.
+    pub fn remove(&mut self, run_id: &str) -> Result<bool, StoreError> {
+        let id = Val::text(run_id);
+        self.write_tx(|c| {
+            for t in ["evals", "point_files", "points"] {
+                c.exec(&format!("DELETE FROM {t} WHERE run_id = $1"), std::slice::from_ref(&id))?;
+            }
+            Ok(c.exec("DELETE FROM runs WHERE run_id = $1", std::slice::from_ref(&id))? > 0)
+        })
+    }
+}
+
+/// Debug builds only: `SWEEP_STORE_PAUSE_IN_TX=SECONDS` sleeps inside the recording transaction
+/// (after the run and its points are written, before the rest), so a test can kill the process
+/// there and check that nothing of the run was kept.
+fn pause_for_tests() {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    if let Some(s) = std::env::var("SWEEP_STORE_PAUSE_IN_TX").ok().and_then(|s| s.parse::<f64>().ok()) {
+        eprintln!("store: paused inside the recording transaction for {s} s");
+        std::thread::sleep(std::time::Duration::from_secs_f64(s));
+    }
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    // Writing to a Vec cannot fail.
+    let _ = e.write_all(bytes);
+    e.finish().unwrap_or_default()
+}
+
+fn gunzip(bytes: &[u8]) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes).read_to_end(&mut out).ok()?;
+    Some(out)
+}
+
+fn open_sqlite(path: &Path, mode: Mode, name: &str) -> Result<Conn, StoreError> {
+    use rusqlite::OpenFlags;
+    let open_err = |e: rusqlite::Error| StoreError::Open { location: name.to_string(), message: e.to_string() };
+    if mode != Mode::Write && !path.is_file() {
+        return Err(StoreError::Missing { location: name.to_string() });
+    }
+    if mode == Mode::Write
+        && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::Open { location: name.to_string(), message: format!("{}: {e}", dir.display()) })?;
+    }
+    let flags = match mode {
+        Mode::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        Mode::Existing => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        Mode::Write => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    };
+    let c = rusqlite::Connection::open_with_flags(path, flags).map_err(open_err)?;
+    // Writers queue for the lock rather than fail: other runs may be recording.
+    c.busy_timeout(backend::SQLITE_BUSY_TIMEOUT).map_err(open_err)?;
+    if mode != Mode::ReadOnly {
+        // WAL: readers never block the writer nor it them; NORMAL sync keeps every committed
+        // transaction across a process crash (only a power loss may lose the last ones).
+        c.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
+        c.pragma_update(None, "synchronous", "NORMAL").map_err(open_err)?;
+    }
+    c.pragma_update(None, "foreign_keys", "ON").map_err(open_err)?;
+    Ok(Conn::Sqlite(c))
+}
+
+fn open_postgres(url: &str, mode: Mode, name: &str) -> Result<Conn, StoreError> {
+    let open_err = |message: String| StoreError::Open { location: name.to_string(), message };
+    let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| open_err(format!("not a PostgreSQL URL: {e}")))?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(std::time::Duration::from_secs(10));
+    }
+    config.application_name("sweep");
+    let mut client = config.connect(postgres::NoTls).map_err(|e| open_err(DbError::from(e).to_string()))?;
+    // Numbers and text only cross the wire in the formats the store reads.
+    client.batch_execute("SET client_min_messages = warning").map_err(|e| open_err(DbError::from(e).to_string()))?;
+    if mode == Mode::ReadOnly {
+        client.batch_execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY").map_err(|e| open_err(DbError::from(e).to_string()))?;
+    }
+    Ok(Conn::Postgres { client: Box::new(client), prepared: HashMap::new() })
+}
+
+#[cfg(test)]
+mod tests;
