@@ -52,6 +52,8 @@ enum Command {
     /// Generate synthetic AgentX traces, compare trace-set statistics, dry-run the replay workload.
     #[command(subcommand)]
     Trace(cmd::trace::TraceCommand),
+    /// Web dashboard of the results store: runs, Pareto curves per config across runs, run vs baseline (read-only).
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
         Command::Store(c) => cmd::store::store_cmd(&c),
         Command::Calibrate(c) => calibrate::run(c).map(|()| ExitCode::SUCCESS),
         Command::Trace(t) => cmd::trace::run(&t),
+        Command::Serve(a) => cmd::serve::run(&a),
     };
     result.unwrap_or_else(|e| {
         // The error and its causes on one line each, without a backtrace: these are the user's
