@@ -5,6 +5,7 @@
 
 pub mod changelog;
 pub mod cmd;
+pub mod dashboard;
 pub mod engine_cmd;
 pub mod fit;
 pub mod gate;

@@ -52,7 +52,10 @@ enum Command {
     /// Generate synthetic AgentX traces, compare trace-set statistics, dry-run the replay workload.
     #[command(subcommand)]
     Trace(cmd::trace::TraceCommand),
+    /// InferenceX's PR verifier (Checks 0–12) decided from the repository at two revisions, a run's artifacts and PR facts.
     Verify(cmd::verify::Args),
+    /// Web dashboard of the results store: runs, Pareto curves per config across runs, run vs baseline (read-only).
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
         Command::Calibrate(c) => calibrate::run(c).map(|()| ExitCode::SUCCESS),
         Command::Trace(t) => cmd::trace::run(&t),
         Command::Verify(a) => cmd::verify::run(&a),
+        Command::Serve(a) => cmd::serve::run(&a),
     };
     result.unwrap_or_else(|e| {
         // The error and its causes on one line each, without a backtrace: these are the user's

@@ -88,8 +88,21 @@ fn nothing_below_the_cli_depends_on_it() {
         "twin.rs",
         "verify",
         "store",
+        "dashboard",
     ];
     let v = violations("harness/src", &below, &["crate::cmd"]);
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+/// The dashboard reads the store and serves; it never runs a point, a plan or a trace, and the
+/// store it reads never names the server.
+#[test]
+fn the_dashboard_reads_and_never_executes() {
+    let above =
+        ["crate::run", "crate::targets", "crate::workload", "crate::fit", "crate::trace", "crate::plan", "crate::calibrate", "engine::"];
+    let v = violations("harness/src", &["dashboard"], &above);
+    assert!(v.is_empty(), "{}", v.join("\n"));
+    let v = violations("harness/src", &["store"], &["crate::dashboard", "axum"]);
     assert!(v.is_empty(), "{}", v.join("\n"));
 }
 

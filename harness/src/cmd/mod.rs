@@ -8,6 +8,7 @@ pub mod predict;
 pub mod replay;
 pub mod results;
 pub mod run;
+pub mod serve;
 pub mod slurm_args;
 pub mod store;
 pub mod trace;

@@ -454,7 +454,7 @@ fn parse_arm(c: &mut Checker, v: &Value, p: &YPath) -> Option<Arm> {
 
 /// Splits argv into (flag, value) items: a `--flag` followed by a word that is not a flag takes
 /// it as its value; `--flag=value` is one item.
-fn flag_items(args: &[String]) -> Vec<(String, Option<String>)> {
+pub fn flag_items(args: &[String]) -> Vec<(String, Option<String>)> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < args.len() {

@@ -10,6 +10,7 @@
 
 mod backend;
 mod check;
+mod dashboard;
 pub mod import;
 mod query;
 mod record;
@@ -17,6 +18,7 @@ mod schema;
 mod types;
 
 pub use check::CheckReport;
+pub use dashboard::Facets;
 pub use record::{hostname, read_run_dir};
 pub use schema::CURRENT as SCHEMA_VERSION;
 pub use types::{Ci, ConfigSummary, EvalScore, PointFile, PointMetrics, PointRow, RunFilter, RunPoint, RunRecord, RunRow, ViewFrontier};

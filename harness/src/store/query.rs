@@ -318,6 +318,7 @@ impl Store {
             replicates: 200,
             points,
             curves,
+            // Eval points are stored as scores (`Store::evals`), not as plan points.
             evals: Vec::new(),
         }))
     }
