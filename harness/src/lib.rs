@@ -6,6 +6,7 @@
 pub mod changelog;
 pub mod cmd;
 pub mod engine_cmd;
+pub mod eval;
 pub mod fit;
 pub mod gate;
 pub mod golden_al;

@@ -13,12 +13,13 @@ pub struct ReportArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct GateArgs {
-    /// A run directory (reports/<run-id>).
+    /// A run directory (reports/<run-id>), or a folder of evals (`sweep eval --out`).
     pub run: PathBuf,
     /// A baseline run: regressions beyond the bootstrap noise fail the gate.
     #[arg(long)]
     pub baseline: Option<PathBuf>,
-    /// Eval thresholds in the InferenceX format (used when points carry eval results).
+    /// Eval thresholds in the InferenceX format (default: InferenceX's thresholds.yaml, embedded),
+    /// applied to every eval folder in the run (`eval.json`, or lm-eval results with meta_env.json).
     #[arg(long)]
     pub thresholds: Option<PathBuf>,
 }
@@ -49,28 +50,48 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs the gate and writes `gate.json`, `gate.xml` (JUnit) and `gate.txt`; returns the verdict.
+/// Eval folders at or under `run_dir` are checked against `thresholds` (default: InferenceX's
+/// table); a folder of evals alone (`sweep eval --out`, downloaded eval artifacts) is gated on
+/// its evals.
 pub fn gate_run(
     run_dir: &std::path::Path,
     baseline: Option<&std::path::Path>,
     thresholds: Option<&std::path::Path>,
 ) -> anyhow::Result<gate::Verdict> {
-    let run = RunSummary::load(run_dir).map_err(anyhow::Error::msg)?;
-    let base = baseline.map(RunSummary::load).transpose().map_err(anyhow::Error::msg)?;
-    let thr = match thresholds {
-        Some(t) => Some(Thresholds::load(t).map_err(anyhow::Error::msg)?),
-        None => None,
-    };
-    let mut evals = Vec::new();
-    if let Some(t) = &thr {
-        for p in &run.points {
-            // Config keys start with the model prefix (`<model-prefix>-<precision>-<hw>-…`).
-            let prefix = p.config_key.split('-').next().unwrap_or("");
-            if let Some(c) = gate::check_eval_results(&point_dir(run_dir, &p.id), prefix, t) {
-                evals.push(c);
-            }
+    let (thr, _) = Thresholds::load_or_embedded(thresholds).map_err(anyhow::Error::msg)?;
+    let eval_only = !run_dir.join("summary.json").exists() && !crate::eval::record::find_eval_dirs(run_dir).is_empty();
+    let v = if eval_only {
+        let (checks, not_applicable) = gate::split_evals(gate::check_eval_dirs(run_dir, &thr, None).into_iter().map(|(_, _, g)| g));
+        gate::Verdict {
+            passed: checks.iter().all(|c| c.passed),
+            run_id: run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            baseline: None,
+            checks,
+            incomplete: Vec::new(),
+            not_applicable,
         }
-    }
-    let v = gate::evaluate(&run, base.as_ref(), evals);
+    } else {
+        let run = RunSummary::load(run_dir).map_err(anyhow::Error::msg)?;
+        let base = baseline.map(RunSummary::load).transpose().map_err(anyhow::Error::msg)?;
+        // Config keys start with the model prefix (`<model-prefix>-<precision>-<hw>-…`): the
+        // prefix of an eval inside a point's folder whose record does not name one.
+        let point_prefix: Vec<(std::path::PathBuf, String)> =
+            run.points.iter().map(|p| (point_dir(run_dir, &p.id), p.config_key.split('-').next().unwrap_or("").to_string())).collect();
+        let gates = gate::check_eval_dirs(run_dir, &thr, None).into_iter().map(|(dir, rec, g)| {
+            let inherited = point_prefix.iter().find(|(d, _)| dir.starts_with(d)).map(|(_, p)| p.as_str());
+            match (rec, inherited) {
+                (Some(rec), Some(p)) if rec.meta.model_prefix().is_none() => {
+                    let name = g.check.name.trim_start_matches(&format!("eval {} ", rec.task)).to_string();
+                    gate::check_eval(&rec, &name, &thr, Some(p))
+                }
+                _ => g,
+            }
+        });
+        let (evals, not_applicable) = gate::split_evals(gates);
+        let mut v = gate::evaluate(&run, base.as_ref(), evals);
+        v.not_applicable = not_applicable;
+        v
+    };
     write_json(&run_dir.join("gate.json"), &v)?;
     crate::problem::atomic_write(&run_dir.join("gate.xml"), gate::junit(&v).as_bytes())?;
     crate::problem::atomic_write(&run_dir.join("gate.txt"), gate::human(&v).as_bytes())?;

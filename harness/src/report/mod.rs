@@ -4,6 +4,7 @@
 //! in `html.rs`; the Markdown and what both share are here.
 
 mod chart;
+pub mod eval;
 mod html;
 
 pub use chart::charts;
