@@ -158,7 +158,7 @@ pub fn check_eval(rec: &EvalRecord, name: &str, thr: &Thresholds, prefix: Option
             check: Check {
                 name,
                 passed: true,
-                detail: format!("N/A: {}; no score exists, the eval has to run on a real engine", rec.status_text()),
+                detail: format!("N/A: {}: it answers no math, so there is no score; run the eval against a real engine", rec.status_text()),
             },
             applicable: false,
             threshold: None,
@@ -368,7 +368,8 @@ pub fn human(v: &Verdict) -> String {
         (false, 0, false) => "INCOMPLETE",
         _ => "FAIL",
     };
-    let mut o = format!("gate: {verdict} ({} checks, {failed} failed)\n", v.checks.len());
+    let na = if v.not_applicable.is_empty() { String::new() } else { format!(", {} not applicable", v.not_applicable.len()) };
+    let mut o = format!("gate: {verdict} ({} checks, {failed} failed{na})\n", v.checks.len());
     if !v.incomplete.is_empty() {
         o.push_str(&format!(
             "  INCOMPLETE  {} point(s) not finished (interrupted or not reached; re-run with --resume): {}\n",

@@ -61,7 +61,7 @@ fn parse_args() -> Opts {
     o
 }
 
-const KINDS: [Kind; 12] = [
+const KINDS: [Kind; 14] = [
     Kind::Master,
     Kind::Changelog,
     Kind::Recipe,
@@ -74,6 +74,8 @@ const KINDS: [Kind; 12] = [
     Kind::TraceGz,
     Kind::TraceJson,
     Kind::Mooncake,
+    Kind::Gsm8k,
+    Kind::EvalSamples,
 ];
 
 /// The message of the last panic (a worker's panic is reported through its join).
@@ -136,6 +138,8 @@ fn run_one(kind: Kind, path: PathBuf, root: PathBuf, name: String, cap: Duration
             Kind::SharedYaml => targets::run_shared(&path, &name),
             Kind::ModelProfile => targets::run_profile(&path, true),
             Kind::HardwareProfile => targets::run_profile(&path, false),
+            Kind::Gsm8k => targets::run_gsm8k(&path),
+            Kind::EvalSamples => targets::run_eval_samples(&path),
             _ => targets::run_traces(&path),
         };
         let _ = tx.send(());

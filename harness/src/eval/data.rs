@@ -65,7 +65,9 @@ pub fn parse_split(name: &str, text: &str) -> Result<Vec<Doc>, DataError> {
         if line.len() > MAX_LINE_BYTES {
             return Err(row(format!("a {} byte line is longer than any GSM8K row", line.len())));
         }
-        let doc: Doc = serde_json::from_str(line).map_err(|e| row(format!("not a GSM8K row: {e}")))?;
+        // The parser's message quotes the input (an unknown key): an excerpt of it.
+        let doc: Doc =
+            serde_json::from_str(line).map_err(|e| row(format!("not a GSM8K row: {}", crate::problem::excerpt(&e.to_string()))))?;
         if !doc.answer.contains("#### ") {
             return Err(row("the answer has no final `#### N` line".into()));
         }
@@ -90,7 +92,8 @@ pub fn embedded() -> Gsm8k {
     Gsm8k { test, train, source: "embedded".into() }
 }
 
-fn read_split(path: &Path) -> Result<Vec<Doc>, DataError> {
+/// One split file, read within the size limits.
+pub fn read_split(path: &Path) -> Result<Vec<Doc>, DataError> {
     let io = |source| DataError::Io { path: path.to_path_buf(), source };
     let bytes = std::fs::metadata(path).map_err(io)?.len();
     if bytes > MAX_FILE_BYTES {

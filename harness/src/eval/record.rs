@@ -401,7 +401,8 @@ pub enum RecordError {
 
 fn read_json(path: &Path) -> Result<Value, RecordError> {
     let text = std::fs::read_to_string(path).map_err(|source| RecordError::Io { path: path.to_path_buf(), source })?;
-    serde_json::from_str(&text).map_err(|e| RecordError::Parse { path: path.to_path_buf(), message: e.to_string() })
+    serde_json::from_str(&text)
+        .map_err(|e| RecordError::Parse { path: path.to_path_buf(), message: crate::problem::excerpt(&e.to_string()) })
 }
 
 /// The samples in a `samples.jsonl` and the length of its whole lines: a last line cut short
@@ -426,7 +427,10 @@ pub fn read_samples(path: &Path) -> Result<(Vec<Sample>, u64), RecordError> {
                 Err(e) => {
                     return Err(RecordError::Parse {
                         path: path.to_path_buf(),
-                        message: format!("line {line_no}: {e}; it is not a sample of `sweep eval` (move the file away to start over)"),
+                        message: format!(
+                            "line {line_no}: {}; it is not a sample of `sweep eval` (move the file away to start over)",
+                            crate::problem::excerpt(&e.to_string())
+                        ),
                     });
                 }
             }

@@ -334,9 +334,9 @@ pub async fn run(
         meta,
         producer: write::producer(),
     };
-    if let Some(engine) = info.as_ref().and_then(simulated_engine) {
-        rec.server = server_identity(info.as_ref(), cfg.image.as_deref());
-        return write::not_applicable(&cfg.out, rec, &format!("simulated engine ({engine})")).map_err(io_err(&cfg.out));
+    if info.as_ref().and_then(simulated_engine).is_some() {
+        // `server.engine` says which; the status names the reason alone, as InferenceX readers expect.
+        return write::not_applicable(&cfg.out, rec, write::SIMULATED).map_err(io_err(&cfg.out));
     }
 
     // Resume: questions answered by an earlier run of the same eval are not asked again.

@@ -13,6 +13,9 @@ use std::path::Path;
 /// InferenceX's collector recognises result files by that key.
 pub const LM_EVAL_COMPAT: &str = "0.4.13";
 
+/// The reason an eval against the reference engine is not applicable.
+pub const SIMULATED: &str = "simulated engine";
+
 pub fn producer() -> String {
     format!("sweep {}", env!("CARGO_PKG_VERSION"))
 }

@@ -148,3 +148,19 @@ pub fn html_page(rows: &[Row]) -> String {
         html(rows)
     )
 }
+
+/// The Markdown and HTML sections for the evals at or under a run folder (gated against
+/// InferenceX's thresholds), or `None` when it has none.
+pub fn sections_for(dir: &std::path::Path) -> Option<(String, String)> {
+    let thr = crate::gate::Thresholds::embedded();
+    let found = crate::gate::check_eval_dirs(dir, &thr, None);
+    let rows: Vec<Row> = found
+        .iter()
+        .filter_map(|(d, rec, g)| {
+            let rec = rec.as_ref()?;
+            let rel = d.strip_prefix(dir).ok().filter(|r| !r.as_os_str().is_empty()).unwrap_or(d);
+            Some(Row { label: format!("{} ({})", rec.meta.label(), rel.display()), record: rec, gate: Some(g) })
+        })
+        .collect();
+    (!rows.is_empty()).then(|| (markdown(&rows), html(&rows)))
+}
