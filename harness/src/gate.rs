@@ -2,6 +2,7 @@
 //! eval scores below threshold (InferenceX thresholds format) and regressions against a baseline
 //! beyond the noise model of `noise.rs` (seed replicates, else request bootstrap intervals).
 
+use crate::eval::record::{EvalRecord, EvalStatus};
 use crate::noise::{self, Judgement, Metric};
 use crate::results::{PointResult, RunSummary, Status};
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,10 @@ pub struct Verdict {
     /// these are not counted as failed checks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub incomplete: Vec<String>,
+    /// Checks that do not apply (an eval against the reference engine, which has no score):
+    /// reported, neither passed nor failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_applicable: Vec<Check>,
 }
 
 /// A metric compared against a baseline.
@@ -71,58 +76,149 @@ pub struct Thresholds {
     pub models: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
+/// `validate_scores.py`'s `--min-score` default: the threshold of a task no entry names.
+pub const FALLBACK_MIN_SCORE: f64 = 0.85;
+
+/// InferenceX's `thresholds.yaml`, the default when no file is given.
+const EMBEDDED_THRESHOLDS: &str = include_str!("../data/thresholds.yaml");
+
 impl Thresholds {
+    /// A thresholds file; as in `validate_scores.py`, a mapping with neither `default` nor
+    /// `models` is the legacy flat form (the whole mapping is `default`).
     pub fn load(path: &Path) -> Result<Thresholds, String> {
-        crate::yaml::load_typed(path).map_err(|e| e.to_string())
+        let v: serde_yaml_ng::Value = crate::yaml::load_typed(path).map_err(|e| e.to_string())?;
+        Self::from_value(v).map_err(|e| {
+            format!("{}: {e}; expected `default: {{gsm8k: 0.90}}` and `models: {{<prefix>: {{gsm8k: 0.91}}}}`", path.display())
+        })
     }
+
+    fn from_value(v: serde_yaml_ng::Value) -> Result<Thresholds, String> {
+        let flat = v.as_mapping().is_some_and(|m| !m.contains_key("default") && !m.contains_key("models"));
+        if flat {
+            let default: BTreeMap<String, f64> = serde_yaml_ng::from_value(v).map_err(|e| e.to_string())?;
+            return Ok(Thresholds { default, models: BTreeMap::new() });
+        }
+        serde_yaml_ng::from_value(v).map_err(|e| e.to_string())
+    }
+
+    /// InferenceX's thresholds as shipped (`harness/data/thresholds.yaml`).
+    pub fn embedded() -> Thresholds {
+        Self::from_value(crate::yaml::from_str(EMBEDDED_THRESHOLDS).expect("embedded thresholds parse")).expect("embedded thresholds")
+    }
+
+    /// `--thresholds FILE`, else the embedded InferenceX table; the second value names the source.
+    pub fn load_or_embedded(path: Option<&Path>) -> Result<(Thresholds, String), String> {
+        match path {
+            Some(p) => Ok((Self::load(p)?, p.display().to_string())),
+            None => Ok((Self::embedded(), "InferenceX thresholds.yaml (embedded)".into())),
+        }
+    }
+
     /// `models[prefix][task]` (exact prefix), else `default[task]`, else 0.85.
     pub fn threshold(&self, prefix: &str, task: &str) -> f64 {
-        self.models.get(prefix).and_then(|m| m.get(task)).or_else(|| self.default.get(task)).copied().unwrap_or(0.85)
+        self.lookup(Some(prefix), task).0
+    }
+
+    /// The threshold and where it comes from: `models.<prefix>` (an exact prefix: `glm5.2` does
+    /// not fall back to `glm5`), `default`, or `min-score` (no entry for the task), as
+    /// `validate_scores.py` resolves and names it.
+    pub fn lookup(&self, prefix: Option<&str>, task: &str) -> (f64, String) {
+        if let Some(p) = prefix
+            && let Some(t) = self.models.get(p).and_then(|m| m.get(task))
+        {
+            return (*t, format!("models.{p}"));
+        }
+        match self.default.get(task) {
+            Some(t) => (*t, "default".into()),
+            None => (FALLBACK_MIN_SCORE, "min-score".into()),
+        }
     }
 }
 
-/// Checks lm-eval `results*.json` files of a point: every `exact_match,*` metric (not stderr) of
-/// every task must reach the threshold; a results set with no such metric fails.
-pub fn check_eval_results(dir: &Path, prefix: &str, thr: &Thresholds) -> Option<Check> {
-    let files: Vec<_> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("results") && n.to_string_lossy().ends_with(".json")))
-        .collect();
-    if files.is_empty() {
-        return None;
+/// An eval's check. `applicable` is false for an eval that by design has no score (against the
+/// reference engine): its check says so and passes, counted neither as a pass nor a failure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalGate {
+    pub check: Check,
+    pub applicable: bool,
+    /// The threshold applied and its source (`models.dsv4`, `default`, `min-score`).
+    pub threshold: Option<(f64, String)>,
+}
+
+/// The gate on one eval: FAIL for a score (strict-match or flexible-extract, as
+/// `validate_scores.py` checks both) below its threshold, a partial n (limited, or fewer
+/// questions than the test split), or `infrastructure_success: false`; N/A for an eval that
+/// is not applicable. `prefix` overrides the record's model prefix. `name` labels the row.
+pub fn check_eval(rec: &EvalRecord, name: &str, thr: &Thresholds, prefix: Option<&str>) -> EvalGate {
+    let prefix = prefix.or(rec.meta.model_prefix());
+    let (t, src) = thr.lookup(prefix, &rec.task);
+    let name = format!("eval {} {name}", rec.task);
+    if rec.status == EvalStatus::NotApplicable {
+        return EvalGate {
+            check: Check {
+                name,
+                passed: true,
+                detail: format!("N/A: {}: it answers no math, so there is no score; run the eval against a real engine", rec.status_text()),
+            },
+            applicable: false,
+            threshold: None,
+        };
     }
     let mut bad = Vec::new();
-    let mut checked = 0;
-    for f in &files {
-        let Ok(v) = std::fs::read_to_string(f).map_err(|_| ()).and_then(|t| serde_json::from_str::<serde_json::Value>(&t).map_err(|_| ()))
-        else {
-            bad.push(format!("{} is not JSON", f.display()));
-            continue;
-        };
-        for (task, metrics) in v.get("results").and_then(|r| r.as_object()).into_iter().flatten() {
-            for (name, val) in metrics.as_object().into_iter().flatten() {
-                if name.starts_with("exact_match,")
-                    && !name.contains("stderr")
-                    && let Some(x) = val.as_f64()
-                {
-                    checked += 1;
-                    let t = thr.threshold(prefix, task);
-                    if x < t {
-                        bad.push(format!("{task} {name} = {x:.4} < {t:.2}"));
-                    }
-                }
-            }
+    if !rec.infrastructure_success {
+        bad.push(format!("infrastructure_success: false ({})", rec.status_text()));
+    }
+    if !rec.full_n() {
+        let full = crate::eval::record::expected_n(&rec.task).unwrap_or(rec.n_total).max(rec.n_total);
+        match rec.limit {
+            Some(l) => bad.push(format!("partial n: {} of {full} (limited to the first {l} questions)", rec.n)),
+            None => bad.push(format!("partial n: {} of {full}", rec.n)),
         }
     }
-    if checked == 0 {
-        bad.push("no exact_match metric in the eval results".into());
+    let metrics = [("em_strict", rec.em_strict), ("em_flexible", rec.em_flexible)];
+    let mut scored = Vec::new();
+    for (m, v) in metrics {
+        match v {
+            Some(x) if x < t => bad.push(format!("{m} {x:.4} < {t} ({src})")),
+            Some(x) => scored.push(format!("{m} {x:.4}")),
+            None if rec.infrastructure_success => bad.push(format!("no {m} score")),
+            None => {}
+        }
     }
-    Some(Check {
-        name: format!("evals {}", dir.display()),
-        passed: bad.is_empty(),
-        detail: if bad.is_empty() { format!("{checked} metrics at or above threshold") } else { bad.join("; ") },
-    })
+    let detail = if bad.is_empty() {
+        format!("{} ≥ {t} ({src}), n={}, infrastructure_success: true", scored.join(", "), rec.n)
+    } else {
+        bad.join("; ")
+    };
+    EvalGate { check: Check { name, passed: bad.is_empty(), detail }, applicable: true, threshold: Some((t, src)) }
+}
+
+/// The gate on every eval folder at or under `root` (see [`crate::eval::record::find_eval_dirs`]);
+/// a folder that cannot be read fails its check.
+pub fn check_eval_dirs(root: &Path, thr: &Thresholds, prefix: Option<&str>) -> Vec<(std::path::PathBuf, Option<EvalRecord>, EvalGate)> {
+    crate::eval::record::find_eval_dirs(root)
+        .into_iter()
+        .map(|d| {
+            let rel = d.strip_prefix(root).ok().filter(|r| !r.as_os_str().is_empty()).map(Path::to_path_buf).unwrap_or_else(|| d.clone());
+            match crate::eval::record::read_eval_dir(&d) {
+                Ok(rec) => {
+                    let label = format!("{} ({})", rec.meta.label(), rel.display());
+                    let g = check_eval(&rec, &label, thr, prefix);
+                    (d, Some(rec), g)
+                }
+                Err(e) => {
+                    let check = Check { name: format!("eval {}", rel.display()), passed: false, detail: e.to_string() };
+                    (d, None, EvalGate { check, applicable: true, threshold: None })
+                }
+            }
+        })
+        .collect()
+}
+
+/// Splits eval checks into those that count and the not-applicable ones ([`Verdict::not_applicable`]).
+pub fn split_evals(gates: impl IntoIterator<Item = EvalGate>) -> (Vec<Check>, Vec<Check>) {
+    let (a, n): (Vec<EvalGate>, Vec<EvalGate>) = gates.into_iter().partition(|g| g.applicable);
+    (a.into_iter().map(|g| g.check).collect(), n.into_iter().map(|g| g.check).collect())
 }
 
 fn point_check(p: &PointResult) -> Check {
@@ -192,6 +288,7 @@ pub fn evaluate(run: &RunSummary, baseline: Option<&RunSummary>, eval_checks: Ve
         run_id: run.run_id.clone(),
         baseline: baseline.map(|b| b.run_id.clone()),
         checks,
+        not_applicable: Vec::new(),
     }
 }
 
@@ -234,9 +331,16 @@ pub fn junit(v: &Verdict) -> String {
     let mut o = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"sweep gate {}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{}\">\n",
         esc(&v.run_id),
-        v.checks.len() + v.incomplete.len(),
-        v.incomplete.len()
+        v.checks.len() + v.incomplete.len() + v.not_applicable.len(),
+        v.incomplete.len() + v.not_applicable.len()
     );
+    for c in &v.not_applicable {
+        o.push_str(&format!(
+            "  <testcase classname=\"sweep.gate\" name=\"{}\"><skipped message=\"{}\"/></testcase>\n",
+            esc(&c.name),
+            esc(&c.detail)
+        ));
+    }
     for id in &v.incomplete {
         o.push_str(&format!(
             "  <testcase classname=\"sweep.gate\" name=\"point {}\"><skipped message=\"not finished (interrupted or not reached)\"/></testcase>\n",
@@ -264,7 +368,8 @@ pub fn human(v: &Verdict) -> String {
         (false, 0, false) => "INCOMPLETE",
         _ => "FAIL",
     };
-    let mut o = format!("gate: {verdict} ({} checks, {failed} failed)\n", v.checks.len());
+    let na = if v.not_applicable.is_empty() { String::new() } else { format!(", {} not applicable", v.not_applicable.len()) };
+    let mut o = format!("gate: {verdict} ({} checks, {failed} failed{na})\n", v.checks.len());
     if !v.incomplete.is_empty() {
         o.push_str(&format!(
             "  INCOMPLETE  {} point(s) not finished (interrupted or not reached; re-run with --resume): {}\n",
@@ -274,6 +379,9 @@ pub fn human(v: &Verdict) -> String {
     }
     for c in v.checks.iter().filter(|c| !c.passed) {
         o.push_str(&format!("  FAIL  {}: {}\n", c.name, c.detail));
+    }
+    for c in &v.not_applicable {
+        o.push_str(&format!("  N/A   {}: {}\n", c.name, c.detail));
     }
     o
 }
@@ -290,19 +398,73 @@ mod tests {
         assert_eq!(t.threshold("glm5", "unknown_task"), 0.85);
     }
 
-    #[test]
-    fn eval_scores_both_filters_must_pass() {
+    fn record(strict: f64, flexible: f64) -> EvalRecord {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(
-            d.path().join("results_conc32.json"),
-            r#"{"results":{"gsm8k":{"exact_match,strict-match":0.95,"exact_match,flexible-extract":0.89,"exact_match_stderr,strict-match":0.01}}}"#,
+            d.path().join("results_2026-01-01T00-00-00.json"),
+            format!(
+                r#"{{"lm_eval_version": "0.4.9", "results": {{"gsm8k": {{"exact_match,strict-match": {strict}, "exact_match,flexible-extract": {flexible},
+                "exact_match_stderr,strict-match": 0.004}}}}, "n-samples": {{"gsm8k": {{"original": 1319, "effective": 1319}}}}, "config": {{"limit": null}}}}"#
+            ),
         )
         .unwrap();
-        let t: Thresholds = crate::yaml::from_str("default: {gsm8k: 0.90}\n").unwrap();
-        let c = check_eval_results(d.path(), "dsv4", &t).unwrap();
-        assert!(!c.passed && c.detail.contains("flexible-extract"), "{c:?}");
-        std::fs::write(d.path().join("results_conc32.json"), r#"{"results":{"gsm8k":{"acc":1.0}}}"#).unwrap();
-        assert!(!check_eval_results(d.path(), "dsv4", &t).unwrap().passed, "zero exact_match metrics fails");
+        std::fs::write(d.path().join("meta_env.json"), r#"{"infmax_model_prefix": "dsv4", "hw": "b200", "tp": 8, "conc": 64}"#).unwrap();
+        crate::eval::record::read_eval_dir(d.path()).unwrap()
+    }
+
+    #[test]
+    fn eval_scores_both_filters_must_pass() {
+        let t = Thresholds::embedded();
+        let g = check_eval(&record(0.95, 0.89), "row", &t, None);
+        assert!(!g.check.passed && g.check.detail == "em_flexible 0.8900 < 0.91 (models.dsv4)", "{g:?}");
+        let g = check_eval(&record(0.975, 0.976), "row", &t, None);
+        assert!(g.check.passed, "{g:?}");
+        assert_eq!(g.check.detail, "em_strict 0.9750, em_flexible 0.9760 ≥ 0.91 (models.dsv4), n=1319, infrastructure_success: true");
+        // An explicit prefix without an entry falls back to the default, not to a similar prefix.
+        let g = check_eval(&record(0.905, 0.905), "row", &t, Some("dsv4.1"));
+        assert!(g.check.passed && g.threshold == Some((0.90, "default".into())), "{g:?}");
+    }
+
+    #[test]
+    fn partial_n_failed_infrastructure_and_not_applicable() {
+        let t = Thresholds::embedded();
+        let mut r = record(0.98, 0.98);
+        r.limit = Some(50);
+        r.n = 50;
+        let g = check_eval(&r, "row", &t, None);
+        assert!(!g.check.passed && g.check.detail.contains("partial n: 50 of 1319 (limited to the first 50 questions)"), "{g:?}");
+        let mut r = record(0.98, 0.98);
+        r.n = 1200;
+        assert!(check_eval(&r, "row", &t, None).check.detail.contains("partial n: 1200 of 1319"));
+        let mut r = record(0.98, 0.98);
+        r.infrastructure_success = false;
+        r.status = EvalStatus::Failed;
+        r.reason = Some("3 question(s) failed".into());
+        let g = check_eval(&r, "row", &t, None);
+        assert!(!g.check.passed && g.check.detail.starts_with("infrastructure_success: false (failed: 3 question(s) failed)"), "{g:?}");
+        let mut r = record(0.98, 0.98);
+        r.status = EvalStatus::NotApplicable;
+        r.reason = Some("simulated engine".into());
+        r.em_strict = None;
+        r.em_flexible = None;
+        let g = check_eval(&r, "row", &t, None);
+        assert!(!g.applicable && g.check.passed && g.threshold.is_none(), "{g:?}");
+        assert!(g.check.detail.starts_with("N/A: not_applicable: simulated engine") && !g.check.detail.contains('0'), "{g:?}");
+    }
+
+    #[test]
+    fn thresholds_files_as_validate_scores_reads_them() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.yaml");
+        std::fs::write(&p, "gsm8k: 0.8\n").unwrap();
+        assert_eq!(Thresholds::load(&p).unwrap().lookup(Some("x"), "gsm8k"), (0.8, "default".into()), "legacy flat form");
+        std::fs::write(&p, "default: {gsm8k: high}\n").unwrap();
+        let e = Thresholds::load(&p).unwrap_err();
+        assert!(e.contains("t.yaml") && e.contains("default: {gsm8k: 0.90}"), "{e}");
+        let t = Thresholds::embedded();
+        assert_eq!(t.lookup(Some("glm5"), "gsm8k"), (0.94, "models.glm5".into()));
+        assert_eq!(t.lookup(None, "gpqa_diamond_cot_n_shot"), (0.30, "default".into()));
+        assert_eq!(t.lookup(Some("dsv4"), "mmlu"), (0.85, "min-score".into()));
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod changelog;
 pub mod cmd;
 pub mod dashboard;
 pub mod engine_cmd;
+pub mod eval;
 pub mod fit;
 pub mod gate;
 pub mod golden_al;

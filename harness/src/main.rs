@@ -26,6 +26,9 @@ enum Command {
     Predict(cmd::predict::PredictArgs),
     /// Replay one point (C session trees for D seconds) against a server or the reference engine.
     Replay(cmd::replay::Args),
+    /// The gsm8k eval as InferenceX runs it, against a server (or recorded not applicable for
+    /// the reference engine); results, reports and the threshold gate.
+    Eval(cmd::eval::Args),
     /// Check or append to perf-changelog.yaml.
     #[command(subcommand)]
     Changelog(cmd::changelog::Command),
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(&a),
         Command::Predict(a) => cmd::predict::run(&a),
         Command::Replay(a) => cmd::replay::run(&a),
+        Command::Eval(a) => cmd::eval::run(&a),
         Command::Changelog(c) => cmd::changelog::run(&c),
         Command::Engine(a) => engine_cmd::run(a).map(|()| ExitCode::SUCCESS),
         Command::Report(a) => cmd::results::report(&a),

@@ -206,3 +206,97 @@ fn llama_prompt_past_the_context_is_a_context_overflow() {
     assert!(!overflow.is_empty(), "{recs:?}\n{so}\n{se}");
     assert!(overflow[0]["error"]["message"].as_str().unwrap().contains("does not fit the server's context (8192)"), "{}", overflow[0]);
 }
+
+/// `sweep eval` against the llama.cpp server: 20 questions with a 128-token budget
+/// (`--max-model-len 256`), two at a time.
+fn eval_cmd(url: &str, out: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sweep"));
+    c.args(["eval", "--url", url, "--limit", "20", "--max-model-len", "256", "--concurrency", "2", "--ready-timeout", "300"])
+        .args(["--out", out.to_str().unwrap()]);
+    c
+}
+
+fn sample_lines(out: &Path) -> Vec<String> {
+    std::fs::read_to_string(out.join("samples.jsonl")).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+#[test]
+#[ignore = "needs llama-cpp-python and a GGUF (scripts/llama/setup.sh; .ci/run)"]
+fn llama_eval_asks_scores_and_resumes_after_a_kill_without_asking_again() {
+    use harness::eval::{data, score};
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("llama.log");
+    let server = Llama::start(&log);
+    wait_until_up(&server.url);
+    let out = tmp.path().join("eval");
+
+    // The first run is killed (SIGKILL: no chance to clean up) once 5 answers are logged.
+    let mut child = eval_cmd(&server.url, &out).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let t = std::time::Instant::now();
+    while sample_lines(&out).len() < 5 {
+        assert!(child.try_wait().unwrap().is_none(), "the eval ended before it was killed");
+        assert!(t.elapsed().as_secs() < 600, "no 5 answers in 600 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = sample_lines(&out);
+    assert!((5..20).contains(&before.len()), "{} answers logged before the kill", before.len());
+    assert_eq!(read_json(&out.join("eval.json"))["status"], "interrupted");
+    // A kill in the middle of a write leaves a torn last line.
+    let mut f = std::fs::OpenOptions::new().append(true).open(out.join("samples.jsonl")).unwrap();
+    f.write_all(&before[0].as_bytes()[..40]).unwrap();
+    drop(f);
+
+    let o = eval_cmd(&server.url, &out).output().unwrap();
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}\n{se}");
+    let after = sample_lines(&out);
+    assert_eq!(after.len(), 20, "{so}\n{se}");
+    assert_eq!(after[..before.len()], before[..], "the logged answers are kept as they were, the torn line dropped");
+    let samples: Vec<Value> = after.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut ids: Vec<u64> = samples.iter().map(|s| s["doc_id"].as_u64().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..20).collect::<Vec<_>>(), "each question answered once");
+    // Every question went to the server once: two readiness requests, the 20 questions, and at
+    // most the two in flight when the first run was killed (asked again by the second).
+    let posts = std::fs::read_to_string(&log).unwrap().matches("\"POST /v1/chat/completions").count();
+    assert!((22..=24).contains(&posts), "{posts} chat requests reached the server");
+
+    // Real completions, scored as the scorer scores the logged responses.
+    let d = data::embedded();
+    let (mut strict, mut flexible) = (0.0, 0.0);
+    for s in &samples {
+        assert!(s["error"].is_null(), "{s}");
+        assert!(s["completion_tokens"].as_u64().unwrap() > 0 && s["finish_reason"].is_string(), "{s}");
+        let gold = &d.test[s["doc_id"].as_u64().unwrap() as usize].answer;
+        let sc = score::score(s["response"].as_str().unwrap(), gold);
+        assert_eq!(s["filtered_resps"]["strict-match"], sc.strict.as_str(), "{s}");
+        assert_eq!(s["filtered_resps"]["flexible-extract"], sc.flexible.as_str(), "{s}");
+        assert_eq!(
+            (s["exact_match"]["strict-match"].as_f64(), s["exact_match"]["flexible-extract"].as_f64()),
+            (Some(sc.strict_match), Some(sc.flexible_match))
+        );
+        strict += sc.strict_match;
+        flexible += sc.flexible_match;
+    }
+    let rec = read_json(&out.join("eval.json"));
+    assert_eq!((rec["status"].as_str(), rec["infrastructure_success"].as_bool()), (Some("done"), Some(true)), "{rec}");
+    assert_eq!((rec["n"].as_u64(), rec["limit"].as_u64(), rec["n_total"].as_u64()), (Some(20), Some(20), Some(1319)));
+    assert_eq!(rec["result_kind"], "measured");
+    assert!(
+        (rec["em_strict"].as_f64().unwrap() - strict / 20.0).abs() < 1e-12
+            && (rec["em_flexible"].as_f64().unwrap() - flexible / 20.0).abs() < 1e-12
+    );
+    let results = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("results_"))
+        .unwrap();
+    let r = read_json(&results);
+    assert_eq!(r["n-samples"]["gsm8k"], json!({"original": 1319, "effective": 20}));
+    assert_eq!(r["config"]["limit"], 20.0, "a limited run says so, as lm-eval does");
+    assert_eq!(r["results"]["gsm8k"]["exact_match,strict-match"].as_f64(), rec["em_strict"].as_f64());
+    // A limited run is never a full-n pass.
+    assert!(so.contains("gate FAIL: partial n: 20 of 1319"), "{so}");
+}

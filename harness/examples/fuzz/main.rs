@@ -61,7 +61,7 @@ fn parse_args() -> Opts {
     o
 }
 
-const KINDS: [Kind; 13] = [
+const KINDS: [Kind; 15] = [
     Kind::Master,
     Kind::Changelog,
     Kind::Recipe,
@@ -75,6 +75,8 @@ const KINDS: [Kind; 13] = [
     Kind::TraceJson,
     Kind::Mooncake,
     Kind::Aggregate,
+    Kind::Gsm8k,
+    Kind::EvalSamples,
 ];
 
 /// The message of the last panic (a worker's panic is reported through its join).
@@ -138,6 +140,8 @@ fn run_one(kind: Kind, path: PathBuf, root: PathBuf, name: String, cap: Duration
             Kind::ModelProfile => targets::run_profile(&path, true),
             Kind::HardwareProfile => targets::run_profile(&path, false),
             Kind::Aggregate => targets::run_aggregate(&path),
+            Kind::Gsm8k => targets::run_gsm8k(&path),
+            Kind::EvalSamples => targets::run_eval_samples(&path),
             _ => targets::run_traces(&path),
         };
         let _ = tx.send(());

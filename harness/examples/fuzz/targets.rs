@@ -34,6 +34,10 @@ pub enum Kind {
     Mooncake,
     /// An InferenceX-style agentic aggregate (`agg.json`): `sweep import`'s artifact reader.
     Aggregate,
+    /// A GSM8K split (`sweep eval --gsm8k DIR`).
+    Gsm8k,
+    /// An eval's `samples.jsonl` (read back when `sweep eval` resumes).
+    EvalSamples,
 }
 
 /// A seed input: its kind, its file name and its bytes.
@@ -48,7 +52,7 @@ impl Kind {
         match self {
             Kind::TraceGz => "jsonl.gz".into(),
             Kind::TraceJson | Kind::Aggregate => "json".into(),
-            Kind::TraceJsonl | Kind::Mooncake => "jsonl".into(),
+            Kind::TraceJsonl | Kind::Mooncake | Kind::Gsm8k | Kind::EvalSamples => "jsonl".into(),
             _ => name.rsplit('.').next().unwrap_or("yaml").to_string(),
         }
     }
@@ -105,7 +109,37 @@ pub fn seeds(workspace: &Path, shared: Option<&Path>) -> Vec<Seed> {
     out.push(Seed { kind: Kind::Mooncake, name: "mooncake".into(), bytes: MOONCAKE.as_bytes().to_vec() });
     // A point's aggregate as InferenceX publishes it (sweep's own fields removed).
     out.push(Seed { kind: Kind::Aggregate, name: "agg.json".into(), bytes: include_bytes!("agg_seed.json").to_vec() });
+    let gsm8k = harness::eval::data::embedded();
+    let rows: String = gsm8k.test.iter().take(20).map(|d| serde_json::to_string(d).unwrap() + "\n").collect();
+    out.push(Seed { kind: Kind::Gsm8k, name: "gsm8k".into(), bytes: rows.into_bytes() });
+    out.push(Seed { kind: Kind::EvalSamples, name: "samples".into(), bytes: EVAL_SAMPLES.as_bytes().to_vec() });
     out
+}
+
+const EVAL_SAMPLES: &str = r##"{"doc_id":0,"prompt_hash":"880e5df301f84a9712e6225a7d85c57a0d9f18d9dda47182fb63896631042aa2","doc_hash":"986c19252f3c7f6eaeff2229e9a5777f96a85c0ceea931a92d2289084dfd518c","target_hash":"623a0fbdf774fcb55e485a3e6b012e6c3965616af5b8eb9b9aebd2f6712be2eb","target":"18","response":"She makes 9 * 2 = 18.\n#### 18","filtered_resps":{"strict-match":"18","flexible-extract":"18"},"exact_match":{"strict-match":1.0,"flexible-extract":1.0},"finish_reason":"stop","completion_tokens":17,"attempts":1,"latency_s":1.5}
+{"doc_id":1,"prompt_hash":"e1ded8b7e77cca4c717340bd77b042d449085ef7a9192b61f93624243550403c","doc_hash":"00f836ab1a16e62131c59e2c6ce14552295991067d5b9f912f47449305e3b9e1","target_hash":"x","target":"3","error":"HTTP 503: overloaded","attempts":5,"latency_s":8.1}
+"##;
+
+/// A GSM8K split as `sweep eval --gsm8k` reads it: refused with an error naming the file.
+pub fn run_gsm8k(path: &Path) -> Outcome {
+    match harness::eval::data::read_split(path) {
+        Ok(_) => Outcome::Accepted,
+        Err(e) if e.to_string().contains(&path.display().to_string()) => too_long(&e.to_string()).unwrap_or(Outcome::Refused),
+        Err(e) => Outcome::Finding(format!("the error does not name the file: {e}")),
+    }
+}
+
+/// An eval's samples log as a resumed `sweep eval` reads it; what loads is scored.
+pub fn run_eval_samples(path: &Path) -> Outcome {
+    match harness::eval::record::read_samples(path) {
+        Ok((samples, _)) => {
+            let scored: Vec<_> = samples.iter().filter_map(|s| s.scored()).collect();
+            let _ = harness::eval::score::aggregate(&scored);
+            Outcome::Accepted
+        }
+        Err(e) if e.to_string().contains(&path.display().to_string()) => too_long(&e.to_string()).unwrap_or(Outcome::Refused),
+        Err(e) => Outcome::Finding(format!("the error does not name the file: {e}")),
+    }
 }
 
 fn sorted_files(dir: &Path) -> Vec<PathBuf> {

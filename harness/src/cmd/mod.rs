@@ -2,6 +2,7 @@
 
 pub mod changelog;
 pub mod client_args;
+pub mod eval;
 pub mod fit;
 pub mod plan;
 pub mod predict;

@@ -13,14 +13,15 @@ pub struct ReportArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct GateArgs {
-    /// A run directory (reports/<run-id>).
+    /// A run directory (reports/<run-id>), or a folder of evals (`sweep eval --out`).
     pub run: PathBuf,
     /// A baseline run: regressions beyond the noise fail the gate. `last-pass` (the last run of
     /// the same recipe fingerprints whose gate passed, from the results store; none yet: no
     /// baseline), a run id in the store, or a run directory.
     #[arg(long, value_name = "last-pass|RUN_ID|DIR")]
     pub baseline: Option<String>,
-    /// Eval thresholds in the InferenceX format (used when points carry eval results).
+    /// Eval thresholds in the InferenceX format (default: InferenceX's thresholds.yaml, embedded),
+    /// applied to every eval folder in the run (`eval.json`, or lm-eval results with meta_env.json).
     #[arg(long)]
     pub thresholds: Option<PathBuf>,
     /// The verdict is recorded in the results store with the run.
@@ -63,6 +64,9 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs the gate and writes `gate.json`, `gate.xml` (JUnit) and `gate.txt`; returns the verdict.
+/// Eval folders at or under `run_dir` are checked against `thresholds` (default: InferenceX's
+/// table); a folder of evals alone (`sweep eval --out`, downloaded eval artifacts) is gated on
+/// its evals.
 pub fn gate_run(
     run_dir: &std::path::Path,
     baseline: Option<&std::path::Path>,
@@ -78,22 +82,44 @@ pub fn gate_with(
     base: Option<&RunSummary>,
     thresholds: Option<&std::path::Path>,
 ) -> anyhow::Result<gate::Verdict> {
-    let run = RunSummary::load(run_dir).map_err(anyhow::Error::msg)?;
-    let thr = match thresholds {
-        Some(t) => Some(Thresholds::load(t).map_err(anyhow::Error::msg)?),
-        None => None,
-    };
-    let mut evals = Vec::new();
-    if let Some(t) = &thr {
-        for p in &run.points {
-            // Config keys start with the model prefix (`<model-prefix>-<precision>-<hw>-…`).
-            let prefix = p.config_key.split('-').next().unwrap_or("");
-            if let Some(c) = gate::check_eval_results(&point_dir(run_dir, &p.id), prefix, t) {
-                evals.push(c);
-            }
+    let (thr, _) = Thresholds::load_or_embedded(thresholds).map_err(anyhow::Error::msg)?;
+    let eval_only = !run_dir.join("summary.json").exists() && !crate::eval::record::find_eval_dirs(run_dir).is_empty();
+    let v = if eval_only {
+        let (checks, not_applicable) = gate::split_evals(gate::check_eval_dirs(run_dir, &thr, None).into_iter().map(|(_, _, g)| g));
+        gate::Verdict {
+            passed: checks.iter().all(|c| c.passed),
+            run_id: run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            baseline: None,
+            checks,
+            incomplete: Vec::new(),
+            not_applicable,
         }
-    }
-    let v = gate::evaluate(&run, base, evals);
+    } else {
+        let run = RunSummary::load(run_dir).map_err(anyhow::Error::msg)?;
+        // Config keys start with the model prefix (`<model-prefix>-<precision>-<hw>-…`): the
+        // prefix of an eval inside a point's folder whose record does not name one.
+        let point_prefix: Vec<(std::path::PathBuf, String)> = run
+            .points
+            .iter()
+            .map(|p| (p.id.as_str(), p.config_key.as_str()))
+            .chain(run.evals.iter().map(|e| (e.id.as_str(), e.config_key.as_str())))
+            .map(|(id, key)| (point_dir(run_dir, id), key.split('-').next().unwrap_or("").to_string()))
+            .collect();
+        let gates = gate::check_eval_dirs(run_dir, &thr, None).into_iter().map(|(dir, rec, g)| {
+            let inherited = point_prefix.iter().find(|(d, _)| dir.starts_with(d)).map(|(_, p)| p.as_str());
+            match (rec, inherited) {
+                (Some(rec), Some(p)) if rec.meta.model_prefix().is_none() => {
+                    let name = g.check.name.trim_start_matches(&format!("eval {} ", rec.task)).to_string();
+                    gate::check_eval(&rec, &name, &thr, Some(p))
+                }
+                _ => g,
+            }
+        });
+        let (evals, not_applicable) = gate::split_evals(gates);
+        let mut v = gate::evaluate(&run, base, evals);
+        v.not_applicable = not_applicable;
+        v
+    };
     write_json(&run_dir.join("gate.json"), &v)?;
     crate::problem::atomic_write(&run_dir.join("gate.xml"), gate::junit(&v).as_bytes())?;
     crate::problem::atomic_write(&run_dir.join("gate.txt"), gate::human(&v).as_bytes())?;

@@ -4,6 +4,7 @@
 //! in `html.rs`; the Markdown and what both share are here.
 
 mod chart;
+pub mod eval;
 mod html;
 
 pub use chart::charts;
@@ -144,6 +145,11 @@ pub fn write_all(run: &RunSummary, dir: &Path) -> Result<Vec<PathBuf>, String> {
     if let Some(t) = crate::twin::load(dir) {
         md_text.push_str(&t.markdown());
         html_text = html_text.replace("</body></html>", &format!("{}</body></html>", t.html()));
+    }
+    // Eval results kept in the run's folder (eval points, collected artifacts).
+    if let Some((md, html)) = eval::sections_for(dir) {
+        md_text.push_str(&md);
+        html_text = html_text.replace("</body></html>", &format!("{html}</body></html>"));
     }
     let md = dir.join("report.md");
     crate::problem::atomic_write(&md, md_text.as_bytes()).map_err(|e| e.to_string())?;

@@ -1,0 +1,509 @@
+//! Running gsm8k against an OpenAI-compatible server: lm-eval's `local-chat-completions` request
+//! path as `run_lm_eval.sh` configures it — `num_concurrent` requests at once, each attempt
+//! bounded by 1800 s, 5 attempts with tenacity's exponential wait (1, 1, 2, 4 s), a reply's
+//! `content` (its `reasoning_content` when empty, as InferenceX's patch reads it). Answers are
+//! scored and appended to `samples.jsonl` as they arrive, so an interrupted or killed run
+//! resumes without asking again; the results are written once every question is answered.
+
+use super::data::Gsm8k;
+use super::record::{EvalRecord, EvalStatus, FilterPair, Meta, SAMPLES_FILE, Sample, read_samples};
+use super::{score, task, write};
+use crate::targets::dialect::{Dialect, MaxTokensField};
+use crate::targets::http::{HttpTarget, describe};
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// One eval against a server that is up (or coming up): what `sweep eval --url` and an eval
+/// point of `sweep run` pass.
+#[derive(Clone, Debug)]
+pub struct EvalConfig {
+    /// `http://host:port` of the OpenAI-compatible server (no `/v1`).
+    pub base_url: String,
+    /// The served model; `None`: the first `/v1/models` lists.
+    pub model: Option<String>,
+    /// Requests at once (`EVAL_CONCURRENT_REQUESTS`, lm-eval's `num_concurrent`).
+    pub concurrency: usize,
+    /// The first N questions only (a smoke run, never a full-n result).
+    pub limit: Option<usize>,
+    /// `EVAL_MAX_MODEL_LEN`: the output budget is derived from it ([`task::max_output_tokens`]).
+    pub max_model_len: u64,
+    /// The folder of the eval's files (created; a folder with samples resumes).
+    pub out: PathBuf,
+    /// The identity written to `meta_env.json` (`conc` is set to `concurrency`, `model` to the
+    /// served model when empty).
+    pub meta: Meta,
+    /// How long the server may take to answer `/health`, list a model and one request.
+    pub ready_timeout: Duration,
+    /// One attempt's limit (`timeout=1800`).
+    pub request_timeout: Duration,
+    /// Attempts per question (`max_retries=5`).
+    pub max_attempts: u32,
+    /// What the image or build of the server is, when the caller knows it (recorded in
+    /// `eval.json` `server.image`, compared by the verifier with the throughput run's).
+    pub image: Option<String>,
+}
+
+impl EvalConfig {
+    /// InferenceX's settings against `base_url`, writing into `out`.
+    pub fn new(base_url: &str, out: &Path) -> EvalConfig {
+        EvalConfig {
+            base_url: base_url.trim_end_matches('/').to_string(),
+            model: None,
+            concurrency: task::DEFAULT_CONCURRENCY,
+            limit: None,
+            max_model_len: task::DEFAULT_MAX_MODEL_LEN,
+            out: out.to_path_buf(),
+            meta: Meta::default(),
+            ready_timeout: crate::targets::http::READY_TIMEOUT,
+            request_timeout: Duration::from_secs(task::REQUEST_TIMEOUT_S),
+            max_attempts: task::MAX_ATTEMPTS,
+            image: None,
+        }
+    }
+}
+
+/// Where an eval stands, for progress bars.
+#[derive(Clone, Debug, Default)]
+pub struct EvalProgress {
+    /// Questions of this run (after `--limit`).
+    pub total: usize,
+    /// Answered and scored, those of an earlier run included.
+    pub done: usize,
+    /// Answered by an earlier run (not asked again).
+    pub resumed: usize,
+    /// Questions that failed past their retries.
+    pub failed: usize,
+    /// Attempts that are being retried.
+    pub retries: usize,
+    /// Sum of the strict and flexible scores so far.
+    pub strict_sum: f64,
+    pub flexible_sum: f64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("{0}")]
+    Http(#[from] crate::targets::http::HttpError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Record(#[from] super::record::RecordError),
+    #[error("{out}: holds samples of another eval ({what}); resume it with the same settings, or choose another --out")]
+    Mismatch { out: PathBuf, what: String },
+    #[error("--concurrency must be at least 1")]
+    Concurrency,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> EvalError + '_ {
+    move |source| EvalError::Io { path: path.to_path_buf(), source }
+}
+
+/// What `/server_info` says about a simulated engine: the reference engine (`sweep engine
+/// serve`) names itself simulated and carries its profiles.
+pub fn simulated_engine(info: &Value) -> Option<String> {
+    let engine = info["engine"].as_str().unwrap_or("");
+    if engine.contains("simulated") || info.get("engine_info").is_some_and(Value::is_object) {
+        return Some(if engine.is_empty() { "sweep reference engine".into() } else { engine.to_string() });
+    }
+    None
+}
+
+/// The parts of `/server_info` worth keeping with the eval: what the server is.
+fn server_identity(info: Option<&Value>, image: Option<&str>) -> Option<Value> {
+    let mut m = serde_json::Map::new();
+    if let Some(info) = info {
+        for k in ["version", "engine", "model_path", "served_model_name", "tp_size", "dp_size", "ep_size", "context_length"] {
+            if let Some(v) = info.get(k).filter(|v| !v.is_null()) {
+                m.insert(k.into(), v.clone());
+            }
+        }
+    }
+    if let Some(i) = image {
+        m.insert("image".into(), i.into());
+    }
+    (!m.is_empty()).then_some(Value::Object(m))
+}
+
+/// tenacity's `wait_exponential(multiplier=0.5, min=1, max=10)` after the n-th failed attempt.
+pub fn retry_wait(attempt: u32) -> Duration {
+    let w = 0.5 * 2f64.powi(attempt.saturating_sub(1) as i32);
+    Duration::from_secs_f64(w.clamp(1.0, 10.0))
+}
+
+/// The answer text of a chat-completions reply as InferenceX's lm-eval reads it: `content`,
+/// or `reasoning_content` when `content` is empty; a reply without choices is an empty answer.
+pub fn reply_text(v: &Value) -> (String, bool, Option<String>, Option<u64>) {
+    let choice = &v["choices"][0];
+    let msg = &choice["message"];
+    let finish = choice["finish_reason"].as_str().map(str::to_string);
+    let tokens = v["usage"]["completion_tokens"].as_u64();
+    let empty = |c: &Value| c.is_null() || c.as_str() == Some("") || c.as_array().is_some_and(Vec::is_empty);
+    if !empty(&msg["content"]) {
+        let text = match &msg["content"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        return (text, false, finish, tokens);
+    }
+    match msg["reasoning_content"].as_str().filter(|s| !s.is_empty()) {
+        Some(r) => (r.to_string(), true, finish, tokens),
+        None => (String::new(), false, finish, tokens),
+    }
+}
+
+/// One attempt's outcome: the reply, or why it failed.
+async fn attempt(client: &reqwest::Client, url: &str, key: &str, body: &[u8], timeout: Duration) -> Result<Value, String> {
+    let r = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {key}"))
+        .body(body.to_vec())
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(|e| describe(&e))?;
+    let status = r.status();
+    let text = r.text().await.map_err(|e| describe(&e))?;
+    if !status.is_success() {
+        let excerpt: String = text.chars().take(300).collect();
+        return Err(format!("HTTP {}: {excerpt}", status.as_u16()));
+    }
+    serde_json::from_str(&text).map_err(|e| format!("the reply is not JSON ({e})"))
+}
+
+struct Shared<'a> {
+    data: &'a Gsm8k,
+    client: reqwest::Client,
+    url: String,
+    key: String,
+    model: String,
+    max_tokens: u64,
+    cfg: &'a EvalConfig,
+    /// Set when a question fails past its retries: no new question is sent (lm-eval's run
+    /// ends there), those in flight finish.
+    stop_new: AtomicBool,
+    retries: std::sync::atomic::AtomicUsize,
+}
+
+/// The gold answer of a worked answer: what follows its last `#### `.
+pub fn gold(answer: &str) -> &str {
+    answer.rsplit("#### ").next().unwrap_or(answer).trim()
+}
+
+/// Asks one question (with retries) and scores the answer; `None`: not sent (the run stopped).
+async fn ask(sh: &Shared<'_>, p: task::Prompt) -> Option<Sample> {
+    if sh.stop_new.load(Ordering::Relaxed) {
+        return None;
+    }
+    let messages = p.messages(sh.data);
+    let doc = &sh.data.test[p.doc_id];
+    let body = task::request_body(&sh.model, &messages, sh.max_tokens);
+    let mut sample = Sample {
+        doc_id: p.doc_id,
+        prompt_hash: task::prompt_hash(&messages),
+        doc_hash: task::doc_hash(doc),
+        target_hash: task::target_hash(doc),
+        target: gold(&doc.answer).to_string(),
+        response: None,
+        from_reasoning: false,
+        filtered_resps: None,
+        exact_match: None,
+        finish_reason: None,
+        completion_tokens: None,
+        error: None,
+        attempts: 0,
+        latency_s: 0.0,
+    };
+    let t0 = Instant::now();
+    for n in 1..=sh.cfg.max_attempts.max(1) {
+        sample.attempts = n;
+        match attempt(&sh.client, &sh.url, &sh.key, &body, sh.cfg.request_timeout).await {
+            Ok(v) => {
+                let (text, from_reasoning, finish, tokens) = reply_text(&v);
+                let s = score::score(&text, &doc.answer);
+                sample.filtered_resps = Some(FilterPair { strict: s.strict, flexible: s.flexible });
+                sample.exact_match = Some(FilterPair { strict: s.strict_match, flexible: s.flexible_match });
+                sample.response = Some(text);
+                sample.from_reasoning = from_reasoning;
+                sample.finish_reason = finish;
+                sample.completion_tokens = tokens;
+                sample.error = None;
+                break;
+            }
+            Err(e) => {
+                sample.error = Some(e);
+                if n < sh.cfg.max_attempts {
+                    sh.retries.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(retry_wait(n)).await;
+                }
+            }
+        }
+    }
+    sample.latency_s = t0.elapsed().as_secs_f64();
+    if sample.error.is_some() {
+        sh.stop_new.store(true, Ordering::Relaxed);
+    }
+    Some(sample)
+}
+
+/// The samples log, appended to line by line.
+struct Log {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl Log {
+    fn open(path: &Path, keep: u64) -> Result<Log, EvalError> {
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(io_err(path))?;
+        // A line cut short by a kill is dropped before anything is appended after it.
+        file.set_len(keep).map_err(io_err(path))?;
+        Ok(Log { file, path: path.to_path_buf() })
+    }
+
+    fn append(&mut self, s: &Sample) -> Result<(), EvalError> {
+        let mut line = serde_json::to_vec(s).expect("a sample serializes");
+        line.push(b'\n');
+        // One write per line: a kill leaves at most the last line torn.
+        self.file.write_all(&line).map_err(io_err(&self.path))
+    }
+}
+
+/// Runs the eval (or, against a simulated engine, records it as not applicable) and writes its
+/// files; `progress` is called after every answer. Stops early when `cancel` is set, keeping the
+/// samples so far (the record says `interrupted`).
+pub async fn run(
+    cfg: &EvalConfig,
+    data: &Gsm8k,
+    cancel: &AtomicBool,
+    mut progress: impl FnMut(&EvalProgress),
+) -> Result<EvalRecord, EvalError> {
+    if cfg.concurrency == 0 {
+        return Err(EvalError::Concurrency);
+    }
+    std::fs::create_dir_all(&cfg.out).map_err(io_err(&cfg.out))?;
+    let started_at = write::now_rfc3339();
+    let t0 = Instant::now();
+    let mut target = HttpTarget::new(&cfg.base_url, "")?;
+    // lm-eval's body carries `max_tokens`; servers that read only it (llama.cpp) answer the
+    // readiness request briefly too.
+    target.dialect = Arc::new(Dialect { max_tokens_field: MaxTokensField::MaxTokens, ignore_eos: false, ..Dialect::default() });
+    target.wait_ready(cfg.ready_timeout).await?;
+    let model = match &cfg.model {
+        Some(m) => m.clone(),
+        None => target.discover_model().await?,
+    };
+    let info = target.server_info().await;
+    let mut meta = cfg.meta.clone();
+    meta.conc = cfg.concurrency as u32;
+    if meta.model.is_empty() {
+        meta.model = model.clone();
+    }
+    let max_tokens = task::max_output_tokens(cfg.max_model_len);
+    let server = server_identity(info.as_ref(), cfg.image.as_deref());
+    let prompts = task::prompts(data, cfg.limit.unwrap_or(data.test.len()));
+    let mut rec = EvalRecord {
+        task: task::TASK.into(),
+        status: EvalStatus::Interrupted,
+        reason: Some("running, or stopped before it finished".into()),
+        result_kind: "measured".into(),
+        model: Some(model.clone()),
+        base_url: Some(cfg.base_url.clone()),
+        server,
+        n: 0,
+        n_total: data.test.len(),
+        limit: cfg.limit,
+        em_strict: None,
+        em_strict_stderr: None,
+        em_flexible: None,
+        em_flexible_stderr: None,
+        infrastructure_success: false,
+        requests_failed: 0,
+        concurrency: cfg.concurrency,
+        max_tokens,
+        max_model_len: cfg.max_model_len,
+        data: data.source.clone(),
+        started_at,
+        wall_s: 0.0,
+        results_file: None,
+        meta,
+        producer: write::producer(),
+    };
+    if info.as_ref().and_then(simulated_engine).is_some() {
+        // `server.engine` says which; the status names the reason alone, as InferenceX readers expect.
+        return write::not_applicable(&cfg.out, rec, write::SIMULATED).map_err(io_err(&cfg.out));
+    }
+
+    // Resume: questions answered by an earlier run of the same eval are not asked again.
+    let previous = super::record::read_eval_dir(&cfg.out).ok().filter(|r| r.status != EvalStatus::NotApplicable);
+    if let Some(p) = &previous {
+        let mut diff = Vec::new();
+        if p.model.as_deref() != Some(model.as_str()) {
+            diff.push(format!("model {:?}, not {model:?}", p.model.as_deref().unwrap_or("?")));
+        }
+        if p.max_tokens != max_tokens {
+            diff.push(format!("max_tokens {}, not {max_tokens}", p.max_tokens));
+        }
+        if p.data != rec.data {
+            diff.push(format!("questions from {}, not {}", p.data, rec.data));
+        }
+        if !diff.is_empty() {
+            return Err(EvalError::Mismatch { out: cfg.out.clone(), what: diff.join("; ") });
+        }
+    }
+    let samples_path = cfg.out.join(SAMPLES_FILE);
+    let (old, keep) = read_samples(&samples_path)?;
+    let want: HashMap<usize, String> = prompts.iter().map(|p| (p.doc_id, task::prompt_hash(&p.messages(data)))).collect();
+    let mut done: std::collections::BTreeMap<usize, Sample> = std::collections::BTreeMap::new();
+    for s in old {
+        // Only answers to the very same prompt count; a logged failure is asked again.
+        if s.error.is_none() && want.get(&s.doc_id) == Some(&s.prompt_hash) {
+            done.insert(s.doc_id, s);
+        }
+    }
+    let mut log = Log::open(&samples_path, keep)?;
+    write::record(&cfg.out, &rec).map_err(io_err(&cfg.out))?;
+
+    let mut pg = EvalProgress { total: prompts.len(), resumed: done.len(), ..Default::default() };
+    for s in done.values() {
+        pg.done += 1;
+        if let Some(e) = &s.exact_match {
+            pg.strict_sum += e.strict;
+            pg.flexible_sum += e.flexible;
+        }
+    }
+    progress(&pg);
+    let pending: Vec<task::Prompt> = prompts.iter().filter(|p| !done.contains_key(&p.doc_id)).copied().collect();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(cfg.concurrency)
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(60))
+        .build()
+        .map_err(crate::targets::http::HttpError::Client)?;
+    let sh = Shared {
+        data,
+        client,
+        url: format!("{}/v1/chat/completions", cfg.base_url),
+        key: std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty()).unwrap_or_else(|| "EMPTY".into()),
+        model,
+        max_tokens,
+        cfg,
+        stop_new: AtomicBool::new(false),
+        retries: Default::default(),
+    };
+    let mut failed: Vec<Sample> = Vec::new();
+    let mut interrupted = false;
+    {
+        let mut answers = futures_util::stream::iter(pending.into_iter().map(|p| ask(&sh, p))).buffer_unordered(cfg.concurrency);
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        loop {
+            tokio::select! {
+                next = answers.next() => match next {
+                    Some(Some(s)) => {
+                        log.append(&s)?;
+                        if s.error.is_some() {
+                            pg.failed += 1;
+                            failed.push(s);
+                        } else {
+                            pg.done += 1;
+                            if let Some(e) = &s.exact_match {
+                                pg.strict_sum += e.strict;
+                                pg.flexible_sum += e.flexible;
+                            }
+                            done.insert(s.doc_id, s);
+                        }
+                        pg.retries = sh.retries.load(Ordering::Relaxed);
+                        progress(&pg);
+                    }
+                    Some(None) => {}
+                    None => break,
+                },
+                _ = tick.tick() => {
+                    if cancel.load(Ordering::SeqCst) {
+                        interrupted = true;
+                        break;
+                    }
+                    pg.retries = sh.retries.load(Ordering::Relaxed);
+                    progress(&pg);
+                }
+            }
+        }
+    }
+    log.file.sync_all().map_err(io_err(&samples_path))?;
+    rec.wall_s = t0.elapsed().as_secs_f64();
+    rec.n = done.len();
+    rec.requests_failed = failed.len();
+    let all_answered = done.len() == prompts.len();
+    if !failed.is_empty() {
+        rec.status = EvalStatus::Failed;
+        let last = failed.last().and_then(|s| s.error.clone()).unwrap_or_default();
+        rec.reason = Some(format!(
+            "{} question(s) failed after {} attempts (last: {last}); {} of {} answered — re-run to resume",
+            failed.len(),
+            cfg.max_attempts,
+            done.len(),
+            prompts.len()
+        ));
+        write::record(&cfg.out, &rec).map_err(io_err(&cfg.out))?;
+        return Ok(rec);
+    }
+    if interrupted || !all_answered {
+        rec.reason = Some(format!("interrupted with {} of {} questions answered; re-run to resume", done.len(), prompts.len()));
+        write::record(&cfg.out, &rec).map_err(io_err(&cfg.out))?;
+        return Ok(rec);
+    }
+    let samples: Vec<&Sample> = done.values().collect();
+    write::finished(&cfg.out, rec, &samples, previous.and_then(|p| p.results_file)).map_err(io_err(&cfg.out))
+}
+
+/// [`run`] on a runtime of its own (for callers outside async code).
+pub fn run_blocking(
+    cfg: &EvalConfig,
+    data: &Gsm8k,
+    cancel: &AtomicBool,
+    progress: impl FnMut(&EvalProgress),
+) -> Result<EvalRecord, EvalError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| EvalError::Io { path: cfg.out.clone(), source })?;
+    rt.block_on(run(cfg, data, cancel, progress))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn waits_between_attempts_are_tenacitys() {
+        let w: Vec<f64> = (1..=6).map(|n| retry_wait(n).as_secs_f64()).collect();
+        assert_eq!(w, [1.0, 1.0, 2.0, 4.0, 8.0, 10.0]);
+    }
+
+    #[test]
+    fn replies_are_read_as_inferencexs_lm_eval_reads_them() {
+        let r = json!({"choices": [{"index": 0, "message": {"content": "#### 3"}, "finish_reason": "stop"}], "usage": {"completion_tokens": 4}});
+        assert_eq!(reply_text(&r), ("#### 3".into(), false, Some("stop".into()), Some(4)));
+        let r = json!({"choices": [{"message": {"content": "", "reasoning_content": "so #### 3"}}]});
+        assert_eq!(reply_text(&r).0, "so #### 3");
+        assert!(reply_text(&r).1);
+        let r = json!({"choices": [{"message": {"content": null}}]});
+        assert_eq!(reply_text(&r).0, "");
+        assert_eq!(reply_text(&json!({"error": "x"})).0, "");
+    }
+
+    #[test]
+    fn the_reference_engine_is_recognised_as_simulated() {
+        let sim = json!({"engine": "sweep reference engine (simulated: timings are predicted, not measured)", "version": "0.5.23"});
+        assert!(simulated_engine(&sim).unwrap().contains("simulated"));
+        assert!(simulated_engine(&json!({"engine_info": {"model": "x"}})).is_some());
+        assert_eq!(simulated_engine(&json!({"version": "0.5.6", "model_path": "deepseek-ai/DeepSeek-V3"})), None);
+        assert_eq!(gold("a\n#### 1,600"), "1,600");
+    }
+}
