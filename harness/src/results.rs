@@ -94,22 +94,26 @@ pub struct EvalPointResult {
 }
 
 impl EvalPointResult {
-    /// An eval in a line: its scores, or why it has none.
+    /// An eval in a line: its scores, or why it has none (the row `eval.json` and
+    /// `agg_eval.json` hold).
     pub fn describe(&self) -> String {
         let d = self.detail.as_ref();
+        let text = |k: &str| d.and_then(|d| d.get(k)).and_then(|v| v.as_str()).unwrap_or("");
         match &self.status {
-            Status::Done => match d {
-                Some(d) if d.get("not_applicable").is_some() => {
-                    format!("gsm8k not applicable ({})", d["not_applicable"].as_str().unwrap_or("?"))
-                }
-                Some(d) => format!(
-                    "gsm8k em_strict {:.4}  em_flexible {:.4}  n={}",
-                    d["em_strict"].as_f64().unwrap_or(f64::NAN),
-                    d["em_flexible"].as_f64().unwrap_or(f64::NAN),
-                    d["n_eff"].as_u64().unwrap_or(0)
-                ),
-                None => "gsm8k done".into(),
-            },
+            Status::Done if text("status").starts_with("not_applicable") => {
+                format!("gsm8k not applicable ({})", text("status").trim_start_matches("not_applicable").trim_start_matches(": "))
+            }
+            Status::Done => {
+                let num = |k: &str| d.and_then(|d| d.get(k)).and_then(|v| v.as_f64());
+                let limit =
+                    d.and_then(|d| d.get("limit")).and_then(|v| v.as_u64()).map(|l| format!(" (first {l} only)")).unwrap_or_default();
+                format!(
+                    "gsm8k em_strict {:.4}  em_flexible {:.4}  n={}{limit}",
+                    num("em_strict").unwrap_or(f64::NAN),
+                    num("em_flexible").unwrap_or(f64::NAN),
+                    num("n_eff").unwrap_or(0.0)
+                )
+            }
             st => format!("{st:?}"),
         }
     }

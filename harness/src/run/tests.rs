@@ -115,11 +115,8 @@ impl PointRunner for Sequence {
     fn run_point(&self, job: &Job) -> Result<(PointResult, Option<Samples>), RunError> {
         self.log.lock().unwrap().push(format!("run:{}", job.point.id));
         let mut r = pending(&job.point);
-        r.status = if self.fail.as_deref() == Some(job.point.id.as_str()) {
-            Status::Failed { reason: "test".into() }
-        } else {
-            Status::Done
-        };
+        r.status =
+            if self.fail.as_deref() == Some(job.point.id.as_str()) { Status::Failed { reason: "test".into() } } else { Status::Done };
         r.summary = Some(metrics::Summary { valid: true, ..Default::default() });
         Ok((r, None))
     }
@@ -166,7 +163,9 @@ fn each_eval_runs_right_after_the_last_throughput_point_of_its_server() {
         assert_eq!((twin.config_key.as_str(), &twin.launch), (e.config_key.as_str(), &e.launch), "{log:?}");
         assert!(kept.contains(&twin.id), "the runner is told to keep {}'s server: {kept:?}", twin.id);
         // No later throughput point of the same server: the eval comes after all of them.
-        assert!(!log[at..].iter().filter_map(|x| x.strip_prefix("run:")).any(|id| plan.points().any(|p| p.id == id && p.launch == e.launch)));
+        assert!(
+            !log[at..].iter().filter_map(|x| x.strip_prefix("run:")).any(|id| plan.points().any(|p| p.id == id && p.launch == e.launch))
+        );
     }
     assert_eq!(s.evals.len(), evals.len());
     assert!(s.evals.iter().all(|e| e.status == Status::Done && e.detail.is_some()));

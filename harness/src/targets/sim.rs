@@ -479,13 +479,7 @@ impl PointRunner for SimRunner {
     /// The reference engine generates no real tokens: an eval is recorded as not applicable,
     /// never scored.
     fn run_eval(&self, job: &crate::run::EvalJob) -> crate::run::EvalOutcome {
-        let _ = job;
-        let detail = serde_json::json!({
-            "task": "gsm8k",
-            "not_applicable": "simulated engine",
-            "why": "the reference engine predicts timings and generates no real tokens: it cannot answer a math question",
-        });
-        crate::run::EvalOutcome { status: Status::Done, detail: Some(detail) }
+        crate::eval::point::not_applicable(job, crate::eval::write::SIMULATED)
     }
 }
 

@@ -123,8 +123,7 @@ impl HttpRunner {
 impl HttpRunner {
     /// gsm8k against `base_url`, files into the eval's folder.
     fn eval(&self, job: &EvalJob, base_url: &str) -> EvalOutcome {
-        let _ = (job, base_url);
-        EvalOutcome { status: Status::Failed { reason: "gsm8k runner pending".into() }, detail: None }
+        crate::eval::point::run(job, base_url)
     }
 }
 
