@@ -61,7 +61,7 @@ fn parse_args() -> Opts {
     o
 }
 
-const KINDS: [Kind; 12] = [
+const KINDS: [Kind; 14] = [
     Kind::Master,
     Kind::Changelog,
     Kind::Recipe,
@@ -74,6 +74,8 @@ const KINDS: [Kind; 12] = [
     Kind::TraceGz,
     Kind::TraceJson,
     Kind::Mooncake,
+    Kind::PrFacts,
+    Kind::EvalResult,
 ];
 
 /// The message of the last panic (a worker's panic is reported through its join).
@@ -105,6 +107,13 @@ impl Workdir {
             Kind::Changelog => r.join("perf-changelog.yaml"),
             Kind::GoldenAl => r.join("golden_al").join(&seed.name),
             Kind::SharedYaml | Kind::ModelProfile | Kind::HardwareProfile => r.join("loose").join(&seed.name),
+            // An eval result keeps its name (lm-eval's `results*.json`, `agg_eval_all.json`) in a
+            // folder of its own.
+            Kind::EvalResult => {
+                let d = r.join("loose").join(format!("eval{n}"));
+                std::fs::create_dir_all(&d).unwrap();
+                d.join(&seed.name)
+            }
             k => r.join("loose").join(format!("input{n}.{}", k.ext(&seed.name))),
         }
     }
@@ -136,6 +145,8 @@ fn run_one(kind: Kind, path: PathBuf, root: PathBuf, name: String, cap: Duration
             Kind::SharedYaml => targets::run_shared(&path, &name),
             Kind::ModelProfile => targets::run_profile(&path, true),
             Kind::HardwareProfile => targets::run_profile(&path, false),
+            Kind::PrFacts => targets::run_pr_facts(&path),
+            Kind::EvalResult => targets::run_eval_result(&path),
             _ => targets::run_traces(&path),
         };
         let _ = tx.send(());
