@@ -61,7 +61,7 @@ fn parse_args() -> Opts {
     o
 }
 
-const KINDS: [Kind; 15] = [
+const KINDS: [Kind; 17] = [
     Kind::Master,
     Kind::Changelog,
     Kind::Recipe,
@@ -77,6 +77,8 @@ const KINDS: [Kind; 15] = [
     Kind::Aggregate,
     Kind::Gsm8k,
     Kind::EvalSamples,
+    Kind::PrFacts,
+    Kind::EvalResult,
 ];
 
 /// The message of the last panic (a worker's panic is reported through its join).
@@ -108,6 +110,13 @@ impl Workdir {
             Kind::Changelog => r.join("perf-changelog.yaml"),
             Kind::GoldenAl => r.join("golden_al").join(&seed.name),
             Kind::SharedYaml | Kind::ModelProfile | Kind::HardwareProfile => r.join("loose").join(&seed.name),
+            // An eval result keeps its name (lm-eval's `results*.json`, `agg_eval_all.json`) in a
+            // folder of its own.
+            Kind::EvalResult => {
+                let d = r.join("loose").join(format!("eval{n}"));
+                std::fs::create_dir_all(&d).unwrap();
+                d.join(&seed.name)
+            }
             k => r.join("loose").join(format!("input{n}.{}", k.ext(&seed.name))),
         }
     }
@@ -142,6 +151,8 @@ fn run_one(kind: Kind, path: PathBuf, root: PathBuf, name: String, cap: Duration
             Kind::Aggregate => targets::run_aggregate(&path),
             Kind::Gsm8k => targets::run_gsm8k(&path),
             Kind::EvalSamples => targets::run_eval_samples(&path),
+            Kind::PrFacts => targets::run_pr_facts(&path),
+            Kind::EvalResult => targets::run_eval_result(&path),
             _ => targets::run_traces(&path),
         };
         let _ = tx.send(());

@@ -38,6 +38,11 @@ pub enum Kind {
     Gsm8k,
     /// An eval's `samples.jsonl` (read back when `sweep eval` resumes).
     EvalSamples,
+    /// `sweep verify --pr-facts`: what the forge knows of a pull request.
+    PrFacts,
+    /// Eval results a run holds (an lm-eval result beside `meta_env.json`, `agg_eval_all.json`),
+    /// read by `sweep verify --run`.
+    EvalResult,
 }
 
 /// A seed input: its kind, its file name and its bytes.
@@ -113,6 +118,9 @@ pub fn seeds(workspace: &Path, shared: Option<&Path>) -> Vec<Seed> {
     let rows: String = gsm8k.test.iter().take(20).map(|d| serde_json::to_string(d).unwrap() + "\n").collect();
     out.push(Seed { kind: Kind::Gsm8k, name: "gsm8k".into(), bytes: rows.into_bytes() });
     out.push(Seed { kind: Kind::EvalSamples, name: "samples".into(), bytes: EVAL_SAMPLES.as_bytes().to_vec() });
+    out.push(Seed { kind: Kind::PrFacts, name: "pr-facts.yaml".into(), bytes: PR_FACTS.as_bytes().to_vec() });
+    out.push(Seed { kind: Kind::EvalResult, name: "results_2026-12-01T10-00-00.json".into(), bytes: LM_EVAL_RESULT.as_bytes().to_vec() });
+    out.push(Seed { kind: Kind::EvalResult, name: "agg_eval_all.json".into(), bytes: AGG_EVAL_ALL.as_bytes().to_vec() });
     out
 }
 
@@ -141,6 +149,14 @@ pub fn run_eval_samples(path: &Path) -> Outcome {
         Err(e) => Outcome::Finding(format!("the error does not name the file: {e}")),
     }
 }
+
+const PR_FACTS: &str = "number: 7\nsigner: alice\nsignoff: |\n  - [x] Verified evals\n  ### Additional detail section:\n  - https://docs.sglang.io/cookbook/x\ncodeowners: \"* @org/all\\n/recipes/ @alice\\n\"\nteams:\n  \"@org/all\": [alice]\nlabels: [full-sweep-fail-fast]\ncheck_runs:\n  - {sha: abc, name: \"eval / x\", conclusion: success, details_url: \"https://github.com/o/r/actions/runs/1/job/2\"}\ncomments:\n  - {user: bob, association: MEMBER, body: \"/reuse-sweep-run 1\"}\nrecipe_links:\n  - {url: \"https://docs.sglang.io/cookbook/x\", state: PUBLISHED, args: [--tp-size, \"8\"]}\nexceptions:\n  \"6\": new hardware\n";
+
+const META_ENV: &str = r#"{"framework": "sglang", "precision": "fp4", "tp": 2, "ep": 2, "dp_attention": "false", "conc": 32, "infmax_model_prefix": "dsv41flash", "hw": "gb300"}"#;
+
+const LM_EVAL_RESULT: &str = r#"{"lm_eval_version": "0.4.9", "results": {"gsm8k": {"exact_match,strict-match": 0.975, "exact_match_stderr,strict-match": 0.004, "exact_match,flexible-extract": 0.97}}, "configs": {"gsm8k": {"metric_list": [{"metric": "exact_match"}], "filter_list": [{"name": "strict-match"}, {"name": "flexible-extract"}]}}, "n-samples": {"gsm8k": {"original": 1319, "effective": 1319}}}"#;
+
+const AGG_EVAL_ALL: &str = r#"[{"model_prefix": "dsv41flash", "hw": "GB300", "tp": 2, "ep": 2, "conc": 32, "dp_attention": "false", "task": "gsm8k", "em_strict": 0.975, "em_flexible": 0.97, "n_eff": 1319, "score": 0.975, "source": "results.json", "image": "lmsysorg/sglang:x", "infrastructure_success": true}]"#;
 
 fn sorted_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir).into_iter().flatten().filter_map(|e| e.ok().map(|e| e.path())).collect();
@@ -245,6 +261,28 @@ pub fn run_shared(path: &Path, name: &str) -> Outcome {
         _ => harness::trace::published::PublishedStats::load(path).map(|_| ()).map_err(|p| problems_name_files(&p, Some(path))),
     };
     r.err().unwrap_or(Outcome::Accepted)
+}
+
+/// A pr-facts file, as `sweep verify --pr-facts` loads it.
+pub fn run_pr_facts(path: &Path) -> Outcome {
+    match harness::verify::PrFacts::load(path) {
+        Ok(_) => Outcome::Accepted,
+        Err(p) => problems_name_files(&p, Some(path)),
+    }
+}
+
+/// Eval results in a run folder (the mutant beside a fixed `meta_env.json`), as `sweep verify
+/// --run` reads them.
+pub fn run_eval_result(path: &Path) -> Outcome {
+    let dir = path.parent().expect("a folder");
+    if std::fs::write(dir.join("meta_env.json"), META_ENV).is_err() {
+        return Outcome::Finding("cannot write meta_env.json".into());
+    }
+    match harness::verify::RunArtifacts::load(dir) {
+        Ok(_) => Outcome::Accepted,
+        Err(e) if e.to_string().contains(&path.display().to_string()) => too_long(&e.to_string()).unwrap_or(Outcome::Refused),
+        Err(e) => Outcome::Finding(format!("the error does not name the file: {e}")),
+    }
 }
 
 /// An engine profile: the model loader or the hardware loader, by its folder.

@@ -310,10 +310,12 @@ pub fn verify(opts: &Options) -> Result<Report, VerifyError> {
     });
     let models = match (&base.models_md, &opts.models) {
         (Some(m), _) => Some(m.clone()),
-        (None, Some(p)) => Some(TextFile {
-            path: p.display().to_string(),
-            text: std::fs::read_to_string(p).map_err(|e| VerifyError::Input(Problems::io(p, &e)))?,
-        }),
+        (None, Some(p)) => {
+            // Read within the input limits every YAML input has (a device or a huge file stops there).
+            let bytes = crate::yaml::read_bytes(p).map_err(VerifyError::Input)?;
+            let text = String::from_utf8(bytes).map_err(|e| VerifyError::Input(Problems::not_utf8(p, e.as_bytes(), &e.utf8_error())))?;
+            Some(TextFile { path: p.display().to_string(), text })
+        }
         _ => head.models_md.clone(),
     };
     let thresholds = match (&base.thresholds, &opts.thresholds) {
