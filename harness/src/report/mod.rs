@@ -170,7 +170,8 @@ pub fn markdown(run: &RunSummary, verdict: Option<&Verdict>) -> String {
         o.push_str(&format!("- `{config}`: {what}\n"));
     }
     o.push_str("\n</details>\n\n");
-    let kv = kv_markdown(run);
+    // The details' own summary names it: no heading inside.
+    let kv = kv_markdown(run).replacen("\n### KV cache per point\n", "", 1);
     if !kv.is_empty() {
         o.push_str(&format!("<details><summary>KV cache per point</summary>\n{kv}\n</details>\n\n"));
     }
