@@ -360,14 +360,29 @@ pub fn junit(v: &Verdict) -> String {
     o
 }
 
+impl Verdict {
+    /// `PASS`, `FAIL`, or `INCOMPLETE` (no failed check, but points not finished).
+    pub fn word(&self) -> &'static str {
+        let failed = self.checks.iter().filter(|c| !c.passed).count();
+        match (self.passed, failed, self.incomplete.is_empty()) {
+            (true, ..) => "PASS",
+            (false, 0, false) => "INCOMPLETE",
+            _ => "FAIL",
+        }
+    }
+
+    /// The verdict of `run` written by `sweep gate` (`gate.json` in its directory), if any and
+    /// if it is this run's.
+    pub fn load(dir: &Path, run_id: &str) -> Option<Verdict> {
+        let v: Verdict = serde_json::from_str(&std::fs::read_to_string(dir.join("gate.json")).ok()?).ok()?;
+        (v.run_id == run_id).then_some(v)
+    }
+}
+
 /// The human summary: failing checks first.
 pub fn human(v: &Verdict) -> String {
     let failed = v.checks.iter().filter(|c| !c.passed).count();
-    let verdict = match (v.passed, failed, v.incomplete.is_empty()) {
-        (true, ..) => "PASS",
-        (false, 0, false) => "INCOMPLETE",
-        _ => "FAIL",
-    };
+    let verdict = v.word();
     let na = if v.not_applicable.is_empty() { String::new() } else { format!(", {} not applicable", v.not_applicable.len()) };
     let mut o = format!("gate: {verdict} ({} checks, {failed} failed{na})\n", v.checks.len());
     if !v.incomplete.is_empty() {

@@ -56,6 +56,9 @@ pub struct Samples {
     pub e2e_per_token: Vec<f64>,
     pub duration_s: f64,
     pub gpus: f64,
+    /// Output tokens per request (the output tok/s/GPU InferenceX shows beside the total).
+    #[serde(default)]
+    pub output: Vec<f64>,
 }
 
 impl Samples {
@@ -79,11 +82,35 @@ impl Samples {
                 .collect(),
             duration_s: duration,
             gpus: gpus.max(1) as f64,
+            output: ok.iter().map(|r| r.output_tokens.unwrap_or(0) as f64).collect(),
         }
     }
 
+    /// Tokens per second per GPU over the fixed window.
+    fn per_gpu(&self, tokens: &[f64]) -> f64 {
+        if self.duration_s > 0.0 { tokens.iter().sum::<f64>() / self.duration_s / self.gpus } else { 0.0 }
+    }
+
+    /// Output tok/s/GPU and its 95 % bootstrap interval. Its own random stream, so the
+    /// replicates behind every other interval (and the frontier probabilities) stay as they were.
+    pub fn output_estimate(&self, n: usize, seed: u64) -> (f64, (f64, f64)) {
+        let y = self.per_gpu(&self.output);
+        if self.output.is_empty() || n == 0 {
+            return (y, (y, y));
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6f75_7470_7574);
+        let mut reps: Vec<f64> = (0..n)
+            .map(|_| {
+                let draw: Vec<f64> = (0..self.output.len()).map(|_| self.output[rng.random_range(0..self.output.len())]).collect();
+                self.per_gpu(&draw)
+            })
+            .collect();
+        reps.sort_by(f64::total_cmp);
+        (y, (crate::metrics::percentile_linear(&reps, 0.025), crate::metrics::percentile_linear(&reps, 0.975)))
+    }
+
     fn metrics(&self, tokens: &[f64], itl: &[f64], e2el: &[f64], r: &[f64]) -> (f64, BTreeMap<View, f64>) {
-        let y = if self.duration_s > 0.0 { tokens.iter().sum::<f64>() / self.duration_s / self.gpus } else { 0.0 };
+        let y = self.per_gpu(tokens);
         let p = |v: &[f64], q: f64| {
             let mut s = v.to_vec();
             s.sort_by(f64::total_cmp);
@@ -140,6 +167,11 @@ pub struct Point {
     pub x_ci: BTreeMap<View, (f64, f64)>,
     /// Share of bootstrap replicates in which the point is on the North Star frontier.
     pub p_frontier: f64,
+    /// Output tok/s/GPU and its 95 % bootstrap interval (absent in runs written before it).
+    #[serde(default)]
+    pub y_out: f64,
+    #[serde(default)]
+    pub y_out_ci: (f64, f64),
 }
 
 fn better(view: View, a: f64, b: f64) -> bool {
@@ -240,11 +272,26 @@ pub fn points_with_uncertainty(inputs: &[(String, String, String, u32, bool, Sam
     let mut pts: Vec<Point> = inputs
         .iter()
         .zip(&boots)
-        .map(|((id, curve, arm, conc, valid, s), b)| {
+        .enumerate()
+        .map(|(k, ((id, curve, arm, conc, valid, s), b))| {
             let (y, x) = s.estimate();
             let y_ci = ci(b.iter().map(|(y, _)| *y).collect());
             let x_ci = VIEWS.iter().map(|v| (*v, ci(b.iter().map(|(_, x)| x[v]).collect()))).collect();
-            Point { id: id.clone(), curve: curve.clone(), arm: arm.clone(), conc: *conc, valid: *valid, y, x, y_ci, x_ci, p_frontier: 0.0 }
+            let (y_out, y_out_ci) = s.output_estimate(replicates, seed.wrapping_add(k as u64 * 7919));
+            Point {
+                id: id.clone(),
+                curve: curve.clone(),
+                arm: arm.clone(),
+                conc: *conc,
+                valid: *valid,
+                y,
+                x,
+                y_ci,
+                x_ci,
+                p_frontier: 0.0,
+                y_out,
+                y_out_ci,
+            }
         })
         .collect();
     // P(on the North Star frontier): joint replicate r of every point of a curve.
@@ -297,6 +344,8 @@ mod tests {
             y_ci: (y, y),
             x_ci: BTreeMap::new(),
             p_frontier: 0.0,
+            y_out: y / 10.0,
+            y_out_ci: (y / 10.0, y / 10.0),
         }
     }
 
@@ -339,6 +388,7 @@ mod tests {
             e2e_per_token: (0..200).map(|i| 0.02 + (i % 7) as f64 * 0.002).collect(),
             duration_s: 100.0,
             gpus: 2.0,
+            output: (0..200).map(|i| 100.0 + (i % 5) as f64 * 10.0).collect(),
         };
         let inp = vec![("a".to_string(), "c".to_string(), "arm".to_string(), 1, true, s.clone())];
         let p1 = points_with_uncertainty(&inp, 200, 42);
@@ -348,5 +398,8 @@ mod tests {
         assert!(p.y_ci.0 <= p.y && p.y <= p.y_ci.1, "{:?} {}", p.y_ci, p.y);
         assert!(p.y_ci.1 > p.y_ci.0);
         assert_eq!(p.p_frontier, 1.0, "a lone point is always on its frontier");
+        // Output: 200 requests of 120 tokens on average over 100 s on 2 GPUs.
+        assert!((p.y_out - 120.0).abs() < 1e-9, "{}", p.y_out);
+        assert!(p.y_out_ci.0 < p.y_out && p.y_out < p.y_out_ci.1, "{:?}", p.y_out_ci);
     }
 }

@@ -2,6 +2,8 @@
 //! are kept, the point is `interrupted` (never valid, not a failure, no fail-fast), the gate says
 //! the run is incomplete, and the exit code is 130.
 
+mod common;
+use common::export_text;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -57,7 +59,7 @@ fn an_interrupted_run_keeps_its_points_blames_no_one_and_exits_130() {
     // The interrupted point kept what it had recorded.
     let (id, _) = states.iter().find(|(_, st)| st == "interrupted").unwrap();
     let dir = harness::results::point_dir(&out, id);
-    assert!(std::fs::metadata(dir.join("profile_export.jsonl")).map(|m| m.len() > 0).unwrap_or(false), "{id}: no records kept");
+    assert!(!export_text(&dir).is_empty(), "{id}: no records kept");
     let g = json(&out.join("gate.json"));
     assert_eq!(g["passed"], false);
     assert!(!g["incomplete"].as_array().unwrap().is_empty(), "{g}");
@@ -85,7 +87,7 @@ fn sigterm_on_a_replay_keeps_its_records_and_exits_130() {
     let stdout = std::fs::read_to_string(tmp.path().join("stdout.txt")).unwrap();
     assert_eq!(code, 130, "{stdout}\n{stderr}");
     assert!(stdout.contains("status: interrupted"), "{stdout}");
-    let records = std::fs::read_to_string(out.join("profile_export.jsonl")).unwrap();
+    let records = export_text(&out);
     assert!(records.lines().count() > 0, "no records kept");
     let agg = json(&out.join("agg.json"));
     assert_eq!(agg["validity"]["valid"], false, "{agg}");

@@ -43,7 +43,7 @@ fn local_engine_serves_the_point_on_the_rows_hardware_and_labels_it_predicted() 
     let pd = harness::results::point_dir(&dir, TP4_C1);
     let log = std::fs::read_to_string(pd.join("server.log")).unwrap();
     assert!(log.contains("sweep engine: serving"), "{log}");
-    assert!(std::fs::metadata(pd.join("profile_export.jsonl")).unwrap().len() > 0);
+    assert!(!export_text(&pd).is_empty());
 }
 
 fn have_sglang_router() -> bool {
@@ -80,7 +80,7 @@ fn local_target_starts_the_recipes_router_in_front_of_the_worker() {
     let router_log = std::fs::read_to_string(pd.join("router.log")).expect("router.log kept");
     // Every request went through the router (its access log names the chat endpoint).
     assert!(router_log.contains("/v1/chat/completions"), "{}", &router_log[..router_log.len().min(2000)]);
-    let recs = std::fs::read_to_string(pd.join("profile_export.jsonl")).unwrap();
+    let recs = export_text(&pd);
     let n_ok = recs.lines().filter(|l| !l.contains("\"error\":{")).count();
     assert!(n_ok > 64, "{n_ok} successful records");
 }
@@ -112,6 +112,6 @@ fn live_targets_replay_only_traces_that_fit_the_servers_context() {
     // DeepSeek-V3's 163,840-token context: the server reports it and longer traces are left out.
     let ts = agg["trace_set"].as_str().unwrap_or_default();
     assert!(ts.contains("whole-trace filter at the context length 163840"), "{ts}\n{:?}", text(&o));
-    let recs = std::fs::read_to_string(pd.join("profile_export.jsonl")).unwrap();
+    let recs = export_text(&pd);
     assert!(!recs.is_empty() && !recs.contains("context_overflow"));
 }

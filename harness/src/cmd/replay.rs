@@ -156,9 +156,13 @@ fn replay_into(a: &Args, pool: &[Arc<TracePlan>], out: &Path) -> anyhow::Result<
     if let Status::Failed { reason } = &status {
         ctx.failed = Some(reason.clone());
     }
-    records::write_jsonl(&out.join("profile_export.jsonl"), &records)?;
+    // One point, plain: the AIPerf file as the cross-checks and comparisons read it.
+    records::write_jsonl(&out.join(records::EXPORT), &records)?;
     if let Some(sm) = &ctx.server_metrics {
         write_json(&out.join("server_metrics.json"), sm)?;
+    }
+    if let Some(ts) = &ctx.timeseries {
+        write_json(&out.join("timeseries.json"), ts)?;
     }
     let (mut agg, s) = metrics::aggregate(&records, &ctx).map_err(|e| anyhow::anyhow!("aggregate: {e}"))?;
     if ctx.client_cpu_seconds.is_some() {

@@ -57,8 +57,12 @@ pub struct CompareArgs {
 pub fn report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
     let run = RunSummary::load(&a.run).map_err(anyhow::Error::msg)?;
     let files = crate::report::write_all(&run, &a.run).map_err(anyhow::Error::msg)?;
-    for f in files {
+    let (main, pages) = files.split_at(files.len().min(2));
+    for f in main {
         println!("{}", f.display());
+    }
+    if !pages.is_empty() {
+        println!("{} point page(s): <point>/report.html", pages.len());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -143,6 +147,12 @@ pub fn gate(a: &GateArgs) -> anyhow::Result<ExitCode> {
     let v = gate_with(&a.run, base.as_ref(), a.thresholds.as_deref())?;
     print!("{}", gate::human(&v));
     println!("wrote {}", a.run.join("gate.json").display());
+    // Reports open with the verdict: rewrite them with this one (point pages do not show it).
+    if a.run.join("report.html").is_file() || a.run.join("report.md").is_file() {
+        let run = RunSummary::load(&a.run).map_err(anyhow::Error::msg)?;
+        crate::report::write_main(&run, &a.run).map_err(anyhow::Error::msg)?;
+        println!("updated {} and report.md", a.run.join("report.html").display());
+    }
     if let Some(line) = super::store::record_quietly(&a.run, &a.record, None, "gate") {
         println!("{line}");
     }

@@ -145,26 +145,91 @@ fn drop_fixed_seq_len(plan: &mut Plan) -> Vec<String> {
     dropped
 }
 
-/// The summary table printed at the end of a run.
+/// The summary table printed at the end of a run: points grouped under their config, the
+/// frontier's own x (P90 E2E-normalised interactivity) beside tok/s/GPU so that "dominated by"
+/// reads right, and every column as wide as its widest cell.
 pub fn summary_table(run: &RunSummary) -> String {
-    let w = run.points.iter().map(|p| p.id.len()).max().unwrap_or(5).max(5);
-    let mut o = format!(
-        "{:<w$}  {:>10}  {:>9}  {:>15}  {:>8}  {:<28}  status\n",
-        "point", "tok/s/GPU", "P90 intvty", "TTFT p50/p90 s", "E2EL p90", "frontier"
-    );
+    const HEAD: [&str; 9] = [
+        "point",
+        "tok/s/GPU",
+        "out tok/s/GPU",
+        "E2E-norm intvty",
+        "P90 intvty",
+        "TTFT p50/p90 s",
+        "E2EL p90 s",
+        "frontier (tok/s/GPU × E2E-norm intvty)",
+        "status",
+    ];
+    // Left-aligned: point, frontier, status; numbers right-aligned.
+    const LEFT: [bool; 9] = [true, false, false, false, false, false, false, true, true];
+    let mut configs: Vec<&str> = Vec::new();
     for p in &run.points {
-        let (t, i, tt, e) = match &p.summary {
+        if !configs.contains(&p.config_key.as_str()) {
+            configs.push(&p.config_key);
+        }
+    }
+    let row = |p: &crate::results::PointResult| -> [String; 9] {
+        let short = p.id.strip_prefix(&format!("{}/", p.config_key)).unwrap_or(&p.id).to_string();
+        let (t, o, en, i, tt, e) = match &p.summary {
             Some(s) => (
                 crate::gate::fmt_num(s.tput_per_gpu),
+                crate::gate::fmt_num(s.output_tput_per_gpu),
+                format!("{:.1}", s.e2e_norm_intvty_p90),
                 format!("{:.1}", s.intvty_p90),
                 format!("{:.2} / {:.2}", s.ttft.p50, s.ttft.p90),
                 format!("{:.2}", s.e2el.p90),
             ),
-            None => ("-".into(), "-".into(), "-".into(), "-".into()),
+            None => Default::default(),
         };
-        let f = crate::report::frontier_cell(run, p);
-        o.push_str(&format!("{:<w$}  {t:>10}  {i:>9}  {tt:>15}  {e:>8}  {f:<28}  {}\n", p.id, crate::report::status_text(p)));
+        let dash = |x: String| if x.is_empty() { "-".to_string() } else { x };
+        [
+            format!("  {short}"),
+            dash(t),
+            dash(o),
+            dash(en),
+            dash(i),
+            dash(tt),
+            dash(e),
+            crate::report::frontier_cell(run, p),
+            crate::report::status_text(p),
+        ]
+    };
+    let rows: Vec<(&str, Vec<[String; 9]>)> =
+        configs.iter().map(|c| (*c, run.points.iter().filter(|p| p.config_key == *c).map(row).collect())).collect();
+    let mut w: [usize; 9] = HEAD.map(|h| h.chars().count());
+    for r in rows.iter().flat_map(|(_, r)| r) {
+        for (k, cell) in r.iter().enumerate() {
+            w[k] = w[k].max(cell.chars().count());
+        }
     }
+    let line = |cells: &[String]| -> String {
+        let mut o = String::new();
+        for (k, c) in cells.iter().enumerate() {
+            let pad = w[k].saturating_sub(c.chars().count());
+            if k == cells.len() - 1 {
+                o.push_str(c);
+            } else if LEFT[k] {
+                o.push_str(&format!("{c}{}  ", " ".repeat(pad)));
+            } else {
+                o.push_str(&format!("{}{c}  ", " ".repeat(pad)));
+            }
+        }
+        o.trim_end().to_string() + "\n"
+    };
+    let mut o = line(&HEAD.map(String::from));
+    for (config, rs) in rows {
+        let kinds: Vec<&str> = {
+            let mut k: Vec<&str> =
+                run.points.iter().filter(|p| p.config_key == config && !p.result_kind.is_empty()).map(|p| p.result_kind.as_str()).collect();
+            k.dedup();
+            k
+        };
+        o.push_str(&format!("{config}{}\n", if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) }));
+        for r in rs {
+            o.push_str(&line(&r));
+        }
+    }
+    o.push_str("frontier: per config, the points no other beats on both tok/s/GPU and E2E-norm intvty (1 / P90 of E2EL/OSL, tok/s/user); p = share of bootstrap replicates on it\n");
     o
 }
 
@@ -410,8 +475,9 @@ fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool, one_
         println!("--point: the exit status is this point's; gate the collected run (`sweep collect`, then `sweep gate`)");
         return Ok((if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }, false));
     }
-    let files = crate::report::write_all(summary, out).map_err(anyhow::Error::msg)?;
+    // The gate first: the reports open with its verdict.
     let verdict = super::results::gate_run(out, None, None)?;
+    let files = crate::report::write_all(summary, out).map_err(anyhow::Error::msg)?;
     println!(
         "{done}/{} point(s) finished in {wall_s:.1} s; gate {}",
         summary.points.len(),
@@ -554,6 +620,34 @@ mod tests {
         assert_eq!(utc_stamp(0), "19700101T000000Z");
         assert_eq!(utc_stamp(951_782_400), "20000229T000000Z");
         assert_eq!(utc_stamp(1_764_434_769), "20251129T164609Z");
+    }
+
+    #[test]
+    fn the_summary_keeps_its_columns_aligned_and_shows_the_frontier_metric() {
+        let mut run = crate::report::tests::fake_run_of(&[("a-fp8-h200-x", 4, 1.0), ("b-fp4-gb300-y", 3, 30.0)]);
+        // A long status and a long frontier cell must not push the columns after them.
+        run.points[1].status = Status::Failed { reason: "server exited with code 1 after 12 s (see server.log)".into() };
+        run.points[5].summary.as_mut().unwrap().tput_per_gpu = 1_234_567.0;
+        let t = summary_table(&run);
+        let lines: Vec<&str> = t.lines().collect();
+        let head = lines[0];
+        assert!(head.contains("E2E-norm intvty") && head.contains("frontier (tok/s/GPU × E2E-norm intvty)"), "{head}");
+        let col = |l: &str, name: &str| {
+            l.chars().collect::<Vec<_>>().windows(name.chars().count()).position(|w| w.iter().collect::<String>() == name)
+        };
+        let status_at = col(head, "status").unwrap();
+        let rows: Vec<&str> = lines.iter().copied().filter(|l| l.starts_with("  ")).collect();
+        assert_eq!(rows.len(), 7);
+        for r in &rows {
+            // Every cell before the status ends where its column ends: the status starts at the header's.
+            let chars: Vec<char> = r.chars().collect();
+            assert!(chars[status_at - 2] == ' ' && chars[status_at - 1] == ' ' && chars[status_at] != ' ', "misaligned:\n{head}\n{r}");
+        }
+        // The E2E-norm value shown is the one the frontier compares.
+        let s = run.points[0].summary.as_ref().unwrap();
+        assert!(rows[0].contains(&format!("{:.1}", s.e2e_norm_intvty_p90)));
+        assert!(lines.iter().any(|l| l.starts_with("a-fp8-h200-x (predicted)")), "{t}");
+        assert!(t.lines().last().unwrap().starts_with("frontier: per config"));
     }
 
     #[test]

@@ -184,6 +184,11 @@ pub struct PointContext {
     /// How a live client wrote its requests (`targets::dialect::Dialect`), into `agg.json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_dialect: Option<Value>,
+    /// The engine's running and queued requests, KV use and token counters sampled over the
+    /// point (the virtual clock: `timeseries.json`, read by the point's report page). Not part
+    /// of the aggregate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeseries: Option<Value>,
 }
 
 /// The headline numbers of a point, used by reports, Pareto and the gate.

@@ -1,164 +1,549 @@
-//! The Pareto charts of a run: one per view, PNG and SVG, drawn with plotters.
+//! The Pareto charts of a run. One panel per model × hardware (configs of one model on one GPU
+//! share a panel unless their scales differ by more than 20×, then each config has its own), so
+//! a curve is never pressed flat by another's range; axes turn logarithmic where a range spans
+//! more than 20×; labels never overprint ([`super::labels`]); every point carries its 95 %
+//! bootstrap whiskers on both axes, drawn over the marker; a legend under the plot explains
+//! the markers and the frontier rule. Each chart is written as `pareto_<key>.svg` and `.png`
+//! (its panels side by side) and inlined panel by panel in `report.html`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use plotters::coord::types::RangedCoordf64;
-use plotters::prelude::*;
-
-use super::{kind_label, on_frontier};
+use super::axis::Axis;
+use super::labels::{self, Request};
+use super::on_frontier;
+use super::scene::{Anchor, Bounds, Item, Rgb, Scene, text_width};
 use crate::gate::fmt_num;
-use crate::pareto::{VIEWS, View};
+use crate::pareto::{Point, View};
 use crate::results::{PointResult, RunSummary};
 
-const PALETTE: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(23, 190, 207),
+/// Series colours (colour-blind-safe Tableau order), one per config in the run.
+const PALETTE: [Rgb; 8] = [
+    Rgb(31, 119, 180),
+    Rgb(214, 39, 40),
+    Rgb(44, 160, 44),
+    Rgb(148, 103, 189),
+    Rgb(255, 127, 14),
+    Rgb(23, 190, 207),
+    Rgb(140, 86, 75),
+    Rgb(227, 119, 194),
 ];
 
-/// One Pareto chart of `view`: every config's frontier and points with their 95 % whiskers.
-fn draw<DB: DrawingBackend>(root: DrawingArea<DB, plotters::coord::Shift>, run: &RunSummary, view: View) -> Result<(), String>
-where
-    DB::ErrorType: 'static,
-{
-    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
-    root.fill(&WHITE).map_err(e)?;
-    let pts: Vec<&PointResult> = run.points.iter().filter(|p| p.pareto.is_some()).collect();
-    let (xr, yr) = ranges(&pts, view);
-    let title = format!("tok/s/GPU vs {} — {}", view.label(), kind_label(run));
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(14)
-        .x_label_area_size(44)
-        .y_label_area_size(76)
-        .build_cartesian_2d(xr, yr)
-        .map_err(e)?;
-    chart
-        .configure_mesh()
-        .x_desc(view.label())
-        .y_desc("total tok/s/GPU")
-        .y_label_formatter(&|y| fmt_num(*y))
-        .x_label_formatter(&|x| format!("{x:.1}"))
-        .label_style(("sans-serif", 13))
-        .draw()
-        .map_err(e)?;
+/// Configs of one group whose typical values differ by more than this get a panel each.
+const SPLIT_RATIO: f64 = 20.0;
 
-    let mut curves: BTreeMap<&str, Vec<&PointResult>> = BTreeMap::new();
-    for p in &pts {
-        curves.entry(p.config_key.as_str()).or_default().push(p);
-    }
-    for (ci, (curve, cpts)) in curves.iter().enumerate() {
-        draw_curve(&mut chart, run, view, PALETTE[ci % PALETTE.len()], curve, cpts)?;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(e)?;
-    root.present().map_err(e)?;
-    Ok(())
+/// What a chart plots: total or output tok/s/GPU (y) against a view's metric (x).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Chart {
+    Total(View),
+    /// Output tok/s/GPU against the North Star's x (InferenceX shows it beside the total).
+    Output,
 }
 
-/// The axes' ranges: x over every value and interval end with margins (from 0 at the least),
-/// y from 0 to above the highest interval end.
-fn ranges(pts: &[&PointResult], view: View) -> (std::ops::Range<f64>, std::ops::Range<f64>) {
-    let xs: Vec<f64> = pts
-        .iter()
-        .flat_map(|p| {
-            let pp = p.pareto.as_ref().expect("filtered");
-            let ci = pp.x_ci.get(&view).copied().unwrap_or((pp.x[&view], pp.x[&view]));
-            [pp.x[&view], ci.0, ci.1]
-        })
-        .filter(|x| x.is_finite())
-        .collect();
-    let ys: Vec<f64> = pts
-        .iter()
-        .flat_map(|p| {
-            let pp = p.pareto.as_ref().expect("filtered");
-            [pp.y, pp.y_ci.0, pp.y_ci.1]
-        })
-        .filter(|x| x.is_finite())
-        .collect();
-    let (x0, x1) = (xs.iter().cloned().fold(f64::INFINITY, f64::min), xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
-    let (y0, y1) = (0f64, ys.iter().cloned().fold(0.0, f64::max));
-    let (x0, x1) = if x0.is_finite() && x1 > x0 { (x0 - (x1 - x0) * 0.08, x1 + (x1 - x0) * 0.12) } else { (0.0, 1.0) };
-    let x0 = x0.max(0.0);
-    let y1 = if y1 > 0.0 { y1 * 1.12 } else { 1.0 };
-    (x0..x1, y0..y1)
-}
+impl Chart {
+    /// In the order the report shows them: the frontier's own view first.
+    pub const ALL: [Chart; 5] = [
+        Chart::Total(View::E2eNormIntvtyP90),
+        Chart::Output,
+        Chart::Total(View::IntvtyP90),
+        Chart::Total(View::E2elP90),
+        Chart::Total(View::E2elP75),
+    ];
 
-/// One config's frontier line (ordered along x) and its points: whiskers, a dot (faint when
-/// invalid, ringed when off the frontier) and a label.
-fn draw_curve<DB: DrawingBackend>(
-    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
-    run: &RunSummary,
-    view: View,
-    color: RGBColor,
-    curve: &str,
-    cpts: &[&PointResult],
-) -> Result<(), String>
-where
-    DB::ErrorType: 'static,
-{
-    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
-    // Frontier line (ordered along x).
-    let mut front: Vec<(f64, f64)> = cpts
-        .iter()
-        .filter(|p| on_frontier(run, view, &p.id))
-        .map(|p| {
-            let pp = p.pareto.as_ref().expect("filtered");
-            (pp.x[&view], pp.y)
-        })
-        .collect();
-    front.sort_by(|a, b| a.0.total_cmp(&b.0));
-    chart
-        .draw_series(LineSeries::new(front, color.stroke_width(2)))
-        .map_err(e)?
-        .label(format!("{curve} (frontier)"))
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
-    for p in cpts {
-        let pp = p.pareto.as_ref().expect("filtered");
-        let (x, y) = (pp.x[&view], pp.y);
-        let xci = pp.x_ci.get(&view).copied().unwrap_or((x, x));
-        let whisker = color.mix(0.6).stroke_width(1);
-        chart.draw_series(std::iter::once(PathElement::new(vec![(x, pp.y_ci.0), (x, pp.y_ci.1)], whisker))).map_err(e)?;
-        chart.draw_series(std::iter::once(PathElement::new(vec![(xci.0, y), (xci.1, y)], whisker))).map_err(e)?;
-        let style = if pp.valid { color.filled() } else { color.mix(0.3).filled() };
-        let on = on_frontier(run, view, &p.id);
-        chart.draw_series(std::iter::once(Circle::new((x, y), if on { 6 } else { 4 }, style))).map_err(e)?;
-        if !on {
-            chart.draw_series(std::iter::once(Circle::new((x, y), 6, color.stroke_width(1)))).map_err(e)?;
+    /// The x-axis view.
+    pub fn view(self) -> View {
+        match self {
+            Chart::Total(v) => v,
+            Chart::Output => View::E2eNormIntvtyP90,
         }
-        let label = format!("{} c{}", short_arm(&p.arm), p.conc);
-        let text = EmptyElement::at((x, y)) + Text::new(label, (8, -16), ("sans-serif", 12).into_font().color(&BLACK));
-        chart.draw_series(std::iter::once(text)).map_err(e)?;
     }
-    Ok(())
+
+    /// File stem: `pareto_<view>` (as before) and `pareto_output_e2e_norm_intvty_p90`.
+    pub fn key(self) -> String {
+        match self {
+            Chart::Total(v) => format!("pareto_{}", v.key()),
+            Chart::Output => format!("pareto_output_{}", View::E2eNormIntvtyP90.key()),
+        }
+    }
+
+    pub fn y_label(self) -> &'static str {
+        match self {
+            Chart::Total(_) => "total tok/s/GPU",
+            Chart::Output => "output tok/s/GPU",
+        }
+    }
+
+    pub fn title(self) -> String {
+        let what = match self {
+            Chart::Total(View::E2eNormIntvtyP90) => " (the frontier's view)".to_string(),
+            _ => String::new(),
+        };
+        format!("{} against {}{what}", self.y_label(), self.view().label())
+    }
+
+    fn y(self, r: &PointResult, p: &Point) -> (f64, (f64, f64)) {
+        match self {
+            Chart::Total(_) => (p.y, p.y_ci),
+            // Runs analysed before output intervals existed: the aggregate's figure, no interval.
+            Chart::Output if p.y_out == 0.0 => {
+                let y = r.summary.as_ref().map_or(0.0, |s| s.output_tput_per_gpu);
+                (y, (y, y))
+            }
+            Chart::Output => (p.y_out, p.y_out_ci),
+        }
+    }
 }
 
-fn short_arm(arm: &str) -> String {
-    arm.trim_start_matches("Agg ").to_string()
+/// Points that share a panel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    pub title: String,
+    pub configs: Vec<String>,
 }
 
-/// Writes `pareto_<view>.png` and `.svg` for every view; returns the SVG texts by view.
-pub fn charts(run: &RunSummary, dir: &Path) -> Result<BTreeMap<View, String>, String> {
-    let mut svgs = BTreeMap::new();
-    for v in VIEWS {
-        let png = dir.join(format!("pareto_{}.png", v.key()));
-        let tmp = dir.join(format!(".pareto_{}.tmp.png", v.key()));
-        draw(BitMapBackend::new(&tmp, (1100, 700)).into_drawing_area(), run, v)?;
+/// Model prefix and GPU of an InferenceX config key (`<model>-<precision>-<gpu>-…`).
+fn model_and_gpu(key: &str) -> (String, String) {
+    let parts: Vec<&str> = key.split('-').collect();
+    if parts.len() >= 3 { (parts[0].to_string(), parts[2].to_uppercase()) } else { (key.to_string(), String::new()) }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite() && *x > 0.0);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The run's panels: one per model × GPU, split per config where scales differ by > 20×.
+pub fn groups(run: &RunSummary) -> Vec<Group> {
+    // In the order the run lists its points (as the summary table does).
+    let mut by: Vec<((String, String), Vec<String>)> = Vec::new();
+    for p in run.points.iter().filter(|p| p.pareto.is_some()) {
+        let key = model_and_gpu(&p.config_key);
+        let i = by.iter().position(|(k, _)| *k == key).unwrap_or_else(|| {
+            by.push((key, Vec::new()));
+            by.len() - 1
+        });
+        if !by[i].1.contains(&p.config_key) {
+            by[i].1.push(p.config_key.clone());
+        }
+    }
+    let mut out = Vec::new();
+    for ((model, gpu), configs) in by {
+        let title = if gpu.is_empty() { model.clone() } else { format!("{model} on {gpu}") };
+        let typical = |f: &dyn Fn(&Point) -> f64| -> Vec<f64> {
+            configs
+                .iter()
+                .map(|c| median(run.points.iter().filter(|p| &p.config_key == c).filter_map(|p| p.pareto.as_ref()).map(f).collect()))
+                .collect()
+        };
+        let spread = |v: Vec<f64>| {
+            let v: Vec<f64> = v.into_iter().filter(|x| x.is_finite()).collect();
+            let (a, b) = (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(0.0, f64::max));
+            if a > 0.0 { b / a } else { 1.0 }
+        };
+        let split = configs.len() > 1
+            && (spread(typical(&|p| p.y)) > SPLIT_RATIO || spread(typical(&|p| p.x[&View::E2eNormIntvtyP90])) > SPLIT_RATIO);
+        if split {
+            out.extend(configs.into_iter().map(|c| Group { title: c.clone(), configs: vec![c] }));
+        } else {
+            out.push(Group { title, configs });
+        }
+    }
+    out
+}
+
+/// Each config's colour, stable across every chart of the run.
+pub fn colors(run: &RunSummary) -> BTreeMap<String, Rgb> {
+    let mut keys: Vec<&str> = run.points.iter().map(|p| p.config_key.as_str()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter().enumerate().map(|(i, k)| (k.to_string(), PALETTE[i % PALETTE.len()])).collect()
+}
+
+/// The page of a point, relative to the run directory (ids hold `/`: nested folders).
+pub fn point_href(id: &str) -> String {
+    format!("{}/report.html", id.replace(':', "_"))
+}
+
+/// A short label: `DEP2 c160`.
+pub fn short_label(p: &PointResult) -> String {
+    format!("{} c{}", p.arm.trim_start_matches("Agg ").trim(), p.conc)
+}
+
+const W: f64 = 640.0;
+const ML: f64 = 78.0;
+const MR: f64 = 20.0;
+const MT: f64 = 50.0;
+const PH: f64 = 330.0;
+const XA: f64 = 48.0;
+const R: f64 = 5.5;
+const LABEL: f64 = 12.0;
+const SMALL: f64 = 11.0;
+
+/// One point as a panel draws it.
+struct Dot<'a> {
+    p: &'a PointResult,
+    x: f64,
+    y: f64,
+    xci: (f64, f64),
+    yci: (f64, f64),
+    front: bool,
+    valid: bool,
+    color: Rgb,
+}
+
+fn ci_text(ci: (f64, f64)) -> String {
+    format!("95 % CI {}–{}", fmt_num(ci.0), fmt_num(ci.1))
+}
+
+fn tooltip(run: &RunSummary, chart: Chart, d: &Dot) -> String {
+    format!(
+        "{} — {}, concurrency {}\n{}: {} ({})\n{}: {} ({})\nfrontier: {}\nstatus: {}",
+        d.p.id,
+        d.p.arm,
+        d.p.conc,
+        chart.y_label(),
+        fmt_num(d.y),
+        ci_text(d.yci),
+        chart.view().label(),
+        fmt_num(d.x),
+        ci_text(d.xci),
+        super::frontier_cell(run, d.p),
+        super::status_text(d.p)
+    )
+}
+
+/// One panel of `chart` over the configs of `g`.
+pub fn panel(run: &RunSummary, chart: Chart, g: &Group, colors: &BTreeMap<String, Rgb>) -> Scene {
+    let view = chart.view();
+    let dots: Vec<Dot> = run
+        .points
+        .iter()
+        .filter(|p| g.configs.contains(&p.config_key))
+        .filter_map(|p| {
+            let pp = p.pareto.as_ref()?;
+            let x = *pp.x.get(&view)?;
+            let (y, yci) = chart.y(p, pp);
+            let front = on_frontier(run, view, &p.id);
+            Some(Dot {
+                p,
+                x,
+                y,
+                xci: pp.x_ci.get(&view).copied().unwrap_or((x, x)),
+                yci,
+                front,
+                valid: pp.valid,
+                color: colors.get(&p.config_key).copied().unwrap_or(PALETTE[0]),
+            })
+        })
+        .collect();
+    let (px0, px1, py0, py1) = (ML, W - MR, MT + PH, MT);
+    let xs: Vec<f64> = dots.iter().flat_map(|d| [d.x, d.xci.0, d.xci.1]).collect();
+    let ys: Vec<f64> = dots.iter().flat_map(|d| [d.y, d.yci.0, d.yci.1]).collect();
+    let (xa, ya) = (Axis::fit(&xs, px0, px1), Axis::fit(&ys, py0, py1));
+    let mut items = Vec::new();
+    frame(&mut items, g, chart, run, &xa, &ya);
+
+    // Frontier lines under the markers.
+    let mut soft: Vec<((f64, f64), (f64, f64))> = Vec::new();
+    for c in &g.configs {
+        let mut f: Vec<(f64, f64)> = dots.iter().filter(|d| &d.p.config_key == c && d.front).map(|d| (xa.px(d.x), ya.px(d.y))).collect();
+        f.sort_by(|a, b| a.0.total_cmp(&b.0));
+        soft.extend(f.windows(2).map(|w| (w[0], w[1])));
+        let color = colors.get(c).copied().unwrap_or(PALETTE[0]);
+        items.push(Item::Line { pts: f, color, width: 2.0, dash: false, opacity: 0.9, class: "frontier" });
+    }
+    // Markers, each with its whiskers on top and a hover title linking to the point's page.
+    let mut markers = Vec::new();
+    let mut reqs = Vec::new();
+    let mut whiskers = Vec::new();
+    for d in &dots {
+        let c = (xa.px(d.x), ya.px(d.y));
+        markers.push(Bounds::new(c.0 - R, c.1 - R, c.0 + R, c.1 + R));
+        reqs.push(Request { at: c, r: R, text: short_label(d.p), size: LABEL });
+        let (fill, stroke) = if !d.valid {
+            (Some(Rgb::LIGHT), Some((Rgb::GREY, 1.5)))
+        } else if d.front {
+            (Some(d.color), Some((d.color.darker(0.3), 1.0)))
+        } else {
+            (Some(Rgb::WHITE), Some((d.color, 2.0)))
+        };
+        let wc = if d.valid { d.color.darker(0.45) } else { Rgb::GREY };
+        let (x0, x1, y0, y1) = (xa.px(d.xci.0), xa.px(d.xci.1), ya.px(d.yci.0), ya.px(d.yci.1));
+        whiskers.push(((x0 - 1.0, c.1), (x1 + 1.0, c.1)));
+        whiskers.push(((c.0, y0 + 1.0), (c.0, y1 - 1.0)));
+        let cap = 4.0;
+        let w = |pts, class| Item::Line { pts, color: wc, width: 1.5, dash: false, opacity: 1.0, class };
+        let group = vec![
+            Item::Circle { c, r: R, fill, stroke, class: "mk" },
+            w(vec![(x0, c.1), (x1, c.1)], "wx"),
+            w(vec![(x0, c.1 - cap), (x0, c.1 + cap)], "wx"),
+            w(vec![(x1, c.1 - cap), (x1, c.1 + cap)], "wx"),
+            w(vec![(c.0, y0), (c.0, y1)], "wy"),
+            w(vec![(c.0 - cap, y0), (c.0 + cap, y0)], "wy"),
+            w(vec![(c.0 - cap, y1), (c.0 + cap, y1)], "wy"),
+        ];
+        items.push(Item::Group {
+            items: group,
+            title: Some(tooltip(run, chart, d)),
+            href: Some(point_href(&d.p.id)),
+            id: Some(d.p.id.clone()),
+            class: if d.front { "pt front" } else { "pt" },
+            offset: (0.0, 0.0),
+        });
+    }
+    let placed = labels::place(&reqs, Bounds::new(px0, py1, px1, py0), &markers, &[(&whiskers, 40.0), (&soft, 12.0)]);
+    let mut keyed: Vec<(usize, String)> = Vec::new();
+    for (p, r) in placed.iter().zip(&reqs) {
+        if let Some((a, b)) = p.leader {
+            items.push(Item::Line { pts: vec![a, b], color: Rgb::GREY, width: 1.0, dash: false, opacity: 1.0, class: "leader" });
+        }
+        if !p.text.is_empty() {
+            items.push(Item::Text {
+                at: p.at,
+                text: p.text.clone(),
+                size: LABEL,
+                anchor: p.anchor,
+                color: Rgb::BLACK,
+                bold: p.key.is_some(),
+                vertical: false,
+                class: "lbl",
+            });
+        }
+        if let Some(k) = p.key {
+            keyed.push((k, r.text.clone()));
+        }
+    }
+    keyed.sort();
+    let h = legend(&mut items, chart, g, colors, &keyed);
+    Scene { w: W, h, items }
+}
+
+/// Title, grid, ticks and axis titles.
+fn frame(items: &mut Vec<Item>, g: &Group, chart: Chart, run: &RunSummary, xa: &Axis, ya: &Axis) {
+    let kind = super::kind_label(run);
+    titles(items, &g.title, &format!("{} against {} — {kind}", chart.y_label(), chart.view().label()), ML);
+    let better = if chart.view().higher_is_better() { "→ better" } else { "← better" };
+    axes(items, xa, ya, &format!("{} ({better})", xa.title(chart.view().label())), &ya.title(chart.y_label()));
+}
+
+/// A panel's title and grey subtitle, from `x`.
+pub(super) fn titles(items: &mut Vec<Item>, title: &str, sub: &str, x: f64) {
+    items.push(Item::Text {
+        at: (x, 17.0),
+        text: title.into(),
+        size: 14.0,
+        anchor: Anchor::Start,
+        color: Rgb::BLACK,
+        bold: true,
+        vertical: false,
+        class: "title",
+    });
+    items.push(Item::Text {
+        at: (x, 36.0),
+        text: sub.into(),
+        size: SMALL,
+        anchor: Anchor::Start,
+        color: Rgb::GREY,
+        bold: false,
+        vertical: false,
+        class: "subtitle",
+    });
+}
+
+/// The plot's background, grid, ticks, frame and axis titles.
+pub(super) fn axes(items: &mut Vec<Item>, xa: &Axis, ya: &Axis, x_title: &str, y_title: &str) {
+    let plot = Bounds::new(xa.p0, ya.p1, xa.p1, ya.p0);
+    items.push(Item::Rect { b: plot, fill: Some(Rgb(250, 250, 250)), stroke: None, opacity: 1.0 });
+    let grid = |pts| Item::Line { pts, color: Rgb::LIGHT, width: 1.0, dash: false, opacity: 1.0, class: "grid" };
+    let tick = |pts| Item::Line { pts, color: Rgb::GREY, width: 1.0, dash: false, opacity: 1.0, class: "" };
+    let label =
+        |at, t, anchor| Item::Text { at, text: t, size: SMALL, anchor, color: Rgb::BLACK, bold: false, vertical: false, class: "tick" };
+    for (v, t) in xa.ticks() {
+        let x = xa.px(v);
+        items.push(grid(vec![(x, plot.y0), (x, plot.y1)]));
+        items.push(tick(vec![(x, plot.y1), (x, plot.y1 + 4.0)]));
+        items.push(label((x, plot.y1 + 14.0), t, Anchor::Middle));
+    }
+    for (v, t) in ya.ticks() {
+        let y = ya.px(v);
+        items.push(grid(vec![(plot.x0, y), (plot.x1, y)]));
+        items.push(tick(vec![(plot.x0 - 4.0, y), (plot.x0, y)]));
+        items.push(label((plot.x0 - 7.0, y), t, Anchor::End));
+    }
+    items.push(Item::Rect { b: plot, fill: None, stroke: Some(Rgb::GREY), opacity: 1.0 });
+    items.push(Item::Text {
+        at: ((plot.x0 + plot.x1) / 2.0, plot.y1 + 34.0),
+        text: x_title.into(),
+        size: 12.0,
+        anchor: Anchor::Middle,
+        color: Rgb::BLACK,
+        bold: false,
+        vertical: false,
+        class: "axis",
+    });
+    items.push(Item::Text {
+        at: (15.0, (plot.y0 + plot.y1) / 2.0),
+        text: y_title.into(),
+        size: 12.0,
+        anchor: Anchor::Middle,
+        color: Rgb::BLACK,
+        bold: false,
+        vertical: true,
+        class: "axis",
+    });
+}
+
+/// Breaks `text` into lines of at most `width` pixels at `size`.
+pub fn wrap(text: &str, size: f64, width: f64) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for w in text.split(' ') {
+        let cand = if cur.is_empty() { w.to_string() } else { format!("{cur} {w}") };
+        if text_width(&cand, size) > width && !cur.is_empty() {
+            lines.push(std::mem::replace(&mut cur, w.to_string()));
+        } else {
+            cur = cand;
+        }
+    }
+    if !cur.is_empty() {
+        lines.push(cur);
+    }
+    lines
+}
+
+/// The frontier rule, in words, for a chart's view.
+pub fn frontier_rule(view: View) -> String {
+    let base = "Frontier (line): per config, the points no other point of the config beats on both total tok/s/GPU and P90 E2E-normalised interactivity";
+    match view {
+        View::E2eNormIntvtyP90 => format!("{base}."),
+        _ => format!("{base}, and that are also unbeaten in this chart's coordinates."),
+    }
+}
+
+/// The legend under the plot: configs, markers, whiskers, the frontier rule and the key of
+/// numbered labels. Returns the panel's height.
+fn legend(items: &mut Vec<Item>, chart: Chart, g: &Group, colors: &BTreeMap<String, Rgb>, keyed: &[(usize, String)]) -> f64 {
+    let mut y = MT + PH + XA + 10.0;
+    let (x0, width) = (ML - 50.0, W - ML + 50.0 - MR);
+    for c in &g.configs {
+        let color = colors.get(c).copied().unwrap_or(PALETTE[0]);
+        items.push(Item::line(vec![(x0, y), (x0 + 22.0, y)], color, 2.0));
+        items.push(Item::Circle { c: (x0 + 11.0, y), r: 4.0, fill: Some(color), stroke: None, class: "" });
+        items.push(Item::Text {
+            at: (x0 + 30.0, y),
+            text: c.clone(),
+            size: SMALL,
+            anchor: Anchor::Start,
+            color: Rgb::BLACK,
+            bold: false,
+            vertical: false,
+            class: "legend",
+        });
+        y += 17.0;
+    }
+    // Marker key, drawn with the real marker shapes.
+    let color = g.configs.first().and_then(|c| colors.get(c)).copied().unwrap_or(PALETTE[0]);
+    let mut x = x0;
+    let entries: [(Option<Rgb>, (Rgb, f64), &str); 3] = [
+        (Some(color), (color.darker(0.3), 1.0), "filled: on the frontier"),
+        (Some(Rgb::WHITE), (color, 2.0), "hollow: dominated"),
+        (Some(Rgb::LIGHT), (Rgb::GREY, 1.5), "grey: invalid, left out"),
+    ];
+    for (fill, stroke, what) in entries {
+        items.push(Item::Circle { c: (x + 5.0, y), r: 4.5, fill, stroke: Some(stroke), class: "" });
+        items.push(Item::Text {
+            at: (x + 14.0, y),
+            text: what.into(),
+            size: SMALL,
+            anchor: Anchor::Start,
+            color: Rgb::BLACK,
+            bold: false,
+            vertical: false,
+            class: "legend",
+        });
+        x += 14.0 + text_width(what, SMALL) + 14.0;
+    }
+    let wc = color.darker(0.45);
+    let ci = "whiskers: 95 % bootstrap CI, both axes";
+    if x + 26.0 + text_width(ci, SMALL) > x0 + width {
+        y += 16.0;
+        x = x0;
+    }
+    items.push(Item::line(vec![(x, y), (x + 20.0, y)], wc, 1.5));
+    items.push(Item::line(vec![(x, y - 4.0), (x, y + 4.0)], wc, 1.5));
+    items.push(Item::line(vec![(x + 20.0, y - 4.0), (x + 20.0, y + 4.0)], wc, 1.5));
+    items.push(Item::Text {
+        at: (x + 26.0, y),
+        text: ci.into(),
+        size: SMALL,
+        anchor: Anchor::Start,
+        color: Rgb::BLACK,
+        bold: false,
+        vertical: false,
+        class: "legend",
+    });
+    y += 17.0;
+    for line in wrap(&frontier_rule(chart.view()), SMALL, width) {
+        items.push(Item::Text {
+            at: (x0, y),
+            text: line,
+            size: SMALL,
+            anchor: Anchor::Start,
+            color: Rgb::GREY,
+            bold: false,
+            vertical: false,
+            class: "legend",
+        });
+        y += 15.0;
+    }
+    if !keyed.is_empty() {
+        let key: Vec<String> = keyed.iter().map(|(k, t)| format!("{k} = {t}")).collect();
+        for line in wrap(&format!("Numbered points: {}", key.join(" · ")), SMALL, width) {
+            items.push(Item::Text {
+                at: (x0, y),
+                text: line,
+                size: SMALL,
+                anchor: Anchor::Start,
+                color: Rgb::BLACK,
+                bold: false,
+                vertical: false,
+                class: "legend key",
+            });
+            y += 15.0;
+        }
+    }
+    y + 4.0
+}
+
+/// A chart and its panels, laid out.
+pub type Figure = (Chart, Vec<(Group, Scene)>);
+
+/// Every chart's panels (laid out, not yet rendered).
+pub fn figures(run: &RunSummary) -> Vec<Figure> {
+    let groups = groups(run);
+    let colors = colors(run);
+    Chart::ALL.iter().map(|&c| (c, groups.iter().map(|g| (g.clone(), panel(run, c, g, &colors))).collect())).collect()
+}
+
+/// Writes `pareto_<key>.svg` and `.png` for every chart (panels side by side); returns the
+/// figures for the HTML report.
+pub fn charts(run: &RunSummary, dir: &Path) -> Result<Vec<Figure>, String> {
+    let figs = figures(run);
+    for (chart, panels) in &figs {
+        if panels.is_empty() {
+            continue;
+        }
+        let scene = Scene::hstack(panels.iter().map(|(_, s)| s.clone()).collect(), 16.0);
+        let key = chart.key();
+        crate::problem::atomic_write(&dir.join(format!("{key}.svg")), scene.svg(&key).as_bytes()).map_err(|e| e.to_string())?;
+        let png = dir.join(format!("{key}.png"));
+        let tmp = dir.join(format!(".{key}.tmp-{}.png", std::process::id()));
+        scene.png(&tmp)?;
         std::fs::rename(&tmp, &png).map_err(|e| format!("{}: {e}", png.display()))?;
-        let mut svg = String::new();
-        draw(SVGBackend::with_string(&mut svg, (1100, 700)).into_drawing_area(), run, v)?;
-        crate::problem::atomic_write(&dir.join(format!("pareto_{}.svg", v.key())), svg.as_bytes()).map_err(|e| e.to_string())?;
-        svgs.insert(v, svg);
     }
-    Ok(svgs)
+    Ok(figs)
 }

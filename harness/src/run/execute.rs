@@ -443,7 +443,7 @@ fn load_finished(dir: &Path, gpus: u32) -> Option<(PointResult, Samples)> {
     if st.status != Status::Done {
         return None;
     }
-    let recs = records::read_jsonl(&dir.join("profile_export.jsonl")).ok()?;
+    let recs = records::read_jsonl(&records::export_path(dir)?).ok()?;
     Some((st, Samples::from_records(&recs, gpus)))
 }
 
@@ -479,11 +479,17 @@ pub(super) fn finish_point(job: &Job, out: Outcome, wall_s: f64) -> Result<(Poin
     res.status = out.status;
     let mut samples = None;
     if !out.records.is_empty() {
-        let path = job.dir.join("profile_export.jsonl");
-        records::write_jsonl(&path, &out.records).map_err(RunError::io(&path))?;
+        let path = job.dir.join(records::EXPORT_GZ);
+        records::write_jsonl_gz(&path, &out.records).map_err(RunError::io(&path))?;
+        // A plain export of an earlier attempt (a run resumed from before compression) would
+        // be read instead of nothing, but never instead of this one: remove it.
+        let _ = std::fs::remove_file(job.dir.join(records::EXPORT));
     }
     if let Some(sm) = &out.ctx.server_metrics {
         write_in(&job.dir, "server_metrics.json", sm)?;
+    }
+    if let Some(ts) = &out.ctx.timeseries {
+        write_in(&job.dir, "timeseries.json", ts)?;
     }
     if res.status == Status::Done {
         let (agg, summary) =

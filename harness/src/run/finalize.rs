@@ -29,9 +29,10 @@ pub fn finalize(mut summary: RunSummary, samples: &BTreeMap<String, Samples>, ou
     Ok(summary)
 }
 
-/// Reads a finished point's samples back from its `profile_export.jsonl`.
+/// Reads a finished point's samples back from its records (`profile_export.jsonl.gz`, or the
+/// plain export of runs written before compression).
 pub fn load_samples(run: &Path, p: &PointResult) -> Option<Samples> {
-    let recs = records::read_jsonl(&point_dir(run, &p.id).join("profile_export.jsonl")).ok()?;
+    let recs = records::read_jsonl(&records::export_path(&point_dir(run, &p.id))?).ok()?;
     Some(Samples::from_records(&recs, p.gpus))
 }
 

@@ -222,6 +222,62 @@ pub struct SimRun {
     pub interrupted: bool,
     /// Loop iterations (workload events delivered).
     pub events: u64,
+    /// The engine's state every [`SAMPLE_NS`] of virtual time.
+    pub gauges: Gauges,
+}
+
+/// How often the engine's state is sampled: 360 samples over an hour-long point.
+pub const SAMPLE_NS: u64 = 10 * SEC;
+
+/// The engine's queues, KV use and token counters sampled on the virtual clock (the time series
+/// of a point's report page, `timeseries.json`). Times are on the records' clock.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Gauges {
+    pub t_ns: Vec<u64>,
+    pub running: Vec<u32>,
+    pub queued: Vec<u32>,
+    /// KV tokens held by requests (used − evictable), summed over ranks.
+    pub kv_used_tokens: Vec<u64>,
+    /// Idle cached KV tokens (evictable), summed over ranks.
+    pub kv_cached_tokens: Vec<u64>,
+    /// The fullest rank's share of its pool in use by requests (SGLang's `token_usage`).
+    pub kv_usage: Vec<f64>,
+    pub prompt_tokens_total: Vec<u64>,
+    pub generation_tokens_total: Vec<u64>,
+    /// The pool over every rank.
+    pub kv_capacity_tokens: u64,
+    #[serde(skip)]
+    next_ns: u64,
+}
+
+impl Gauges {
+    /// Samples every boundary up to `t` (the engine's state holds until its next event).
+    fn until(&mut self, engine: &Engine, t: u64) {
+        if self.next_ns > t {
+            return;
+        }
+        let s = engine.stats();
+        while self.next_ns <= t {
+            self.t_ns.push(self.next_ns);
+            self.running.push(s.num_running);
+            self.queued.push(s.num_queued);
+            self.kv_used_tokens.push(s.ranks.iter().map(|r| r.used_tokens).sum());
+            self.kv_cached_tokens.push(s.ranks.iter().map(|r| r.evictable_tokens).sum());
+            self.kv_usage.push(s.token_usage);
+            self.prompt_tokens_total.push(s.prompt_tokens_total);
+            self.generation_tokens_total.push(s.generation_tokens_total);
+            self.kv_capacity_tokens = s.ranks.iter().map(|r| r.capacity_tokens).sum();
+            self.next_ns += SAMPLE_NS;
+        }
+    }
+
+    /// `timeseries.json`.
+    pub fn json(&self) -> Value {
+        let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
+        v["source"] = json!("reference engine (virtual clock)");
+        v["interval_s"] = json!(SAMPLE_NS / SEC);
+        v
+    }
 }
 
 /// Runs `wl` against `engine` to the end (or until `cancel` is set), from virtual time 0.
@@ -235,11 +291,13 @@ pub fn simulate(engine: &mut Engine, wl: &mut Workload, cancel: &AtomicBool, mut
         outs: Vec::new(),
         hashes: PageHashCache::new(PAGE_TOKENS, cap),
         now: 0,
+        gauges: Gauges::default(),
     };
     let mut actions: Vec<Action> = Vec::new();
     let mut commands: Vec<Command> = Vec::new();
     let mut event = Event::Start;
-    let mut run = SimRun { records: Vec::new(), outcome: None, profiling: None, end_ns: 0, interrupted: false, events: 0 };
+    let mut run =
+        SimRun { records: Vec::new(), outcome: None, profiling: None, end_ns: 0, interrupted: false, events: 0, gauges: Gauges::default() };
     loop {
         actions.clear();
         wl.handle(sim.now, event, &mut actions);
@@ -284,6 +342,7 @@ struct Sim<'e> {
     outs: Vec<Output>,
     hashes: PageHashCache,
     now: u64,
+    gauges: Gauges,
 }
 
 impl Sim<'_> {
@@ -331,6 +390,9 @@ impl Sim<'_> {
                 (Some(_), None) => true,
                 (None, _) => false,
             };
+            if let Some(t) = if engine_first { te } else { wake } {
+                self.gauges.until(self.engine, t);
+            }
             match (te, wake) {
                 (Some(t), _) if engine_first => {
                     self.engine.advance(Time(t), &mut self.outs);
@@ -391,6 +453,8 @@ impl Sim<'_> {
         let mut prog = self.ledger.progress;
         run.records = self.ledger.finish(self.now, Close::Cancelled);
         run.end_ns = self.now;
+        self.gauges.until(self.engine, self.now);
+        run.gauges = self.gauges;
         prog.now_ns = self.now;
         progress(&prog);
         run
@@ -547,6 +611,7 @@ pub fn sim_outcome(run: SimRun, engine: &Engine, mut ctx: PointContext) -> Point
     ctx.profile_duration_s = run.profiling.map(|(a, d)| (d - a) as f64 / 1e9).unwrap_or(0.0);
     ctx.profile_start_ns = run.profiling.map(|p| p.0);
     ctx.server_metrics = Some(server_metrics_json(engine, run.end_ns));
+    ctx.timeseries = Some(run.gauges.json());
     let status =
         super::point_status(run.interrupted, run.outcome.as_ref(), &mut ctx, "the workload stopped before finishing (nothing left to run)");
     PointOutcome { status, records: run.records, ctx }

@@ -75,7 +75,9 @@ pub fn read_json(p: &Path) -> Value {
 }
 
 pub fn records(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    let text = super::export_text(dir);
+    assert!(!text.is_empty(), "{}: no records", dir.display());
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 pub fn replay(args: &[&str]) -> (std::process::Output, tempfile::TempDir) {

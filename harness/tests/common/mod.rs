@@ -20,6 +20,18 @@ pub fn shared_data() -> PathBuf {
     p
 }
 
+/// A folder's per-request records as AIPerf JSONL text: `profile_export.jsonl.gz` (a run's point
+/// folders) or `profile_export.jsonl` (`sweep replay`); empty when there are none.
+pub fn export_text(dir: &Path) -> String {
+    use std::io::Read;
+    if let Ok(f) = std::fs::File::open(dir.join("profile_export.jsonl.gz")) {
+        let mut s = String::new();
+        flate2::read::MultiGzDecoder::new(f).read_to_string(&mut s).expect("profile_export.jsonl.gz decompresses");
+        return s;
+    }
+    std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap_or_default()
+}
+
 pub fn sweep(args: &[&str], cwd: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sweep")).args(args).current_dir(cwd).output().expect("run sweep")
 }

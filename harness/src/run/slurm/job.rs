@@ -271,7 +271,7 @@ impl SlurmRunner {
             return Some(Err(io_error(&job.dir, e)));
         }
         let samples = (st.status == Status::Done)
-            .then(|| records::read_jsonl(&job.dir.join("profile_export.jsonl")).ok().map(|r| Samples::from_records(&r, st.gpus)))
+            .then(|| records::export_path(&job.dir).and_then(|f| records::read_jsonl(&f).ok()).map(|r| Samples::from_records(&r, st.gpus)))
             .flatten();
         Some(Ok((st, samples)))
     }
