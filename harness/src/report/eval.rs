@@ -67,7 +67,7 @@ pub fn markdown(rows: &[Row]) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let mut o = String::from("\n## Evals\n\n");
+    let mut o = String::from("\n### Evals\n\n");
     o.push_str(&format!("| {} |\n|{}\n", HEADERS.join(" | "), "---|".repeat(HEADERS.len())));
     for row in rows {
         let c = cells(row).map(|s| s.replace('|', "\\|"));

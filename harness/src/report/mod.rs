@@ -253,10 +253,17 @@ pub fn write_main(run: &RunSummary, dir: &Path) -> Result<Vec<PathBuf>, String> 
         md_text.push_str(&t.markdown());
         html_text = html_text.replace("<!-- twin -->", &t.html());
     }
-    // Eval results kept in the run's folder (eval points, collected artifacts).
+    // Eval results kept in the run's folder (eval points, collected artifacts): after the
+    // summary table, before the charts — a reviewer reads scores beside throughput.
     if let Some((md, html)) = eval::sections_for(dir) {
-        md_text.push_str(&md);
-        html_text = html_text.replace("</body></html>", &format!("{html}</body></html>"));
+        match md_text.find("\n### Charts") {
+            Some(i) => md_text.insert_str(i, &md),
+            None => md_text.push_str(&md),
+        }
+        html_text = match html_text.find("<h2 id=\"charts\">") {
+            Some(i) => format!("{}{html}{}", &html_text[..i], &html_text[i..]),
+            None => html_text.replace("</body></html>", &format!("{html}</body></html>")),
+        };
     }
     let md = dir.join("report.md");
     crate::problem::atomic_write(&md, md_text.as_bytes()).map_err(|e| e.to_string())?;

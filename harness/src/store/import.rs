@@ -388,6 +388,8 @@ fn frontiers(points: &mut [PointRow], arts: &[ArtifactPoint]) {
                     y_ci: (0.0, 0.0),
                     x_ci: BTreeMap::new(),
                     p_frontier: f64::NAN,
+                    y_out: 0.0,
+                    y_out_ci: (0.0, 0.0),
                 }
             })
             .collect()

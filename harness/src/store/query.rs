@@ -351,6 +351,9 @@ fn point_result(p: &PointRow, profiles: serde_json::Value, launch: Option<crate:
             y_ci: (m.tput_per_gpu.lo.unwrap_or(m.tput_per_gpu.value), m.tput_per_gpu.hi.unwrap_or(m.tput_per_gpu.value)),
             x_ci: views.iter().filter_map(|(v, c)| Some((*v, (c.lo?, c.hi?)))).collect(),
             p_frontier: p.p_frontier.unwrap_or(0.0),
+            // The store keeps the output rate without its interval.
+            y_out: m.output_tput_per_gpu.unwrap_or(0.0),
+            y_out_ci: (m.output_tput_per_gpu.unwrap_or(0.0), m.output_tput_per_gpu.unwrap_or(0.0)),
         }
     });
     PointResult {
