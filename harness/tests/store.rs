@@ -482,3 +482,27 @@ fn summary_fingerprint(run: &Path) -> String {
     let plan: Value = serde_json::from_slice(&std::fs::read(run.join("plan.json")).unwrap()).unwrap();
     plan["matrices"][0]["points"][0]["row"]["recipe-fingerprint"].as_str().unwrap().to_string()
 }
+
+#[test]
+fn an_eval_points_scores_are_stored_against_the_throughput_point_whose_server_it_ran_on() {
+    let d = tempfile::tempdir().unwrap();
+    let run = d.path().join("with-eval");
+    copy_tree(base_run(42), &run);
+    let s = summary_json(&run);
+    let eval_id = s["evals"][0]["id"].as_str().expect("the dsv3 sweep plans an eval point").to_string();
+    let twin = eval_id.trim_start_matches("eval:").to_string();
+    // What a finished gsm8k eval leaves beside eval.json: lm-eval's results file.
+    let edir = run.join(eval_id.replace(':', "_"));
+    let results = serde_json::json!({"results": {"gsm8k": {"exact_match,strict-match": 0.975, "exact_match_stderr,strict-match": 0.004, "exact_match,flexible-extract": 0.97}}});
+    std::fs::write(edir.join("results_2026-12-02T00-00-00.json"), serde_json::to_vec(&results).unwrap()).unwrap();
+    let store = d.path().join("s.db");
+    sweep_ok(&["import", run.to_str().unwrap(), "--store", store.to_str().unwrap()]);
+    let db = rusqlite::Connection::open(&store).unwrap();
+    let mut q = db.prepare("SELECT point_id, file, metric, score FROM evals ORDER BY metric").unwrap();
+    let rows: Vec<(String, String, String, f64)> =
+        q.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).unwrap().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.iter().all(|r| r.0 == twin && r.1.starts_with(&eval_id.replace(':', "_"))), "{rows:?}");
+    assert_eq!((rows[0].2.as_str(), rows[0].3), ("exact_match,flexible-extract", 0.97));
+    assert_eq!((rows[1].2.as_str(), rows[1].3), ("exact_match,strict-match", 0.975));
+}

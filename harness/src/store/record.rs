@@ -59,6 +59,14 @@ pub fn read_run_dir(dir: &Path, source: &str) -> Result<RunRecord, StoreError> {
         evals.extend(eval_scores(&pdir, &p.id, dir));
         points.push(point);
     }
+    // Eval points (`eval:<point>`) ran on the server of their throughput twin: their lm-eval
+    // scores are kept against that point, the file naming the eval's folder.
+    for e in &summary.evals {
+        let twin = e.id.trim_start_matches("eval:");
+        if points.iter().any(|p| p.point_id == twin) {
+            evals.extend(eval_scores(&point_dir(dir, &e.id), twin, dir));
+        }
+    }
     let run = run_row(&summary, &points, plan.as_ref(), identity.as_ref(), gate.as_ref(), &folder, source);
     Ok(RunRecord { run, points, evals, plan: plan_bytes, blobs })
 }
