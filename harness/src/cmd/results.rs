@@ -148,7 +148,8 @@ pub fn gate(a: &GateArgs) -> anyhow::Result<ExitCode> {
     print!("{}", gate::human(&v));
     println!("wrote {}", a.run.join("gate.json").display());
     // Reports open with the verdict: rewrite them with this one (point pages do not show it).
-    if a.run.join("report.html").is_file() || a.run.join("report.md").is_file() {
+    // (A folder of evals alone keeps the reports `sweep eval` wrote.)
+    if a.run.join("summary.json").is_file() && (a.run.join("report.html").is_file() || a.run.join("report.md").is_file()) {
         let run = RunSummary::load(&a.run).map_err(anyhow::Error::msg)?;
         crate::report::write_main(&run, &a.run).map_err(anyhow::Error::msg)?;
         println!("updated {} and report.md", a.run.join("report.html").display());
