@@ -562,6 +562,44 @@ pub fn find_eval_dirs(root: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The rows `collect_eval_results.py` writes to `agg_eval_<name>.json` for every eval folder at
+/// or under `root` (see [`EvalRecord::agg_row`]), single-node rows first, each group in its sort
+/// order; folders that cannot be read are left out.
+pub fn agg_rows(root: &Path) -> Vec<Value> {
+    let mut rows: Vec<Value> = find_eval_dirs(root)
+        .into_iter()
+        .filter_map(|d| {
+            let rec = read_eval_dir(&d).ok()?;
+            let source = match &rec.results_file {
+                Some(f) => d.join(f),
+                None => d.join(RECORD_FILE),
+            };
+            Some(rec.agg_row(&source.display().to_string()))
+        })
+        .collect();
+    let key = |r: &Value| {
+        let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+        let n = |k: &str| r[k].as_i64().unwrap_or(0);
+        let multi = r["is_multinode"].as_bool().unwrap_or(false);
+        let topo = if multi {
+            vec![
+                n("prefill_tp"),
+                n("prefill_ep"),
+                n("prefill_num_workers"),
+                n("decode_tp"),
+                n("decode_ep"),
+                n("decode_num_workers"),
+                n("conc"),
+            ]
+        } else {
+            vec![n("tp"), n("ep"), n("conc")]
+        };
+        (multi, s("model_prefix"), s("hw"), s("framework"), s("precision"), s("spec_decoding"), n("isl"), n("osl"), topo)
+    };
+    rows.sort_by_key(|a| key(a));
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -576,6 +614,29 @@ mod tests {
         assert_eq!((m.tp, m.ep, m.dp_attention, m.isl.as_str(), m.osl.as_str()), (8, 1, true, "8192", "1024"));
         assert_eq!(m.label(), "dsv4 B200 sglang fp8 TP8 EP1 DPA C64");
         assert_eq!(Meta::default().model_prefix(), None);
+    }
+
+    #[test]
+    fn rows_are_collect_eval_results_rows_in_its_order() {
+        let d = tempfile::tempdir().unwrap();
+        for (dir, tp, conc, strict) in [("b", 8, 64, 0.97), ("a", 8, 16, 0.96), ("c", 4, 256, 0.95)] {
+            let p = d.path().join(dir);
+            std::fs::create_dir_all(&p).unwrap();
+            std::fs::write(p.join(META_FILE), format!(r#"{{"infmax_model_prefix": "dsv4", "hw": "b200", "framework": "SGLang", "precision": "FP8", "tp": {tp}, "conc": {conc}}}"#)).unwrap();
+            std::fs::write(
+                p.join("results_x.json"),
+                format!(r#"{{"lm_eval_version": "0.4.9", "results": {{"gsm8k": {{"exact_match,strict-match": {strict}, "exact_match,flexible-extract": 0.9}}}}, "n-samples": {{"gsm8k": {{"original": 1319, "effective": 1319}}}}}}"#),
+            )
+            .unwrap();
+        }
+        let rows = agg_rows(d.path());
+        let got: Vec<(i64, i64, f64)> =
+            rows.iter().map(|r| (r["tp"].as_i64().unwrap(), r["conc"].as_i64().unwrap(), r["score"].as_f64().unwrap())).collect();
+        assert_eq!(got, [(4, 256, 0.95), (8, 16, 0.96), (8, 64, 0.97)]);
+        let r = &rows[0];
+        assert_eq!((r["hw"].as_str(), r["framework"].as_str(), r["precision"].as_str()), (Some("B200"), Some("sglang"), Some("fp8")));
+        assert_eq!((r["score_name"].as_str(), r["n_eff"].as_u64(), r["em_flexible"].as_f64()), (Some("em_strict"), Some(1319), Some(0.9)));
+        assert!(r["source"].as_str().unwrap().ends_with("results_x.json"));
     }
 
     #[test]
