@@ -180,7 +180,11 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         (true, true) => "PASS",
         (true, false) => "FAIL",
     };
-    println!("gate {verdict}: {} (thresholds: {thr_source})", g.check.detail);
+    if rec.status == EvalStatus::Interrupted {
+        println!("gate: not judged, the eval was interrupted (run it again with the same --out to resume)");
+    } else {
+        println!("gate {verdict}: {} (thresholds: {thr_source})", g.check.detail);
+    }
     println!("wrote {}", out.display());
     Ok(match rec.status {
         EvalStatus::Interrupted => ExitCode::from(130),

@@ -441,7 +441,7 @@ pub async fn run(
         return Ok(rec);
     }
     if interrupted || !all_answered {
-        rec.reason = Some(format!("interrupted with {} of {} questions answered; re-run to resume", done.len(), prompts.len()));
+        rec.reason = Some(format!("{} of {} questions answered; re-run to resume", done.len(), prompts.len()));
         write::record(&cfg.out, &rec).map_err(io_err(&cfg.out))?;
         return Ok(rec);
     }
