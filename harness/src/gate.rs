@@ -193,26 +193,27 @@ pub fn check_eval(rec: &EvalRecord, name: &str, thr: &Thresholds, prefix: Option
     EvalGate { check: Check { name, passed: bad.is_empty(), detail }, applicable: true, threshold: Some((t, src)) }
 }
 
-/// The gate on every eval folder at or under `root` (see [`crate::eval::record::find_eval_dirs`]);
-/// a folder that cannot be read fails its check.
+/// The gate on every eval at or under `root` (see [`crate::eval::record::find_eval_dirs`]; a
+/// batched folder gives one per concurrency); a folder that cannot be read fails its check.
 pub fn check_eval_dirs(root: &Path, thr: &Thresholds, prefix: Option<&str>) -> Vec<(std::path::PathBuf, Option<EvalRecord>, EvalGate)> {
-    crate::eval::record::find_eval_dirs(root)
-        .into_iter()
-        .map(|d| {
-            let rel = d.strip_prefix(root).ok().filter(|r| !r.as_os_str().is_empty()).map(Path::to_path_buf).unwrap_or_else(|| d.clone());
-            match crate::eval::record::read_eval_dir(&d) {
-                Ok(rec) => {
+    let mut out = Vec::new();
+    for d in crate::eval::record::find_eval_dirs(root) {
+        let rel = d.strip_prefix(root).ok().filter(|r| !r.as_os_str().is_empty()).map(Path::to_path_buf).unwrap_or_else(|| d.clone());
+        match crate::eval::record::read_eval_records(&d) {
+            Ok(recs) => {
+                for rec in recs {
                     let label = format!("{} ({})", rec.meta.label(), rel.display());
                     let g = check_eval(&rec, &label, thr, prefix);
-                    (d, Some(rec), g)
-                }
-                Err(e) => {
-                    let check = Check { name: format!("eval {}", rel.display()), passed: false, detail: e.to_string() };
-                    (d, None, EvalGate { check, applicable: true, threshold: None })
+                    out.push((d.clone(), Some(rec), g));
                 }
             }
-        })
-        .collect()
+            Err(e) => {
+                let check = Check { name: format!("eval {}", rel.display()), passed: false, detail: e.to_string() };
+                out.push((d, None, EvalGate { check, applicable: true, threshold: None }));
+            }
+        }
+    }
+    out
 }
 
 /// Splits eval checks into those that count and the not-applicable ones ([`Verdict::not_applicable`]).

@@ -180,7 +180,11 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         (true, true) => "PASS",
         (true, false) => "FAIL",
     };
-    println!("gate {verdict}: {} (thresholds: {thr_source})", g.check.detail);
+    if rec.status == EvalStatus::Interrupted {
+        println!("gate: not judged, the eval was interrupted (run it again with the same --out to resume)");
+    } else {
+        println!("gate {verdict}: {} (thresholds: {thr_source})", g.check.detail);
+    }
     println!("wrote {}", out.display());
     Ok(match rec.status {
         EvalStatus::Interrupted => ExitCode::from(130),
@@ -210,48 +214,8 @@ pub fn summary_line(r: &EvalRecord) -> String {
     }
 }
 
-/// `--engine`: the reference engine answers no math; the eval is recorded, not run.
-fn engine_record(a: &Args, flags: &str, mut meta: Meta, out: &Path) -> anyhow::Result<EvalRecord> {
-    let argv = super::replay::shell_split(flags)?;
-    let model = a.model.clone().or_else(|| engine_model(&argv));
-    meta.conc = a.concurrency as u32;
-    if let Some(m) = &model {
-        meta.model = m.clone();
-    }
-    let d = data::locate(a.gsm8k.as_deref())?;
-    let rec = EvalRecord {
-        task: task::TASK.into(),
-        status: EvalStatus::NotApplicable,
-        reason: None,
-        result_kind: "not_applicable".into(),
-        model,
-        base_url: None,
-        server: Some(serde_json::json!({"engine": "sweep reference engine (simulated, virtual clock)"})),
-        n: 0,
-        n_total: d.test.len(),
-        limit: a.limit,
-        em_strict: None,
-        em_strict_stderr: None,
-        em_flexible: None,
-        em_flexible_stderr: None,
-        infrastructure_success: true,
-        requests_failed: 0,
-        concurrency: a.concurrency,
-        max_tokens: task::max_output_tokens(a.max_model_len),
-        max_model_len: a.max_model_len,
-        data: d.source,
-        started_at: write::now_rfc3339(),
-        wall_s: 0.0,
-        results_file: None,
-        meta,
-        producer: write::producer(),
-    };
-    write::not_applicable(out, rec, write::SIMULATED).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))
-}
-
-/// `--url`: the eval against the server; `None` when interrupted before anything was recorded.
-fn url_record(a: &Args, url: &str, meta: Meta, out: &Path) -> anyhow::Result<Option<EvalRecord>> {
-    let d = data::locate(a.gsm8k.as_deref())?;
+/// The eval's settings from the command line (`base_url` empty for `--engine`).
+fn config(a: &Args, url: &str, meta: Meta, out: &Path) -> anyhow::Result<EvalConfig> {
     let mut cfg = EvalConfig::new(url, out);
     cfg.model = a.model.clone();
     cfg.concurrency = a.concurrency;
@@ -261,6 +225,22 @@ fn url_record(a: &Args, url: &str, meta: Meta, out: &Path) -> anyhow::Result<Opt
     cfg.ready_timeout = seconds("--ready-timeout", a.ready_timeout)?;
     cfg.request_timeout = seconds("--request-timeout", a.request_timeout)?;
     cfg.image = a.image.clone();
+    Ok(cfg)
+}
+
+/// `--engine`: the reference engine answers no math; the eval is recorded, not run.
+fn engine_record(a: &Args, flags: &str, meta: Meta, out: &Path) -> anyhow::Result<EvalRecord> {
+    let argv = super::replay::shell_split(flags)?;
+    let mut cfg = config(a, "", meta, out)?;
+    cfg.model = a.model.clone().or_else(|| engine_model(&argv));
+    let d = data::locate(a.gsm8k.as_deref())?;
+    Ok(runner::record_simulated(&cfg, &d, "sweep reference engine (simulated, virtual clock)")?)
+}
+
+/// `--url`: the eval against the server; `None` when interrupted before anything was recorded.
+fn url_record(a: &Args, url: &str, meta: Meta, out: &Path) -> anyhow::Result<Option<EvalRecord>> {
+    let d = data::locate(a.gsm8k.as_deref())?;
+    let cfg = config(a, url, meta, out)?;
     let interrupt = Arc::new(AtomicBool::new(false));
     super::install_interrupt(interrupt.clone(), "stopping the eval; the answers so far stay in samples.jsonl and a re-run resumes");
     let mut bar = Bar::new();

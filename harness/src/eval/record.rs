@@ -441,11 +441,11 @@ pub fn read_samples(path: &Path) -> Result<(Vec<Sample>, u64), RecordError> {
     Ok((out, good as u64))
 }
 
-/// The newest lm-eval results file of a folder (a JSON file holding `lm_eval_version`, or a
-/// `results*.json` with `results`), as `collect_eval_results.py` picks it.
-pub fn newest_lm_eval_results(dir: &Path) -> Option<(PathBuf, Value)> {
-    let mut best: Option<(std::time::SystemTime, PathBuf, Value)> = None;
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
+/// The lm-eval results files of a folder (a JSON file holding `lm_eval_version`, or a
+/// `results*.json` with `results`), newest first, as `collect_eval_results.py` finds them.
+pub fn lm_eval_results(dir: &Path) -> Vec<(PathBuf, Value)> {
+    let mut found: Vec<(std::time::SystemTime, PathBuf, Value)> = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if !name.ends_with(".json") || name == META_FILE || name == RECORD_FILE || name == AGG_FILE {
@@ -457,21 +457,28 @@ pub fn newest_lm_eval_results(dir: &Path) -> Option<(PathBuf, Value)> {
             continue;
         }
         let t = e.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
-        if best.as_ref().is_none_or(|(bt, bp, _)| (t, &p) > (*bt, bp)) {
-            best = Some((t, p, v));
-        }
+        found.push((t, p, v));
     }
-    best.map(|(_, p, v)| (p, v))
+    found.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
+    found.into_iter().map(|(_, p, v)| (p, v)).collect()
 }
 
-/// A record built from InferenceX's eval artifacts (lm-eval finished, so the infrastructure
+/// The newest lm-eval results file of a folder.
+pub fn newest_lm_eval_results(dir: &Path) -> Option<(PathBuf, Value)> {
+    lm_eval_results(dir).into_iter().next()
+}
+
+/// A batched eval's result file name: `…_conc<N>.json` or `…_conc<N>_<k>.json`.
+static CONC_SUFFIX: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| regex::Regex::new(r"_conc(\d+)(?:_\d+)?\.json$").expect("conc suffix pattern"));
+
+/// A record built from one lm-eval results file (lm-eval finished, so the infrastructure
 /// succeeded; `limit` from its config).
-fn from_lm_eval(dir: &Path, meta: Meta) -> Result<EvalRecord, RecordError> {
-    let (path, v) = newest_lm_eval_results(dir).ok_or_else(|| RecordError::Missing { dir: dir.to_path_buf() })?;
+fn from_results(path: &Path, v: &Value, meta: Meta) -> Result<EvalRecord, RecordError> {
     let results = v["results"]
         .as_object()
         .filter(|r| !r.is_empty())
-        .ok_or_else(|| RecordError::Parse { path: path.clone(), message: "no `results` object with a task".into() })?;
+        .ok_or_else(|| RecordError::Parse { path: path.to_path_buf(), message: "no `results` object with a task".into() })?;
     let (task, r) = results.iter().next().expect("non-empty");
     let pick = |prefix: &str, needle: &[&str]| {
         r.as_object()
@@ -511,20 +518,103 @@ fn from_lm_eval(dir: &Path, meta: Meta) -> Result<EvalRecord, RecordError> {
     })
 }
 
-/// The eval in `dir`: its `eval.json`, else its InferenceX artifacts.
-pub fn read_eval_dir(dir: &Path) -> Result<EvalRecord, RecordError> {
+/// A batched eval's concurrency that has no result (failed, not completed, or no file): a
+/// record that fails the gate with the reason.
+fn missing_conc(dir: &Path, meta: &Meta, conc: u32, reason: String) -> EvalRecord {
+    let mut m = meta.clone();
+    m.conc = conc;
+    EvalRecord {
+        task: if m.eval_suite.is_empty() { super::task::TASK.into() } else { m.eval_suite.clone() },
+        status: EvalStatus::Failed,
+        reason: Some(reason),
+        result_kind: "measured".into(),
+        model: Some(m.model.clone()).filter(|s| !s.is_empty()),
+        base_url: None,
+        server: None,
+        n: 0,
+        n_total: expected_n(&m.eval_suite).unwrap_or(0),
+        limit: None,
+        em_strict: None,
+        em_strict_stderr: None,
+        em_flexible: None,
+        em_flexible_stderr: None,
+        infrastructure_success: false,
+        requests_failed: 0,
+        concurrency: conc as usize,
+        max_tokens: 0,
+        max_model_len: 0,
+        data: String::new(),
+        started_at: String::new(),
+        wall_s: 0.0,
+        results_file: None,
+        meta: m,
+        producer: format!("InferenceX batched eval artifacts ({})", dir.display()),
+    }
+}
+
+/// Batched artifacts (`meta_env.json` with `eval_concs`, one `…_conc<N>.json` per concurrency,
+/// as multi-node `all-evals` writes them): one record per requested concurrency, the newest
+/// file of each completed one; a failed, uncompleted or missing concurrency is a failed record.
+fn batched(dir: &Path, raw: &Value, meta: &Meta) -> Result<Vec<EvalRecord>, RecordError> {
+    let list = |k: &str| -> Vec<u32> { raw[k].as_array().into_iter().flatten().filter_map(|c| c.as_u64()).map(|c| c as u32).collect() };
+    let mut expected = list("eval_concs");
+    expected.sort_unstable();
+    expected.dedup();
+    let completed = if raw.get("completed_eval_concs").is_some() { list("completed_eval_concs") } else { expected.clone() };
+    let failed = list("failed_eval_concs");
+    let files = lm_eval_results(dir);
+    let mut out = Vec::new();
+    for conc in expected {
+        if failed.contains(&conc) {
+            out.push(missing_conc(dir, meta, conc, format!("batched eval failed for concurrency {conc} (failed_eval_concs)")));
+            continue;
+        }
+        if !completed.contains(&conc) {
+            out.push(missing_conc(dir, meta, conc, format!("batched eval did not complete concurrency {conc}")));
+            continue;
+        }
+        let file = files.iter().find(|(p, _)| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            CONC_SUFFIX.captures(&name).and_then(|c| c[1].parse::<u32>().ok()) == Some(conc)
+        });
+        match file {
+            Some((p, v)) => {
+                let mut m = meta.clone();
+                m.conc = conc;
+                out.push(from_results(p, v, m)?);
+            }
+            None => out.push(missing_conc(dir, meta, conc, format!("batched eval has no result file for concurrency {conc}"))),
+        }
+    }
+    Ok(out)
+}
+
+/// Every eval in `dir`: its `eval.json`; else its InferenceX artifacts, one record per
+/// concurrency of a batched eval.
+pub fn read_eval_records(dir: &Path) -> Result<Vec<EvalRecord>, RecordError> {
     let rec = dir.join(RECORD_FILE);
     if rec.is_file() {
         let v = read_json(&rec)?;
-        return serde_json::from_value(v).map_err(|e| RecordError::Parse { path: rec, message: e.to_string() });
+        return Ok(vec![serde_json::from_value(v).map_err(|e| RecordError::Parse { path: rec, message: e.to_string() })?]);
     }
     let meta_path = dir.join(META_FILE);
-    let meta = if meta_path.is_file() {
-        serde_json::from_value(read_json(&meta_path)?).map_err(|e| RecordError::Parse { path: meta_path, message: e.to_string() })?
+    let (raw, meta) = if meta_path.is_file() {
+        let raw = read_json(&meta_path)?;
+        let meta: Meta = serde_json::from_value(raw.clone()).map_err(|e| RecordError::Parse { path: meta_path, message: e.to_string() })?;
+        (raw, meta)
     } else {
-        Meta::default()
+        (Value::Null, Meta::default())
     };
-    from_lm_eval(dir, meta)
+    if raw.get("eval_concs").is_some_and(Value::is_array) {
+        return batched(dir, &raw, &meta);
+    }
+    let (path, v) = newest_lm_eval_results(dir).ok_or_else(|| RecordError::Missing { dir: dir.to_path_buf() })?;
+    Ok(vec![from_results(&path, &v, meta)?])
+}
+
+/// The eval in `dir` (the first of a batched folder's): see [`read_eval_records`].
+pub fn read_eval_dir(dir: &Path) -> Result<EvalRecord, RecordError> {
+    read_eval_records(dir)?.into_iter().next().ok_or_else(|| RecordError::Missing { dir: dir.to_path_buf() })
 }
 
 /// Whether `dir` holds an eval: `eval.json`, InferenceX's `meta_env.json`, or lm-eval
@@ -562,6 +652,48 @@ pub fn find_eval_dirs(root: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The rows `collect_eval_results.py` writes to `agg_eval_<name>.json` for every eval folder at
+/// or under `root` (see [`EvalRecord::agg_row`]), single-node rows first, each group in its sort
+/// order; folders that cannot be read are left out.
+pub fn agg_rows(root: &Path) -> Vec<Value> {
+    let mut rows: Vec<Value> = find_eval_dirs(root)
+        .into_iter()
+        .flat_map(|d| {
+            let recs = read_eval_records(&d).unwrap_or_default();
+            recs.into_iter()
+                .map(|rec| {
+                    let source = match &rec.results_file {
+                        Some(f) => d.join(f),
+                        None => d.join(RECORD_FILE),
+                    };
+                    rec.agg_row(&source.display().to_string())
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let key = |r: &Value| {
+        let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+        let n = |k: &str| r[k].as_i64().unwrap_or(0);
+        let multi = r["is_multinode"].as_bool().unwrap_or(false);
+        let topo = if multi {
+            vec![
+                n("prefill_tp"),
+                n("prefill_ep"),
+                n("prefill_num_workers"),
+                n("decode_tp"),
+                n("decode_ep"),
+                n("decode_num_workers"),
+                n("conc"),
+            ]
+        } else {
+            vec![n("tp"), n("ep"), n("conc")]
+        };
+        (multi, s("model_prefix"), s("hw"), s("framework"), s("precision"), s("spec_decoding"), n("isl"), n("osl"), topo)
+    };
+    rows.sort_by_key(|a| key(a));
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -576,6 +708,60 @@ mod tests {
         assert_eq!((m.tp, m.ep, m.dp_attention, m.isl.as_str(), m.osl.as_str()), (8, 1, true, "8192", "1024"));
         assert_eq!(m.label(), "dsv4 B200 sglang fp8 TP8 EP1 DPA C64");
         assert_eq!(Meta::default().model_prefix(), None);
+    }
+
+    #[test]
+    fn rows_are_collect_eval_results_rows_in_its_order() {
+        let d = tempfile::tempdir().unwrap();
+        for (dir, tp, conc, strict) in [("b", 8, 64, 0.97), ("a", 8, 16, 0.96), ("c", 4, 256, 0.95)] {
+            let p = d.path().join(dir);
+            std::fs::create_dir_all(&p).unwrap();
+            std::fs::write(p.join(META_FILE), format!(r#"{{"infmax_model_prefix": "dsv4", "hw": "b200", "framework": "SGLang", "precision": "FP8", "tp": {tp}, "conc": {conc}}}"#)).unwrap();
+            std::fs::write(
+                p.join("results_x.json"),
+                format!(r#"{{"lm_eval_version": "0.4.9", "results": {{"gsm8k": {{"exact_match,strict-match": {strict}, "exact_match,flexible-extract": 0.9}}}}, "n-samples": {{"gsm8k": {{"original": 1319, "effective": 1319}}}}}}"#),
+            )
+            .unwrap();
+        }
+        let rows = agg_rows(d.path());
+        let got: Vec<(i64, i64, f64)> =
+            rows.iter().map(|r| (r["tp"].as_i64().unwrap(), r["conc"].as_i64().unwrap(), r["score"].as_f64().unwrap())).collect();
+        assert_eq!(got, [(4, 256, 0.95), (8, 16, 0.96), (8, 64, 0.97)]);
+        let r = &rows[0];
+        assert_eq!((r["hw"].as_str(), r["framework"].as_str(), r["precision"].as_str()), (Some("B200"), Some("sglang"), Some("fp8")));
+        assert_eq!((r["score_name"].as_str(), r["n_eff"].as_u64(), r["em_flexible"].as_f64()), (Some("em_strict"), Some(1319), Some(0.9)));
+        assert!(r["source"].as_str().unwrap().ends_with("results_x.json"));
+    }
+
+    #[test]
+    fn batched_artifacts_give_one_record_per_concurrency() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join(META_FILE),
+            r#"{"is_multinode": true, "infmax_model_prefix": "dsv4", "conc": 8, "eval_concs": [8, 16, 32, 64], "completed_eval_concs": [8, 16, 64], "failed_eval_concs": [32]}"#,
+        )
+        .unwrap();
+        let result = |strict: f64| {
+            format!(
+                r#"{{"lm_eval_version": "0.4.9", "results": {{"gsm8k": {{"exact_match,strict-match": {strict}, "exact_match,flexible-extract": 0.95}}}}, "n-samples": {{"gsm8k": {{"original": 1319, "effective": 1319}}}}}}"#
+            )
+        };
+        std::fs::write(d.path().join("results_a_conc8.json"), result(0.96)).unwrap();
+        std::fs::write(d.path().join("results_a_conc16_1.json"), result(0.97)).unwrap();
+        let recs = read_eval_records(d.path()).unwrap();
+        let got: Vec<(u32, EvalStatus, Option<f64>)> = recs.iter().map(|r| (r.meta.conc, r.status, r.em_strict)).collect();
+        assert_eq!(
+            got,
+            [
+                (8, EvalStatus::Done, Some(0.96)),
+                (16, EvalStatus::Done, Some(0.97)),
+                (32, EvalStatus::Failed, None),
+                (64, EvalStatus::Failed, None)
+            ]
+        );
+        assert!(recs[2].reason.as_deref().unwrap().contains("failed for concurrency 32"));
+        assert!(recs[3].reason.as_deref().unwrap().contains("no result file for concurrency 64"));
+        assert!(!recs[3].infrastructure_success);
     }
 
     #[test]

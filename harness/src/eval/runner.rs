@@ -98,6 +98,8 @@ pub enum EvalError {
     Mismatch { out: PathBuf, what: String },
     #[error("--concurrency must be at least 1")]
     Concurrency,
+    #[error("interrupted while waiting for the server")]
+    Interrupted,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> EvalError + '_ {
@@ -293,7 +295,21 @@ pub async fn run(
     // lm-eval's body carries `max_tokens`; servers that read only it (llama.cpp) answer the
     // readiness request briefly too.
     target.dialect = Arc::new(Dialect { max_tokens_field: MaxTokensField::MaxTokens, ignore_eos: false, ..Dialect::default() });
-    target.wait_ready(cfg.ready_timeout).await?;
+    // Ctrl-C while a server is still loading stops the wait.
+    {
+        let ready = target.wait_ready(cfg.ready_timeout);
+        tokio::pin!(ready);
+        loop {
+            tokio::select! {
+                r = &mut ready => { r?; break; }
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {
+                    if cancel.load(Ordering::SeqCst) {
+                        return Err(EvalError::Interrupted);
+                    }
+                }
+            }
+        }
+    }
     let model = match &cfg.model {
         Some(m) => m.clone(),
         None => target.discover_model().await?,
@@ -307,33 +323,8 @@ pub async fn run(
     let max_tokens = task::max_output_tokens(cfg.max_model_len);
     let server = server_identity(info.as_ref(), cfg.image.as_deref());
     let prompts = task::prompts(data, cfg.limit.unwrap_or(data.test.len()));
-    let mut rec = EvalRecord {
-        task: task::TASK.into(),
-        status: EvalStatus::Interrupted,
-        reason: Some("running, or stopped before it finished".into()),
-        result_kind: "measured".into(),
-        model: Some(model.clone()),
-        base_url: Some(cfg.base_url.clone()),
-        server,
-        n: 0,
-        n_total: data.test.len(),
-        limit: cfg.limit,
-        em_strict: None,
-        em_strict_stderr: None,
-        em_flexible: None,
-        em_flexible_stderr: None,
-        infrastructure_success: false,
-        requests_failed: 0,
-        concurrency: cfg.concurrency,
-        max_tokens,
-        max_model_len: cfg.max_model_len,
-        data: data.source.clone(),
-        started_at,
-        wall_s: 0.0,
-        results_file: None,
-        meta,
-        producer: write::producer(),
-    };
+    let mut rec = new_record(cfg, data, Some(model.clone()), meta, server);
+    rec.started_at = started_at;
     if info.as_ref().and_then(simulated_engine).is_some() {
         // `server.engine` says which; the status names the reason alone, as InferenceX readers expect.
         return write::not_applicable(&cfg.out, rec, write::SIMULATED).map_err(io_err(&cfg.out));
@@ -348,9 +339,6 @@ pub async fn run(
         }
         if p.max_tokens != max_tokens {
             diff.push(format!("max_tokens {}, not {max_tokens}", p.max_tokens));
-        }
-        if p.data != rec.data {
-            diff.push(format!("questions from {}, not {}", p.data, rec.data));
         }
         if !diff.is_empty() {
             return Err(EvalError::Mismatch { out: cfg.out.clone(), what: diff.join("; ") });
@@ -453,12 +441,63 @@ pub async fn run(
         return Ok(rec);
     }
     if interrupted || !all_answered {
-        rec.reason = Some(format!("interrupted with {} of {} questions answered; re-run to resume", done.len(), prompts.len()));
+        rec.reason = Some(format!("{} of {} questions answered; re-run to resume", done.len(), prompts.len()));
         write::record(&cfg.out, &rec).map_err(io_err(&cfg.out))?;
         return Ok(rec);
     }
     let samples: Vec<&Sample> = done.values().collect();
     write::finished(&cfg.out, rec, &samples, previous.and_then(|p| p.results_file)).map_err(io_err(&cfg.out))
+}
+
+/// The record of an eval of `cfg` before anything is asked (status `interrupted` until it ends).
+fn new_record(cfg: &EvalConfig, data: &Gsm8k, model: Option<String>, meta: Meta, server: Option<Value>) -> EvalRecord {
+    EvalRecord {
+        task: task::TASK.into(),
+        status: EvalStatus::Interrupted,
+        reason: Some("running, or stopped before it finished".into()),
+        result_kind: "measured".into(),
+        model,
+        base_url: Some(cfg.base_url.clone()).filter(|u| !u.is_empty()),
+        server,
+        n: 0,
+        n_total: data.test.len(),
+        limit: cfg.limit,
+        em_strict: None,
+        em_strict_stderr: None,
+        em_flexible: None,
+        em_flexible_stderr: None,
+        infrastructure_success: false,
+        requests_failed: 0,
+        concurrency: cfg.concurrency,
+        max_tokens: task::max_output_tokens(cfg.max_model_len),
+        max_model_len: cfg.max_model_len,
+        data: data.source.clone(),
+        started_at: write::now_rfc3339(),
+        wall_s: 0.0,
+        results_file: None,
+        meta,
+        producer: write::producer(),
+    }
+}
+
+/// Records the eval of `cfg` as `not_applicable: simulated engine` without asking anything: an
+/// eval point on the reference engine (virtual clock or `sweep engine serve`), `sweep eval
+/// --engine`. `cfg.model` names the model (`cfg.base_url` may be empty); `engine` what the
+/// target is, kept in `server.engine`.
+pub fn record_simulated(cfg: &EvalConfig, data: &Gsm8k, engine: &str) -> Result<EvalRecord, EvalError> {
+    let mut meta = cfg.meta.clone();
+    meta.conc = cfg.concurrency as u32;
+    if meta.model.is_empty()
+        && let Some(m) = &cfg.model
+    {
+        meta.model = m.clone();
+    }
+    let mut server = serde_json::json!({"engine": engine});
+    if let Some(i) = &cfg.image {
+        server["image"] = i.clone().into();
+    }
+    let rec = new_record(cfg, data, cfg.model.clone(), meta, Some(server));
+    write::not_applicable(&cfg.out, rec, write::SIMULATED).map_err(io_err(&cfg.out))
 }
 
 /// [`run`] on a runtime of its own (for callers outside async code).

@@ -26,7 +26,10 @@ static FLEXIBLE_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(FLEXIBLE_PATTE
 /// `regex` with `group_select: -1`, then `take_first`: the last match's first non-empty group,
 /// stripped, else [`INVALID`].
 fn last_group(re: &Regex, response: &str) -> String {
-    let Some(c) = re.captures_iter(response).last() else { return INVALID.into() };
+    // The matches are found without their groups (the fast engines); only the last one is
+    // searched again for its groups: the leftmost-first match from its start is itself.
+    let Some(m) = re.find_iter(response).last() else { return INVALID.into() };
+    let Some(c) = re.captures_at(response, m.start()) else { return INVALID.into() };
     match c.iter().skip(1).flatten().find(|m| !m.as_str().is_empty()) {
         Some(m) => m.as_str().trim().to_string(),
         None => INVALID.into(),
@@ -194,6 +197,39 @@ mod tests {
         assert!(bad.is_empty(), "{} gold answers not scored 1: {:?}", bad.len(), bad.first());
         let a = aggregate(&scored).unwrap();
         assert_eq!((a.n, a.strict.value, a.flexible.value, a.strict.stderr), (1319, 1.0, 1.0, Some(0.0)));
+    }
+
+    /// The last match's groups, found the slow way (every match with its groups).
+    fn last_group_slow(re: &Regex, response: &str) -> String {
+        let Some(c) = re.captures_iter(response).last() else { return INVALID.into() };
+        c.iter().skip(1).flatten().find(|m| !m.as_str().is_empty()).map(|m| m.as_str().trim().to_string()).unwrap_or_else(|| INVALID.into())
+    }
+
+    /// Responses made of the pieces the patterns care about.
+    fn responses() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let piece = prop_oneof![
+            Just("#### "),
+            Just("###"),
+            Just("$"),
+            Just("-"),
+            Just("."),
+            Just(","),
+            Just("1"),
+            Just("23"),
+            Just(" "),
+            Just("a"),
+            Just("\n")
+        ];
+        proptest::collection::vec(piece, 0..16).prop_map(|v| v.concat())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_fast_search_finds_the_same_last_match(response in responses()) {
+            proptest::prop_assert_eq!(strict_match(&response), last_group_slow(&STRICT_RE, &response));
+            proptest::prop_assert_eq!(flexible_extract(&response), last_group_slow(&FLEXIBLE_RE, &response));
+        }
     }
 
     #[test]

@@ -164,3 +164,55 @@ pub fn sections_for(dir: &std::path::Path) -> Option<(String, String)> {
         .collect();
     (!rows.is_empty()).then(|| (markdown(&rows), html(&rows)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::record::Meta;
+
+    fn record(status: EvalStatus, strict: Option<f64>) -> EvalRecord {
+        EvalRecord {
+            task: "gsm8k".into(),
+            status,
+            reason: (status == EvalStatus::NotApplicable).then(|| "simulated engine".into()),
+            result_kind: "measured".into(),
+            model: Some("m".into()),
+            base_url: None,
+            server: None,
+            n: if strict.is_some() { 1319 } else { 0 },
+            n_total: 1319,
+            limit: None,
+            em_strict: strict,
+            em_strict_stderr: strict.map(|_| 0.0043),
+            em_flexible: strict.map(|s| s + 0.001),
+            em_flexible_stderr: strict.map(|_| 0.0042),
+            infrastructure_success: true,
+            requests_failed: 0,
+            concurrency: 32,
+            max_tokens: 12288,
+            max_model_len: 16384,
+            data: "embedded".into(),
+            started_at: String::new(),
+            wall_s: 0.0,
+            results_file: None,
+            meta: Meta { infmax_model_prefix: "dsv4".into(), conc: 32, ..Meta::default() },
+            producer: "sweep".into(),
+        }
+    }
+
+    #[test]
+    fn a_not_applicable_eval_shows_no_number() {
+        let t = crate::gate::Thresholds::embedded();
+        let (done, na) = (record(EvalStatus::Done, Some(0.975)), record(EvalStatus::NotApplicable, None));
+        let (gd, gn) = (crate::gate::check_eval(&done, "a", &t, None), crate::gate::check_eval(&na, "b", &t, None));
+        let rows = [Row { label: "a".into(), record: &done, gate: Some(&gd) }, Row { label: "b".into(), record: &na, gate: Some(&gn) }];
+        let md = markdown(&rows);
+        assert!(
+            md.contains("| a | gsm8k | done | 0.9750 ± 0.0043 | 0.9760 ± 0.0042 | 1319 / 1319 | true | 0.91 (models.dsv4) | PASS |"),
+            "{md}"
+        );
+        assert!(md.contains("| b | gsm8k | not_applicable: simulated engine | - | - | - | - | - | N/A |"), "{md}");
+        let html = html(&rows);
+        assert!(html.contains("<tr class=\"na\">") && html.contains("0.9750 ± 0.0043"), "{html}");
+    }
+}
