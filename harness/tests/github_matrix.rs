@@ -34,7 +34,9 @@ fn github_matrix_jobs_collected_equal_a_single_local_run() {
         })
         .collect();
     assert_eq!(jobs.iter().filter(|j| j.0 == "canary").count(), 1);
-    assert_eq!(jobs.len(), 13, "{jobs:?}");
+    // 13 throughput points and the 2 agentic evals (gsm8k), each its own job.
+    assert_eq!(jobs.len(), 15, "{jobs:?}");
+    assert_eq!(jobs.iter().filter(|j| j.0 == "agentic_evals").count(), 2, "{jobs:?}");
     assert_eq!(matrices["single_node_agentic"]["fail-fast"], true);
 
     // One matrix job per point, each with its own artifact folder; each exits on its point alone.
@@ -49,7 +51,8 @@ fn github_matrix_jobs_collected_equal_a_single_local_run() {
         let (so, se) = text(&o);
         assert!(o.status.success(), "matrix job for {point} failed:\n{so}\n{se}");
         let summary = harness::results::RunSummary::load(&out).unwrap();
-        assert_eq!(summary.points.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), vec![point.as_str()]);
+        let ran: Vec<&str> = summary.points.iter().map(|p| p.id.as_str()).chain(summary.evals.iter().map(|e| e.id.as_str())).collect();
+        assert_eq!(ran, vec![point.as_str()]);
     }
     let merged = tmp.path().join("merged");
     let o = run(&s(&["collect", artifacts.to_str().unwrap(), "--out", merged.to_str().unwrap()]));
@@ -59,13 +62,16 @@ fn github_matrix_jobs_collected_equal_a_single_local_run() {
     let whole = tmp.path().join("whole");
     let o = run(&s(&["run", "full-sweep-fail-fast", "--duration", "600", "--traces", "synthetic", "--out", whole.to_str().unwrap()]));
     assert!(text(&o).0.contains("13/13 point(s) finished"), "{}\n{}", text(&o).0, text(&o).1);
-    for (_, _, id) in &jobs {
+    for (_, _, id) in jobs.iter().filter(|j| !j.2.starts_with("eval:")) {
         let read = |run: &std::path::Path| std::fs::read(harness::results::point_dir(run, id).join("agg.json")).unwrap();
         assert_eq!(read(&whole), read(&merged), "{id}: aggregates differ");
     }
     let (w, m) = (harness::results::RunSummary::load(&whole).unwrap(), harness::results::RunSummary::load(&merged).unwrap());
     assert_eq!(w.points.iter().map(|p| &p.id).collect::<Vec<_>>(), m.points.iter().map(|p| &p.id).collect::<Vec<_>>(), "plan order");
     assert_eq!(w.curves, m.curves, "same frontiers and coverage");
+    let evals = |r: &harness::results::RunSummary| r.evals.iter().map(|e| (e.id.clone(), e.describe())).collect::<Vec<_>>();
+    assert_eq!(evals(&w), evals(&m), "the evals, collected in plan order");
+    assert_eq!(evals(&w).len(), 2);
     for f in ["report.html", "report.md", "results.parquet", "plan.json"] {
         assert!(merged.join(f).is_file(), "{f} missing from the collected run");
     }
