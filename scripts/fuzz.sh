@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A bounded mutation fuzz run over every input sweep reads: master configs, recipes, runners,
-# golden AL curves, the changelog, InferenceX's shared inputs, engine profiles and traces (Weka
-# JSONL, gzip, .json, mooncake), each mutated with a seed (byte flips, truncation, duplicated or
-# deleted lines, deep nesting, huge numbers, renamed keys, swapped values, invalid UTF-8, long
-# strings, newline floods) and run through the real loaders in process (harness/examples/fuzz).
+# golden AL curves, the changelog, InferenceX's shared inputs, engine profiles, traces (Weka
+# JSONL, gzip, .json, mooncake) and InferenceX agentic aggregates (`sweep import`), each mutated
+# with a seed (byte flips, truncation, duplicated or deleted lines, deep nesting, huge numbers,
+# renamed keys, swapped values, invalid UTF-8, long strings, newline floods) and run through the
+# real loaders in process (harness/examples/fuzz).
 # A finding is a panic, an input slower than the per-input cap or using more than 512 MB, or an
 # error that does not name its file or echoes its input; each is saved under the findings folder
 # with the command that replays it, and the script exits non-zero.

@@ -61,7 +61,7 @@ fn parse_args() -> Opts {
     o
 }
 
-const KINDS: [Kind; 12] = [
+const KINDS: [Kind; 13] = [
     Kind::Master,
     Kind::Changelog,
     Kind::Recipe,
@@ -74,6 +74,7 @@ const KINDS: [Kind; 12] = [
     Kind::TraceGz,
     Kind::TraceJson,
     Kind::Mooncake,
+    Kind::Aggregate,
 ];
 
 /// The message of the last panic (a worker's panic is reported through its join).
@@ -136,6 +137,7 @@ fn run_one(kind: Kind, path: PathBuf, root: PathBuf, name: String, cap: Duration
             Kind::SharedYaml => targets::run_shared(&path, &name),
             Kind::ModelProfile => targets::run_profile(&path, true),
             Kind::HardwareProfile => targets::run_profile(&path, false),
+            Kind::Aggregate => targets::run_aggregate(&path),
             _ => targets::run_traces(&path),
         };
         let _ = tx.send(());

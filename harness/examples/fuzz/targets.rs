@@ -32,6 +32,8 @@ pub enum Kind {
     TraceGz,
     TraceJson,
     Mooncake,
+    /// An InferenceX-style agentic aggregate (`agg.json`): `sweep import`'s artifact reader.
+    Aggregate,
 }
 
 /// A seed input: its kind, its file name and its bytes.
@@ -45,7 +47,7 @@ impl Kind {
     pub fn ext(self, name: &str) -> String {
         match self {
             Kind::TraceGz => "jsonl.gz".into(),
-            Kind::TraceJson => "json".into(),
+            Kind::TraceJson | Kind::Aggregate => "json".into(),
             Kind::TraceJsonl | Kind::Mooncake => "jsonl".into(),
             _ => name.rsplit('.').next().unwrap_or("yaml").to_string(),
         }
@@ -101,6 +103,8 @@ pub fn seeds(workspace: &Path, shared: Option<&Path>) -> Vec<Seed> {
     }
     out.push(Seed { kind: Kind::TraceJsonl, name: "all".into(), bytes: (traces.join("\n") + "\n").into_bytes() });
     out.push(Seed { kind: Kind::Mooncake, name: "mooncake".into(), bytes: MOONCAKE.as_bytes().to_vec() });
+    // A point's aggregate as InferenceX publishes it (sweep's own fields removed).
+    out.push(Seed { kind: Kind::Aggregate, name: "agg.json".into(), bytes: include_bytes!("agg_seed.json").to_vec() });
     out
 }
 
@@ -248,6 +252,29 @@ pub fn run_traces(path: &Path) -> Outcome {
     }
     let _ = stats.finish("fuzz");
     if strict.is_ok() { Outcome::Accepted } else { Outcome::Refused }
+}
+
+/// An aggregate imported as `sweep import` reads an InferenceX result folder: the input becomes
+/// the `agg.json` of a point folder beside it.
+pub fn run_aggregate(path: &Path) -> Outcome {
+    let dir = path.with_extension("point");
+    let _ = std::fs::remove_dir_all(&dir);
+    if std::fs::create_dir_all(&dir).and_then(|()| std::fs::copy(path, dir.join("agg.json"))).is_err() {
+        return Outcome::Finding(format!("could not set up {}", dir.display()));
+    }
+    let agg = dir.join("agg.json").display().to_string();
+    let root = dir.parent().unwrap_or(Path::new("."));
+    let out = match harness::store::import::aggregate_file(&dir) {
+        // Not an aggregate at all (no `request_metrics` object): the reader skips it.
+        None => Outcome::Refused,
+        Some(_) => match harness::store::import::read_artifacts(root, std::slice::from_ref(&dir), &Default::default()) {
+            Ok(_) => Outcome::Accepted,
+            Err(e) if !e.to_string().contains(&agg) => Outcome::Finding(format!("the error does not name {agg}: {e}")),
+            Err(e) => too_long(&e.to_string()).unwrap_or(Outcome::Refused),
+        },
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    out
 }
 
 /// Writes a trace input: gzip-compressed for that kind (its compressed bytes sometimes

@@ -356,6 +356,37 @@ impl Row<'_> {
     }
 }
 
+/// A row read once into a struct: text columns are moved out rather than copied.
+pub struct Cols<'a>(pub &'a mut [Val]);
+
+impl Cols<'_> {
+    pub fn text(&mut self, i: usize) -> String {
+        self.opt_text(i).unwrap_or_default()
+    }
+    pub fn opt_text(&mut self, i: usize) -> Option<String> {
+        match self.0.get_mut(i) {
+            Some(Val::Text(s)) => Some(std::mem::take(s)),
+            Some(other) => Row(std::slice::from_ref(other)).opt_text(0),
+            None => None,
+        }
+    }
+    pub fn opt_int(&self, i: usize) -> Option<i64> {
+        Row(self.0).opt_int(i)
+    }
+    pub fn int(&self, i: usize) -> i64 {
+        Row(self.0).int(i)
+    }
+    pub fn opt_real(&self, i: usize) -> Option<f64> {
+        Row(self.0).opt_real(i)
+    }
+    pub fn opt_bool(&self, i: usize) -> Option<bool> {
+        Row(self.0).opt_bool(i)
+    }
+    pub fn bool(&self, i: usize) -> bool {
+        Row(self.0).bool(i)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@ pub struct CheckReport {
     /// Files and eval scores whose point is not in the store.
     pub orphan_files: i64,
     pub orphan_evals: i64,
-    /// Stored bodies no point refers to any more (harmless: space only).
+    /// Stored bodies no run or point refers to any more (harmless: space only).
     pub unreferenced_blobs: i64,
     /// `(run id, folder)` of runs recorded on this machine whose folder is gone.
     pub missing_folders: Vec<(String, String)>,
@@ -81,7 +81,7 @@ impl Store {
         )?;
         r.unreferenced_blobs = count(
             self,
-            "SELECT COUNT(*) FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM points p WHERE p.profiles_hash = b.hash OR p.launch_hash = b.hash)",
+            "SELECT COUNT(*) FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM points p WHERE p.profiles_hash = b.hash OR p.launch_hash = b.hash) AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.changelog_hash = b.hash)",
         )?;
         let runs = self.rows("SELECT run_id, folder, host FROM runs ORDER BY run_id", &[])?;
         for x in &runs {

@@ -67,10 +67,11 @@ impl Store {
         );
         let rows = self.dashboard_rows(&sql, &[Val::text(config_key)])?;
         Ok(rows
-            .iter()
-            .map(|r| {
-                let head = Row(&r[..3]);
-                let point = PointRow::from_row(&r[3..]);
+            .into_iter()
+            .map(|mut r| {
+                let (head, rest) = r.split_at_mut(3);
+                let head = Row(head);
+                let point = PointRow::from_row(rest);
                 RunPoint {
                     run_id: point.run_id.clone(),
                     finished_unix: head.int(0),

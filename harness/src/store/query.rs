@@ -7,7 +7,7 @@ use super::types::{ConfigSummary, EvalScore, PointFile, PointRow, RUN_COLS, RunF
 use super::{Store, StoreError, gunzip};
 use crate::pareto::{self, View};
 use crate::results::{PointResult, RunSummary, Status};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 /// `LIKE` pattern of a literal (`%`, `_` and `\` escaped; used with `ESCAPE '\'`).
@@ -85,7 +85,35 @@ impl Store {
             where_sql(&conds),
             limit_sql(f.limit, &mut params)
         );
-        Ok(self.rows(&sql, &params)?.iter().map(|r| RunRow::from_row(r)).collect())
+        let rows = self.rows(&sql, &params)?.into_iter().map(|mut r| RunRow::from_row(&mut r)).collect();
+        self.with_changelogs(rows)
+    }
+
+    /// Fills each run's changelog entries from the blob table, reading and parsing each
+    /// distinct body once (the runs of one changelog entry share it).
+    fn with_changelogs(&mut self, rows: Vec<(RunRow, Option<String>)>) -> Result<Vec<RunRow>, StoreError> {
+        let mut hashes: Vec<&str> = rows.iter().filter_map(|(_, h)| h.as_deref()).collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        let mut bodies: HashMap<String, serde_json::Value> = HashMap::new();
+        for chunk in hashes.chunks(500) {
+            let list: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let params: Vec<Val> = chunk.iter().map(|h| Val::text(*h)).collect();
+            let sql = format!("SELECT hash, body FROM blobs WHERE hash IN ({})", list.join(", "));
+            for r in self.rows(&sql, &params)? {
+                let r = Row(&r);
+                if let Some(v) = r.opt_text(1).and_then(|t| serde_json::from_str(&t).ok()) {
+                    bodies.insert(r.text(0), v);
+                }
+            }
+        }
+        Ok(rows
+            .into_iter()
+            .map(|(mut run, h)| {
+                run.changelog = h.and_then(|h| bodies.get(&h).cloned());
+                run
+            })
+            .collect())
     }
 
     /// How many runs match `f` (its limit aside).
@@ -99,13 +127,15 @@ impl Store {
     /// One run.
     pub fn run(&mut self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
         let sql = format!("SELECT {} FROM runs r WHERE r.run_id = $1", select_list("r", RUN_COLS));
-        Ok(self.rows(&sql, &[Val::text(run_id)])?.first().map(|r| RunRow::from_row(r)))
+        let rows = self.rows(&sql, &[Val::text(run_id)])?.into_iter().take(1).map(|mut r| RunRow::from_row(&mut r)).collect();
+        Ok(self.with_changelogs(rows)?.pop())
     }
 
     /// A run's points in plan order, each with its files.
     pub fn points(&mut self, run_id: &str) -> Result<Vec<PointRow>, StoreError> {
         let sql = format!("SELECT {} FROM points p WHERE p.run_id = $1 ORDER BY p.ord", select_list("p", super::types::POINT_COLS));
-        let mut points: Vec<PointRow> = self.rows(&sql, &[Val::text(run_id)])?.iter().map(|r| PointRow::from_row(r)).collect();
+        let mut points: Vec<PointRow> =
+            self.rows(&sql, &[Val::text(run_id)])?.into_iter().map(|mut r| PointRow::from_row(&mut r)).collect();
         let mut files = self.files(run_id, None)?;
         for p in &mut points {
             p.files = files.remove(&p.point_id).unwrap_or_default();
@@ -116,7 +146,9 @@ impl Store {
     /// One point of a run, with its files.
     pub fn point(&mut self, run_id: &str, point_id: &str) -> Result<Option<PointRow>, StoreError> {
         let sql = format!("SELECT {} FROM points p WHERE p.run_id = $1 AND p.point_id = $2", select_list("p", super::types::POINT_COLS));
-        let Some(mut p) = self.rows(&sql, &[Val::text(run_id), Val::text(point_id)])?.first().map(|r| PointRow::from_row(r)) else {
+        let Some(mut p) =
+            self.rows(&sql, &[Val::text(run_id), Val::text(point_id)])?.into_iter().next().map(|mut r| PointRow::from_row(&mut r))
+        else {
             return Ok(None);
         };
         p.files = self.files(run_id, Some(point_id))?.remove(point_id).unwrap_or_default();
@@ -187,10 +219,11 @@ impl Store {
         );
         let mut out: Vec<RunPoint> = self
             .rows(&sql, &params)?
-            .iter()
-            .map(|r| {
-                let head = Row(&r[..3]);
-                let point = PointRow::from_row(&r[3..]);
+            .into_iter()
+            .map(|mut r| {
+                let (head, rest) = r.split_at_mut(3);
+                let head = Row(head);
+                let point = PointRow::from_row(rest);
                 RunPoint {
                     run_id: point.run_id.clone(),
                     finished_unix: head.int(0),
@@ -269,7 +302,8 @@ impl Store {
             select_list("r", RUN_COLS),
             conds.join(" AND ")
         );
-        Ok(self.rows(&sql, &params)?.first().map(|r| RunRow::from_row(r)))
+        let rows = self.rows(&sql, &params)?.into_iter().take(1).map(|mut r| RunRow::from_row(&mut r)).collect();
+        Ok(self.with_changelogs(rows)?.pop())
     }
 
     /// The run's folder and the machine it is on.
@@ -286,7 +320,7 @@ impl Store {
 
     /// The run's `plan.json`, as it was written.
     pub fn plan(&mut self, run_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
-        let rows = self.rows("SELECT plan_gz FROM runs WHERE run_id = $1", &[Val::text(run_id)])?;
+        let rows = self.rows("SELECT plan_gz FROM run_plans WHERE run_id = $1", &[Val::text(run_id)])?;
         Ok(rows.first().and_then(|r| Row(r).opt_bytes(0)).and_then(|b| gunzip(&b)).and_then(|b| serde_json::from_slice(&b).ok()))
     }
 

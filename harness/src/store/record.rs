@@ -8,7 +8,6 @@ use super::types::{Ci, EvalScore, PointFile, PointMetrics, PointRow, RunRecord, 
 use crate::pareto::{CurveResult, VIEWS, View};
 use crate::results::{PointResult, RunSummary, Status, point_dir};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -95,7 +94,7 @@ fn plan_rows(plan: &Value) -> BTreeMap<String, Value> {
 /// Stores a JSON body once, under the digest of its bytes; the digest.
 pub(crate) fn put_blob(blobs: &mut BTreeMap<String, String>, v: &Value) -> String {
     let body = v.to_string();
-    let hash = hex::encode(&Sha256::digest(body.as_bytes())[..16]);
+    let hash = super::types::digest(&body);
     blobs.insert(hash.clone(), body);
     hash
 }

@@ -11,8 +11,9 @@ pub const CURRENT: i64 = 1;
 /// `(version, statements)`, in order. Written once for both backends (see `backend.rs`).
 pub const MIGRATIONS: &[(i64, &str)] = &[(1, V1)];
 
-/// Runs, their points, the points' files and eval scores, and shared JSON bodies (engine
-/// profiles and launches repeat across points and runs: stored once, by digest).
+/// Runs, their plans (apart: kilobytes a run that listing runs would read past), their points,
+/// the points' files and eval scores, and shared JSON bodies (changelog entries, engine profiles
+/// and launches repeat across runs and points: stored once, by digest).
 const V1: &str = "
 CREATE TABLE runs (
     run_id TEXT PRIMARY KEY,
@@ -31,7 +32,7 @@ CREATE TABLE runs (
     sweep_version TEXT,
     head_ref TEXT,
     base_ref TEXT,
-    changelog TEXT,
+    changelog_hash TEXT,
     pr_link TEXT,
     gate TEXT,
     gate_baseline TEXT,
@@ -41,10 +42,13 @@ CREATE TABLE runs (
     folder TEXT NOT NULL,
     host TEXT NOT NULL,
     source TEXT NOT NULL,
-    report TEXT,
-    plan_gz BYTEA
+    report TEXT
 );
-CREATE INDEX runs_finished ON runs (finished_unix);
+CREATE INDEX runs_finished ON runs (finished_unix, run_id);
+CREATE TABLE run_plans (
+    run_id TEXT PRIMARY KEY REFERENCES runs (run_id) ON DELETE CASCADE,
+    plan_gz BYTEA NOT NULL
+);
 CREATE TABLE points (
     run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
     point_id TEXT NOT NULL,
@@ -161,8 +165,14 @@ pub fn migrate(conn: &mut Conn, now_unix: i64) -> Result<i64, DbError> {
         // in PostgreSQL's catalogue even with IF NOT EXISTS. Released at commit.
         conn.exec("SELECT pg_advisory_xact_lock(7352902315)", &[])?;
     }
-    conn.batch(VERSION_TABLE)?;
-    let found = version(conn)?.unwrap_or(0);
+    // Created only when absent: a team's writers need no CREATE privilege once it exists.
+    let found = match version(conn)? {
+        Some(v) => v,
+        None => {
+            conn.batch(VERSION_TABLE)?;
+            0
+        }
+    };
     for (v, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
         conn.batch(sql)?;
         conn.exec(

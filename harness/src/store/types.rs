@@ -2,7 +2,7 @@
 //! they are), and their mapping to table rows. The column lists and the mappings sit side by
 //! side so that they cannot drift apart.
 
-use super::backend::{Row, Val};
+use super::backend::{Cols, Val};
 use crate::noise::SeedSample;
 use crate::pareto::View;
 use serde::{Deserialize, Serialize};
@@ -242,7 +242,7 @@ pub(crate) const RUN_COLS: &[&str] = &[
     "sweep_version",
     "head_ref",
     "base_ref",
-    "changelog",
+    "changelog_hash",
     "pr_link",
     "gate",
     "gate_baseline",
@@ -274,7 +274,7 @@ impl RunRow {
             Val::opt_text(self.sweep_version.clone()),
             Val::opt_text(self.head_ref.clone()),
             Val::opt_text(self.base_ref.clone()),
-            Val::opt_text(self.changelog.as_ref().map(|c| c.to_string())),
+            Val::opt_text(self.changelog.as_ref().map(|c| digest(&c.to_string()))),
             Val::opt_text(self.pr_link.clone()),
             Val::opt_text(self.gate.clone()),
             Val::opt_text(self.gate_baseline.clone()),
@@ -288,9 +288,12 @@ impl RunRow {
         ]
     }
 
-    pub(crate) fn from_row(r: &[Val]) -> RunRow {
-        let r = Row(r);
-        RunRow {
+    /// A run from its row, and the digest of its changelog entries (the caller fills
+    /// `changelog` from the blob table, parsing each distinct body once).
+    pub(crate) fn from_row(r: &mut [Val]) -> (RunRow, Option<String>) {
+        let mut r = Cols(r);
+        let changelog_hash = r.opt_text(16);
+        let run = RunRow {
             run_id: r.text(0),
             started_unix: r.opt_int(1),
             finished_unix: r.int(2),
@@ -307,7 +310,7 @@ impl RunRow {
             sweep_version: r.opt_text(13),
             head_ref: r.opt_text(14),
             base_ref: r.opt_text(15),
-            changelog: r.opt_text(16).and_then(|t| serde_json::from_str(&t).ok()),
+            changelog: None,
             pr_link: r.opt_text(17),
             gate: r.opt_text(18),
             gate_baseline: r.opt_text(19),
@@ -318,8 +321,15 @@ impl RunRow {
             host: r.text(24),
             source: r.text(25),
             report: r.opt_text(26),
-        }
+        };
+        (run, changelog_hash)
     }
+}
+
+/// The digest a JSON body is stored under in the blob table (128 bits of SHA-256, hex).
+pub(crate) fn digest(body: &str) -> String {
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(body.as_bytes())[..16])
 }
 
 pub(crate) const POINT_COLS: &[&str] = &[
@@ -450,8 +460,8 @@ impl PointRow {
     }
 
     /// A point from its row (`files` are filled in by the caller).
-    pub(crate) fn from_row(r: &[Val]) -> PointRow {
-        let r = Row(r);
+    pub(crate) fn from_row(r: &mut [Val]) -> PointRow {
+        let mut r = Cols(r);
         let ci = |i: usize| Ci { value: r.opt_real(i).unwrap_or(f64::NAN), lo: r.opt_real(i + 1), hi: r.opt_real(i + 2) };
         // A point without throughput did not finish: no metrics.
         let metrics = r.opt_real(26).map(|_| PointMetrics {
