@@ -20,12 +20,15 @@ const CONFIG: &str = "dsv3-fp8-h200-sglang-agentic";
 /// A run id and a config key a user could have written, each with markup in it.
 const EVIL_RUN: &str = "evil<script>alert(1)</script>\"'&";
 const EVIL_CONFIG: &str = "cfg<img/src=x/onerror=alert(2)>";
+/// A copy of `new` labelled measured (see [`fixture`]).
+const MEASURED: &str = "measured-stand-in";
 
 /// Runs recorded into one store, shared by every test here.
 struct Fixture {
     db: PathBuf,
     /// Run folders: `base` (seed 7) finished before `new` (seed 42); a copy of `base` named
-    /// [`EVIL_RUN`] is recorded as finished an hour before both.
+    /// [`EVIL_RUN`] is recorded as finished an hour before both, and a copy of `new` labelled
+    /// measured ([`MEASURED`]) two hours before.
     base: PathBuf,
     new: PathBuf,
 }
@@ -80,6 +83,18 @@ fn fixture() -> &'static Fixture {
             e.point_id = e.point_id.replace(CONFIG, EVIL_CONFIG);
         }
         store.record(&evil).unwrap();
+        // Every server that runs here is the reference engine, whose results are predicted: the
+        // charts' measured markers are checked on a copy of `new` labelled measured. Only the
+        // label differs; the dashboard draws whatever kind the store holds.
+        let mut measured: RunRecord = read_run_dir(&new, "run").unwrap();
+        measured.run.run_id = MEASURED.into();
+        measured.run.result_kind = "measured".into();
+        measured.run.finished_unix -= 7200;
+        for p in &mut measured.points {
+            p.run_id = MEASURED.into();
+            p.result_kind = "measured".into();
+        }
+        store.record(&measured).unwrap();
         Fixture { db, base, new }
     })
 }
@@ -100,9 +115,10 @@ struct Server {
 }
 
 impl Server {
-    fn start(db: &Path) -> Server {
+    /// On `store`: a SQLite file or a PostgreSQL URL.
+    fn start(store: &str) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_sweep"))
-            .args(["serve", "--store", db.to_str().unwrap(), "--listen", "127.0.0.1:0", "--root"])
+            .args(["serve", "--store", store, "--listen", "127.0.0.1:0", "--root"])
             .arg(workspace_root())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -194,7 +210,20 @@ fn request(method: reqwest::Method, url: &str) -> Resp {
 }
 
 fn server() -> Server {
-    Server::start(&fixture().db)
+    Server::start(fixture().db.to_str().unwrap())
+}
+
+/// `SWEEP_TEST_POSTGRES` with a fresh schema as the search path, or `None` (and a notice), as
+/// the store's own tests do.
+fn pg_store(tag: &str) -> Option<String> {
+    let Some(url) = std::env::var("SWEEP_TEST_POSTGRES").ok().filter(|u| !u.is_empty()) else {
+        eprintln!("note: SWEEP_TEST_POSTGRES is not set: `{tag}` is skipped (scripts/pg/start.sh starts a server)");
+        return None;
+    };
+    let schema = format!("t_{tag}_{}", std::process::id());
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| panic!("SWEEP_TEST_POSTGRES={url}: {e}"));
+    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")).unwrap();
+    Some(format!("{url}{}options=-csearch_path%3D{schema}", if url.contains('?') { '&' } else { '?' }))
 }
 
 /// Points of `config` in a run folder that finished with metrics (what the charts can draw).
@@ -207,18 +236,18 @@ fn json_endpoints_carry_every_recorded_point_with_intervals_frontiers_and_flag_d
     let f = fixture();
     let s = server();
     let runs = s.json("/api/runs");
-    assert_eq!(runs["total"], 3, "{runs}");
+    assert_eq!(runs["total"], 4, "{runs}");
     let ids: Vec<&str> = runs["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert!(ids.contains(&run_id(&f.base).as_str()) && ids.contains(&run_id(&f.new).as_str()) && ids.contains(&EVIL_RUN), "{ids:?}");
 
     let configs = s.json("/api/configs");
     let c = configs.as_array().unwrap().iter().find(|c| c["config_key"] == CONFIG).expect("the config is listed");
-    assert_eq!(c["runs"], 2);
+    assert_eq!(c["runs"], 3);
 
     let data = s.json(&format!("/api/config/{CONFIG}"));
-    assert_eq!(data["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(data["runs"].as_array().unwrap().len(), 3);
     let points = data["points"].as_array().unwrap();
-    let expected = drawable(&f.base, CONFIG) + drawable(&f.new, CONFIG);
+    let expected = drawable(&f.base, CONFIG) + 2 * drawable(&f.new, CONFIG);
     assert!(expected >= 5, "the runs finished too few points: {expected}");
     assert_eq!(points.len(), expected);
     // Each point as the run folder has it: throughput and its interval, every view's x, the
@@ -229,6 +258,10 @@ fn json_endpoints_carry_every_recorded_point_with_intervals_frontiers_and_flag_d
         let curve = sum["curves"].as_array().unwrap().iter().find(|c| c["curve"] == CONFIG).unwrap();
         for sp in sum["points"].as_array().unwrap().iter().filter(|p| p["config_key"] == CONFIG) {
             let p = points.iter().find(|p| p["run"] == run_index && p["id"] == sp["id"]).expect("point is in the payload");
+            if dir == &f.new {
+                let twin = points.iter().find(|q| q["id"] == sp["id"] && q["kind"] == "measured").expect("the measured copy");
+                assert_eq!((&twin["y"], &twin["x"]), (&p["y"], &p["x"]));
+            }
             let pareto = &sp["pareto"];
             assert_eq!(p["y"]["value"], pareto["y"]);
             assert_eq!(p["y"]["lo"], pareto["y_ci"][0]);
@@ -237,6 +270,16 @@ fn json_endpoints_carry_every_recorded_point_with_intervals_frontiers_and_flag_d
             assert!(p["x"]["ttft_p90"]["value"].as_f64().unwrap() > 0.0);
             assert_eq!(p["p_frontier"], pareto["p_frontier"]);
             assert_eq!(p["kind"], "predicted");
+            assert_eq!(data["texts"][p["trace_set"].as_u64().unwrap() as usize], sp["trace_set"]);
+            let provenance = data["texts"][p["provenance"].as_u64().unwrap() as usize].as_str().unwrap();
+            assert_eq!(
+                provenance,
+                format!(
+                    "model profile {} on hardware profile {}",
+                    sp["profiles"]["model_profile"].as_str().unwrap(),
+                    sp["profiles"]["hardware_profile"].as_str().unwrap()
+                )
+            );
             for view in ["e2e_norm_intvty_p90", "intvty_p90", "e2el_p90", "e2el_p75"] {
                 let on = curve["views"][view]["frontier"].as_array().unwrap().contains(&sp["id"]);
                 assert_eq!(p["frontier"][view], on, "{} {view}", sp["id"]);
@@ -257,7 +300,10 @@ fn json_endpoints_carry_every_recorded_point_with_intervals_frontiers_and_flag_d
         }
     }
     // Filters narrow the runs.
-    let none = s.get(&format!("/api/config/{CONFIG}?kind=measured"));
+    let measured = s.json(&format!("/api/config/{CONFIG}?kind=measured"));
+    assert_eq!(measured["runs"].as_array().unwrap().len(), 1);
+    assert!(measured["points"].as_array().unwrap().iter().all(|p| p["kind"] == "measured"));
+    let none = s.get(&format!("/api/config/{CONFIG}?hardware=gb300"));
     assert_eq!(none.status, 404);
     assert!(none.text().contains("no recorded run"));
     let bad = s.get("/api/runs?since=last-week");
@@ -280,7 +326,7 @@ fn pages_list_runs_and_link_reports_served_from_run_folders() {
     let page = s.html("/");
     assert!(page.contains(&format!("<a href=\"/run/{id}\">{id}</a>")), "{page}");
     assert!(page.contains(&format!("<a href=\"/config/{CONFIG}\">{CONFIG}</a>")));
-    assert!(page.contains("3 of 3 matching run(s)"));
+    assert!(page.contains("4 of 4 matching run(s)"));
     let filtered = s.html(&format!("/?config={CONFIG}&kind=predicted&gate=pass"));
     assert!(filtered.contains("2 of 2 matching run(s)"), "{filtered}");
     assert!(s.html("/?hardware=gb300").contains("0 of 0 matching run(s)"));
@@ -381,6 +427,10 @@ fn only_get_and_head_are_served() {
     let head = request(reqwest::Method::HEAD, &format!("{}/", s.url));
     assert_eq!(head.status, 200);
     assert!(head.body.is_empty());
+    // The connection the dashboard opens cannot write either.
+    let mut ro = Store::open(&Location::Sqlite(fixture().db.clone()), Mode::ReadOnly).unwrap();
+    let e = ro.remove(EVIL_RUN).unwrap_err().to_string();
+    assert!(e.contains("readonly"), "{e}");
 }
 
 #[test]
@@ -495,14 +545,18 @@ fn pages_render_in_headless_chromium() {
     };
 
     b.open(&format!("{}/", s.url), "document.querySelector('table.runs')");
-    assert_eq!(b.eval("document.querySelectorAll('table.runs tbody tr').length"), 3);
+    assert_eq!(b.eval("document.querySelectorAll('table.runs tbody tr').length"), 4);
     b.screenshot(&shots.join("runs.png"));
     assert_eq!(b.problems(), Vec::<String>::new(), "runs list");
 
-    // The config page: both runs drawn, every view, log and linear, a run toggled off.
-    let both = drawable(&f.base, CONFIG) + drawable(&f.new, CONFIG);
+    // The config page: every run drawn (measured as filled circles, predicted as hollow
+    // diamonds), every view, log and linear, runs and kinds toggled off.
+    let (n_base, n_new) = (drawable(&f.base, CONFIG) as u64, drawable(&f.new, CONFIG) as u64);
+    let all = n_base + 2 * n_new;
     b.open(&format!("{}/config/{CONFIG}", s.url), chart_ready);
-    assert_eq!(count(&mut b), vec![(both as u64, both as u64)]);
+    assert_eq!(count(&mut b), vec![(all, all)]);
+    assert_eq!(b.eval("document.querySelectorAll('svg.chart .pt[data-kind=measured] > circle:not(.hit)').length"), n_new);
+    assert_eq!(b.eval("document.querySelectorAll('svg.chart .pt[data-kind=predicted] > path').length"), n_base + n_new);
     b.hover("svg.chart .pt");
     b.wait("!document.querySelector('.tooltip').hidden");
     let tip = b.eval("document.querySelector('.tooltip').textContent").as_str().unwrap().to_string();
@@ -514,9 +568,11 @@ fn pages_render_in_headless_chromium() {
         "{tip}"
     );
     b.screenshot(&shots.join("config.png"));
+    b.unhover();
+    b.wait("document.querySelector('.tooltip').hidden");
     for view in ["intvty_p90", "e2el_p75", "e2el_p90", "ttft_p90", "e2e_norm_intvty_p90"] {
         b.eval(&format!("document.querySelector('button[data-view={view}]').click()"));
-        assert_eq!(count(&mut b), vec![(both as u64, both as u64)], "{view}");
+        assert_eq!(count(&mut b), vec![(all, all)], "{view}");
         let label = b.eval("document.querySelector('svg.chart .axes text.label').textContent");
         assert!(label.as_str().unwrap().contains(if view.starts_with("ttft") { "first token" } else { "" }), "{label}");
     }
@@ -525,17 +581,18 @@ fn pages_render_in_headless_chromium() {
     b.screenshot(&shots.join("config-log-x.png"));
     let base_id = run_id(&f.base);
     b.eval(&format!("document.querySelector('input[data-run=\"{base_id}\"]').click()"));
-    let only_new = drawable(&f.new, CONFIG) as u64;
-    assert_eq!(count(&mut b), vec![(only_new, only_new)]);
+    assert_eq!(count(&mut b), vec![(2 * n_new, 2 * n_new)], "base toggled off");
     b.eval("[...document.querySelectorAll('.modes input[type=checkbox]')][1].click()");
-    assert_eq!(count(&mut b), vec![(0, 0)], "predicted points hidden");
+    assert_eq!(count(&mut b), vec![(n_new, n_new)], "predicted points hidden");
+    b.eval("[...document.querySelectorAll('.modes input[type=checkbox]')][0].click()");
+    assert_eq!(count(&mut b), vec![(0, 0)], "measured points hidden too");
     assert_eq!(b.problems(), Vec::<String>::new(), "config page");
 
     // A run, and a run against its baseline (deltas and both curves).
     b.open(&format!("{}/run/{}", s.url, run_id(&f.new)), "document.querySelector('table.points')");
     b.screenshot(&shots.join("run.png"));
     b.open(&format!("{}/compare?run={}", s.url, run_id(&f.new)), chart_ready);
-    assert_eq!(count(&mut b), vec![(both as u64, both as u64)]);
+    assert_eq!(count(&mut b), vec![(n_base + n_new, n_base + n_new)]);
     b.screenshot(&shots.join("compare.png"));
     assert_eq!(b.problems(), Vec::<String>::new(), "run and compare pages");
 
@@ -544,7 +601,7 @@ fn pages_render_in_headless_chromium() {
         t.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect::<String>()
     };
     b.open(&format!("{}/config/{}", s.url, enc(EVIL_CONFIG)), chart_ready);
-    assert_eq!(count(&mut b), vec![(only_new, only_new)]);
+    assert_eq!(count(&mut b), vec![(n_base, n_base)]);
     assert_eq!(b.eval("document.querySelectorAll('img').length"), 0);
     assert_eq!(b.eval("document.querySelector('h1').textContent"), format!("config {EVIL_CONFIG}"));
     b.hover("svg.chart .pt");
@@ -558,4 +615,28 @@ fn pages_render_in_headless_chromium() {
     // The run's own report, served from its folder.
     b.open(&format!("{}/runs/{}/files/report.html", s.url, run_id(&f.new)), "document.body");
     b.screenshot(&shots.join("report.png"));
+}
+
+/// The same runs recorded into PostgreSQL are served alike, over a read-only session.
+#[test]
+fn a_postgres_store_is_served_alike() {
+    let Some(url) = pg_store("dashboard") else { return };
+    let f = fixture();
+    let mut pg = Store::open(&Location::Postgres(url.clone()), Mode::Write).unwrap();
+    pg.record_dir(&f.base, "run").unwrap();
+    pg.record_dir(&f.new, "run").unwrap();
+    drop(pg);
+    let (p, q) = (Server::start(&url), server());
+    let id = run_id(&f.new);
+    let (from_pg, from_sqlite) = (p.json(&format!("/api/run/{id}")), q.json(&format!("/api/run/{id}")));
+    assert_eq!(from_pg["points"], from_sqlite["points"]);
+    let data = p.json(&format!("/api/config/{CONFIG}"));
+    assert_eq!(data["points"].as_array().unwrap().len(), drawable(&f.base, CONFIG) + drawable(&f.new, CONFIG));
+    let c = p.json(&format!("/api/compare?run={id}"));
+    assert_eq!(c["baseline"]["id"], run_id(&f.base).as_str());
+    assert!(p.html("/").contains("2 of 2 matching run(s)"));
+    // The dashboard's session cannot write, whatever a request asks for.
+    let mut ro = Store::open(&Location::Postgres(url), Mode::ReadOnly).unwrap();
+    let e = ro.remove(&id).unwrap_err().to_string();
+    assert!(e.contains("read-only"), "{e}");
 }

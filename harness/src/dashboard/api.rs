@@ -99,9 +99,13 @@ impl RunsQuery {
 /// Runs matching the query, newest first, and how many match without the limit.
 pub fn read_runs(store: &mut Store, q: &RunsQuery, default_limit: Option<usize>) -> Result<(Vec<RunRow>, usize), DashboardError> {
     let (f, framework) = q.filter(default_limit)?;
-    let all = store.runs_of_framework(&RunFilter { limit: None, ..f.clone() }, framework.as_deref())?;
-    let total = all.len();
-    let mut runs = all;
+    if framework.is_none() {
+        // The store counts; only the runs shown are read.
+        let total = store.count_runs(&f)? as usize;
+        return Ok((store.runs(&f)?, total));
+    }
+    let mut runs = store.runs_of_framework(&RunFilter { limit: None, ..f.clone() }, framework.as_deref())?;
+    let total = runs.len();
     if let Some(n) = f.limit {
         runs.truncate(n);
     }
@@ -112,11 +116,11 @@ pub fn read_runs(store: &mut Store, q: &RunsQuery, default_limit: Option<usize>)
 pub fn read_config(store: &mut Store, app: &App, key: &str, q: &RunsQuery) -> Result<ConfigPayload, DashboardError> {
     let q = RunsQuery { config: None, ..q.clone() };
     let (f, framework) = q.filter(None)?;
-    let points = store.config_points(key, &f)?;
-    let with_points: BTreeSet<&str> = points.iter().map(|p| p.run_id.as_str()).collect();
-    // Every run with a point of the key; a key with glob characters matches more in the
-    // store's run filter, so the runs are narrowed to those the points name.
+    // The runs with a point of the key that the filters keep, newest first; a key with glob
+    // characters would match more in the store's run filter, so the points decide.
     let mut runs = store.runs_of_framework(&RunFilter { config: Some(key.to_string()), limit: None, ..f.clone() }, framework.as_deref())?;
+    let mut points = store.chart_points(key)?;
+    let with_points: BTreeSet<&str> = points.iter().map(|p| p.run_id.as_str()).collect();
     runs.retain(|r| with_points.contains(r.run_id.as_str()));
     if let Some(n) = f.limit {
         runs.truncate(n);
@@ -124,6 +128,8 @@ pub fn read_config(store: &mut Store, app: &App, key: &str, q: &RunsQuery) -> Re
     if runs.is_empty() {
         return Err(DashboardError::NotFound(format!("no recorded run matching these filters has a point of config {key:?}")));
     }
+    let shown: BTreeSet<&str> = runs.iter().map(|r| r.run_id.as_str()).collect();
+    points.retain(|p| shown.contains(p.run_id.as_str()));
     let hashes: BTreeSet<String> = points.iter().filter_map(|p| p.point.launch_hash.clone()).collect();
     let launches: BTreeMap<String, Launch> =
         store.blobs(&hashes)?.into_iter().filter_map(|(h, v)| Some((h, serde_json::from_value(v).ok()?))).collect();

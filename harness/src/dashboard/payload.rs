@@ -125,13 +125,16 @@ pub struct PointInfo {
     pub topology: Option<String>,
     /// `measured` or `predicted`.
     pub kind: String,
-    /// Predicted points: `model profile M on hardware profile H`.
-    pub provenance: Option<String>,
+    /// Predicted points: `model profile M on hardware profile H`, as an index into
+    /// [`ConfigPayload::texts`].
+    pub provenance: Option<usize>,
     pub hardware: Option<String>,
     pub framework: Option<String>,
-    pub trace_set: Option<String>,
+    /// The trace set, as an index into [`ConfigPayload::texts`] (long, and shared by a run's points).
+    pub trace_set: Option<usize>,
     pub valid: bool,
     pub status: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub invalid_reasons: Vec<String>,
     /// tok/s/GPU (input, cached included, + output) and output tok/s/GPU.
     pub y: Value,
@@ -142,6 +145,7 @@ pub struct PointInfo {
     pub ttft_p99: Option<f64>,
     /// On the displayed frontier of each view.
     pub frontier: BTreeMap<&'static str, bool>,
+    /// Per view, a point of the same run that dominates this one (its id after `<config>/`).
     pub dominated_by: BTreeMap<&'static str, String>,
     /// Share of bootstrap replicates with the point on its North Star frontier.
     pub p_frontier: Option<f64>,
@@ -159,6 +163,28 @@ pub struct ConfigPayload {
     pub points: Vec<PointInfo>,
     /// Distinct flag diffs, shared by the points that launched alike.
     pub flags: Vec<FlagDiff>,
+    /// Distinct long strings the points refer to by index.
+    pub texts: Vec<String>,
+}
+
+/// Distinct values by index, in first-seen order.
+struct Interner<T> {
+    index: HashMap<T, usize>,
+    values: Vec<T>,
+}
+
+impl<T: Clone + Eq + std::hash::Hash> Interner<T> {
+    fn new() -> Self {
+        Interner { index: HashMap::new(), values: Vec::new() }
+    }
+    fn get(&mut self, v: T) -> usize {
+        if let Some(&i) = self.index.get(&v) {
+            return i;
+        }
+        self.values.push(v.clone());
+        self.index.insert(v, self.values.len() - 1);
+        self.values.len() - 1
+    }
 }
 
 fn view_of(key: &str) -> Option<View> {
@@ -193,6 +219,7 @@ pub fn config_payload(
         runs: runs.iter().map(run_info).collect(),
         points: Vec::new(),
         flags: Vec::new(),
+        texts: Vec::new(),
     };
     let mut by_run: BTreeMap<usize, Vec<&RunPoint>> = BTreeMap::new();
     for p in points {
@@ -200,7 +227,12 @@ pub fn config_payload(
             by_run.entry(i).or_default().push(p);
         }
     }
-    let mut diffs: HashMap<FlagDiff, usize> = HashMap::new();
+    let mut diffs: Interner<FlagDiff> = Interner::new();
+    let mut texts: Interner<String> = Interner::new();
+    // A launch's diff against a base is computed once: (the run, when each run has its own
+    // base; the launch's digest) → index into the distinct diffs.
+    let mut diff_of: HashMap<(Option<usize>, &str), usize> = HashMap::new();
+    let prefix = format!("{key}/");
     for (run, pts) in by_run {
         let launch_of = |p: &RunPoint| p.point.launch_hash.as_ref().and_then(|h| launches.get(h));
         let shared;
@@ -215,15 +247,10 @@ pub fn config_payload(
         let ttft = ttft_frontier(&pts);
         for (k, rp) in pts.iter().enumerate() {
             let p = &rp.point;
-            let flags = match (base, launch_of(rp)) {
-                (Some(b), Some(l)) => {
-                    let d = flags::diff(b, l);
-                    let n = diffs.len();
-                    let i = *diffs.entry(d.clone()).or_insert(n);
-                    if i == n {
-                        out.flags.push(d);
-                    }
-                    Some(i)
+            let flags = match (base, p.launch_hash.as_deref(), launch_of(rp)) {
+                (Some(b), Some(h), Some(l)) => {
+                    let key = (recipe_base.is_none().then_some(run), h);
+                    Some(*diff_of.entry(key).or_insert_with(|| diffs.get(flags::diff(b, l))))
                 }
                 _ => None,
             };
@@ -237,7 +264,8 @@ pub fn config_payload(
                         if let Some(f) = p.frontier.get(&view) {
                             frontier.insert(v.key, f.on_frontier);
                             if let Some(d) = &f.dominated_by {
-                                dominated_by.insert(v.key, d.clone());
+                                // Within the config: the point id after `<config>/`.
+                                dominated_by.insert(v.key, d.strip_prefix(&prefix).unwrap_or(d).to_string());
                             }
                         }
                     }
@@ -258,12 +286,14 @@ pub fn config_payload(
                 topology: p.topology.clone(),
                 kind: p.result_kind.clone(),
                 provenance: match (&p.model_profile, &p.hardware_profile) {
-                    (Some(m), Some(h)) => Some(format!("model profile {m} on hardware profile {h}")),
+                    (Some(m), Some(h)) if p.result_kind == "predicted" => {
+                        Some(texts.get(format!("model profile {m} on hardware profile {h}")))
+                    }
                     _ => None,
                 },
                 hardware: p.hardware.clone(),
                 framework: p.framework.clone(),
-                trace_set: p.trace_set.clone(),
+                trace_set: p.trace_set.clone().map(|t| texts.get(t)),
                 valid: p.valid,
                 status: p.status.clone(),
                 invalid_reasons: p.invalid_reasons.clone(),
@@ -279,6 +309,8 @@ pub fn config_payload(
             });
         }
     }
+    out.flags = diffs.values;
+    out.texts = texts.values;
     out
 }
 

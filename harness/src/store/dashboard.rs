@@ -1,8 +1,9 @@
 //! Reads the web dashboard (`sweep serve`) needs beyond the read API of `query.rs`: the values
-//! its filters offer, runs narrowed by framework, and many stored bodies at once.
+//! its filters offer, runs narrowed by framework, a config's points as its charts draw them, and
+//! many stored bodies at once.
 
 use super::backend::{Row, Val};
-use super::types::{RunFilter, RunRow};
+use super::types::{POINT_COLS, PointRow, RunFilter, RunPoint, RunRow, split_list};
 use super::{Store, StoreError};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,6 +50,37 @@ impl Store {
             runs.truncate(n);
         }
         Ok(runs)
+    }
+
+    /// Every point of `config_key` with its run's finish time, labels and gate, newest run
+    /// first and each run's points in plan order: what the charts draw. Unlike
+    /// [`Store::config_points`] it leaves out the points' seed replicates (the charts do not use
+    /// them, and decoding them was most of the time a page of 500 runs took) and takes no run
+    /// filter: the caller keeps the runs it shows.
+    pub fn chart_points(&mut self, config_key: &str) -> Result<Vec<RunPoint>, StoreError> {
+        let cols: Vec<String> =
+            POINT_COLS.iter().map(|c| if *c == "seeds" { "CAST(NULL AS TEXT)".to_string() } else { format!("p.{c}") }).collect();
+        let sql = format!(
+            "SELECT r.finished_unix, r.labels, r.gate, {} FROM points p JOIN runs r ON r.run_id = p.run_id WHERE p.config_key = $1 \
+             ORDER BY r.finished_unix DESC, r.run_id DESC, p.ord",
+            cols.join(", ")
+        );
+        let rows = self.dashboard_rows(&sql, &[Val::text(config_key)])?;
+        Ok(rows
+            .into_iter()
+            .map(|mut r| {
+                let (head, rest) = r.split_at_mut(3);
+                let head = Row(head);
+                let point = PointRow::from_row(rest);
+                RunPoint {
+                    run_id: point.run_id.clone(),
+                    finished_unix: head.int(0),
+                    labels: split_list(&head.text(1)),
+                    gate: head.opt_text(2),
+                    point,
+                }
+            })
+            .collect())
     }
 
     /// Stored JSON bodies (profiles, launches) by digest, in one query per hundred digests;

@@ -155,6 +155,11 @@ impl Browser {
         self.call("Input.dispatchMouseEvent", json!({"type": "mouseMoved", "x": at[0], "y": at[1]}));
     }
 
+    /// Moves the mouse to the page's top-left corner (off every chart).
+    pub fn unhover(&mut self) {
+        self.call("Input.dispatchMouseEvent", json!({"type": "mouseMoved", "x": 0, "y": 0}));
+    }
+
     /// A PNG of the whole page (up to 4,000 px tall), written to `path`.
     pub fn screenshot(&mut self, path: &Path) {
         let h = self.eval("document.documentElement.scrollHeight").as_f64().unwrap_or(1000.0).min(4000.0);

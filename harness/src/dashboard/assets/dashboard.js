@@ -60,8 +60,9 @@
   // A scale from a data domain to pixels; log when asked, or when 'auto' and the values span
   // more than 20x (one curve would otherwise squash another into a corner).
   function scale(lo, hi, mode, p0, p1) {
-    const log = mode === 'log' || (mode === 'auto' && lo > 0 && hi / lo > 20);
-    if (log && lo > 0) {
+    // A log axis needs positive values; without any, the axis stays linear.
+    const log = lo > 0 && Number.isFinite(lo) && (mode === 'log' || (mode === 'auto' && hi / lo > 20));
+    if (log) {
       const a = Math.log10(lo), b = Math.log10(hi);
       const pad = Math.max((b - a) * 0.06, 0.05);
       const d0 = a - pad, d1 = b + pad;
@@ -317,9 +318,14 @@
         if (Number.isFinite(p.y.lo)) ys.push(p.y.lo);
         if (Number.isFinite(p.y.hi)) ys.push(p.y.hi);
       }
-      const pos = (v) => v.filter((a) => a > 0);
-      const xlo = Math.min(...(this.xmode === 'log' ? pos(xs) : xs)), xhi = Math.max(...xs);
-      const ylo = Math.min(...(this.ymode === 'log' ? pos(ys) : ys)), yhi = Math.max(...ys);
+      // A log axis asked for is bounded by the lowest positive value (the others are left out
+      // below); 'auto' chooses log only when every value is positive.
+      const low = (v, mode) => {
+        const p = mode === 'log' ? v.filter((a) => a > 0) : v;
+        return Math.min(...(p.length ? p : v));
+      };
+      const xlo = low(xs, this.xmode), xhi = Math.max(...xs);
+      const ylo = low(ys, this.ymode), yhi = Math.max(...ys);
       const X = scale(xlo, xhi, this.xmode, m.l, W - m.r);
       const Y = scale(ylo, yhi, this.ymode, H - m.b, m.t);
       this.axes(svg, X, Y, W, H, m, view);
@@ -451,13 +457,15 @@
       tip.appendChild(el('div', { class: 'tip-title' }, p.id));
       const line = (text, cls) => tip.appendChild(el('div', cls ? { class: cls } : {}, text));
       line('run ' + run.id + ' · ' + when(run.finished_unix) + (run.gate ? ' · gate ' + run.gate : ''), 'muted');
-      line(p.kind + (p.provenance ? ' with ' + p.provenance : '') + (p.trace_set ? '; traces ' + p.trace_set : ''));
+      const text = (i) => (i === null || i === undefined ? '' : d.texts[i]);
+      line(p.kind + (text(p.provenance) ? ' with ' + text(p.provenance) : '') + (text(p.trace_set) ? '; traces ' + text(p.trace_set) : ''));
       const bits = [p.arm, 'conc ' + p.conc, p.gpus + ' GPU(s)'];
       if (p.topology) bits.push(p.topology);
       if (p.hardware) bits.push(p.hardware);
       if (p.framework) bits.push(p.framework);
       line(bits.join(' · '));
-      if (!p.valid || p.status !== 'done') line(p.status + (p.invalid_reasons.length ? ': ' + p.invalid_reasons.join('; ') : '') + ' (invalid)', 'bad');
+      const reasons = p.invalid_reasons || [];
+      if (!p.valid || p.status !== 'done') line(p.status + (reasons.length ? ': ' + reasons.join('; ') : '') + ' (invalid)', 'bad');
       const t = el('table', { class: 'tip-metrics' });
       const row = (k, v) => {
         const tr = el('tr');
