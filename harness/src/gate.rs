@@ -380,12 +380,16 @@ impl Verdict {
     }
 }
 
+/// "15 checks, 0 failed, 2 not applicable": what the verdict rests on.
+pub fn tally(v: &Verdict) -> String {
+    let failed = v.checks.iter().filter(|c| !c.passed).count();
+    let na = if v.not_applicable.is_empty() { String::new() } else { format!(", {} not applicable", v.not_applicable.len()) };
+    format!("{} checks, {failed} failed{na}", v.checks.len())
+}
+
 /// The human summary: failing checks first.
 pub fn human(v: &Verdict) -> String {
-    let failed = v.checks.iter().filter(|c| !c.passed).count();
-    let verdict = v.word();
-    let na = if v.not_applicable.is_empty() { String::new() } else { format!(", {} not applicable", v.not_applicable.len()) };
-    let mut o = format!("gate: {verdict} ({} checks, {failed} failed{na})\n", v.checks.len());
+    let mut o = format!("gate: {} ({})\n", v.word(), tally(v));
     if !v.incomplete.is_empty() {
         o.push_str(&format!(
             "  INCOMPLETE  {} point(s) not finished (interrupted or not reached; re-run with --resume): {}\n",
@@ -397,7 +401,8 @@ pub fn human(v: &Verdict) -> String {
         o.push_str(&format!("  FAIL  {}: {}\n", c.name, c.detail));
     }
     for c in &v.not_applicable {
-        o.push_str(&format!("  N/A   {}: {}\n", c.name, c.detail));
+        // The record's detail says N/A itself (gate.json has no status column); once is enough here.
+        o.push_str(&format!("  N/A   {}: {}\n", c.name, c.detail.strip_prefix("N/A: ").unwrap_or(&c.detail)));
     }
     o
 }

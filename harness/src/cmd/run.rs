@@ -479,9 +479,10 @@ fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool, one_
     let verdict = super::results::gate_run(out, None, None)?;
     let files = crate::report::write_all(summary, out).map_err(anyhow::Error::msg)?;
     println!(
-        "{done}/{} point(s) finished in {wall_s:.1} s; gate {}",
+        "{done}/{} point(s) finished in {wall_s:.1} s; gate {} ({})",
         summary.points.len(),
-        if verdict.passed { "PASSED" } else { "FAILED" }
+        if verdict.passed { "PASSED" } else { "FAILED" },
+        crate::gate::tally(&verdict)
     );
     if !summary.evals.is_empty() {
         let w = summary.evals.iter().map(|e| e.id.len()).max().unwrap_or(0);

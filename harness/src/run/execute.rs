@@ -258,8 +258,7 @@ impl<'a> Execution<'a> {
         res.wall_s = t0.elapsed().as_secs_f64();
         write_in(&dir, "status.json", &res)?;
         if self.opts.verbose {
-            let n = self.done_count.fetch_add(1, Ordering::Relaxed) + 1;
-            eprintln!("[{n}/{}] {:<58} {}  ({:.1} s)", self.total(), e.id, res.describe(), res.wall_s);
+            self.progress(&e.id, &res.describe(), res.wall_s);
         }
         self.evals.lock().expect("lock").insert(e.id.clone(), res);
         self.save()?;
@@ -300,7 +299,6 @@ impl<'a> Execution<'a> {
 
     /// The progress line of a finished point.
     fn print_finished(&self, p: &PlanPoint, res: &PointResult) {
-        let n = self.done_count.fetch_add(1, Ordering::Relaxed) + 1;
         let detail = match (&res.status, &res.summary) {
             (Status::Done, Some(s)) => format!(
                 "{:>9} tok/s/GPU  P90 intvty {:>7.1}  TTFT p90 {:.2} s",
@@ -310,7 +308,17 @@ impl<'a> Execution<'a> {
             ),
             (st, _) => format!("{st:?}"),
         };
-        eprintln!("[{n}/{}] {:<58} {}  ({:.1} s)", self.total(), p.id, detail, res.wall_s);
+        self.progress(&p.id, &detail, res.wall_s);
+    }
+
+    /// One progress line, its columns aligned over the whole run: the counter padded to the
+    /// total's width, the id to the longest selected id's.
+    fn progress(&self, id: &str, detail: &str, wall_s: f64) {
+        let n = self.done_count.fetch_add(1, Ordering::Relaxed) + 1;
+        let total = self.total();
+        let id_w = self.order.iter().map(String::len).chain(self.sel.evals.iter().map(|e| e.id.len())).max().unwrap_or(0);
+        let counter = format!("[{n:>w$}/{total}]", w = total.to_string().len());
+        eprintln!("{counter} {id:<id_w$}  {detail}  ({wall_s:.1} s)");
     }
 
     /// Runs a matrix's points on up to the runner's parallelism of threads; a failure in a
