@@ -81,8 +81,14 @@ fn sigterm_on_a_replay_keeps_its_records_and_exits_130() {
         .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
         .unwrap();
-    // The replay has started once the trace pool is loaded: give it a few seconds of simulation.
-    std::thread::sleep(Duration::from_secs(4));
+    // The output folder is made once the trace pool is loaded (seconds in a debug build on a
+    // busy machine); the replay starts right after: give it a couple of seconds of simulation.
+    let t0 = Instant::now();
+    while !out.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(120), "the replay never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
     let (code, stderr) = signal_after(child, &err, "", Duration::ZERO, libc::SIGTERM);
     let stdout = std::fs::read_to_string(tmp.path().join("stdout.txt")).unwrap();
     assert_eq!(code, 130, "{stdout}\n{stderr}");

@@ -305,7 +305,14 @@ fn inferencex_artifacts(run: &Path, to: &Path, records: bool) {
         std::fs::create_dir_all(dir.join("aiperf_artifacts")).unwrap();
         std::fs::write(dir.join(format!("agg_dsv3_conc{conc}.json")), serde_json::to_vec_pretty(&agg).unwrap()).unwrap();
         if records {
-            std::fs::copy(src.join("profile_export.jsonl"), dir.join("aiperf_artifacts/profile_export.jsonl")).unwrap();
+            // InferenceX's artifacts hold the plain export; sweep keeps it compressed.
+            let mut plain = Vec::new();
+            std::io::Read::read_to_end(
+                &mut flate2::read::GzDecoder::new(std::fs::File::open(src.join("profile_export.jsonl.gz")).unwrap()),
+                &mut plain,
+            )
+            .unwrap();
+            std::fs::write(dir.join("aiperf_artifacts/profile_export.jsonl"), plain).unwrap();
         }
     }
 }

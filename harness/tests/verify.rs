@@ -282,9 +282,12 @@ fn check1_green_check_runs_or_a_measured_run_on_a_commit_of_the_pr() {
     let (code, v) = f.verify(&["--run", out.to_str().unwrap()]);
     assert_fail(&v, code, 1);
     let fs = findings(&v, 1);
-    assert_eq!(fs.len(), 1, "the run is at a commit of the PR, finished and gated: only its kind fails: {fs:?}");
+    // At a commit of the PR, finished and gated: only its kind fails, and its evals, which the
+    // reference engine cannot answer (recorded not applicable, read from sweep's eval.json).
+    assert_eq!(fs.len(), 2, "{fs:?}");
     assert_eq!(fs[0].2, "result_kind: predicted");
     assert!(fs[0].3.contains("predicted (reference engine) at 5 point(s)"), "{fs:?}");
+    assert_eq!((fs[1].2.as_str(), fs[1].3.as_str()), ("not_applicable", "no eval executed (simulated engine)"), "{fs:?}");
     // A point that published no aggregate.
     std::fs::remove_file(out.join("dsv3-fp8-h200-sglang-agentic/tp8-c4/agg.json")).unwrap();
     let (code, v) = f.verify(&["--run", out.to_str().unwrap()]);

@@ -87,26 +87,32 @@ pub fn reader_may_stop(r: anyhow::Result<()>) -> anyhow::Result<()> {
 }
 
 /// Ctrl-C or SIGTERM sets `flag` (first: finish cleanly, saying `what_happens`; a second Ctrl-C:
-/// exit at once).
+/// exit at once). The handlers are registered before this returns, so a signal that comes right
+/// after start stops the command cleanly instead of killing it.
 pub fn install_interrupt(flag: std::sync::Arc<std::sync::atomic::AtomicBool>, what_happens: &'static str) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+    let (int, mut term) = {
+        let _ctx = rt.enter();
+        (signal(SignalKind::interrupt()).ok(), signal(SignalKind::terminate()).ok())
+    };
+    let Some(mut int) = int else { return };
     std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-        rt.block_on(async {
+        rt.block_on(async move {
             // SIGTERM (a cancelled CI job, a batch scheduler's kill) stops as cleanly as Ctrl-C:
             // running points are recorded and submitted Slurm jobs cancelled.
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
             let first = match term.as_mut() {
                 Some(t) => tokio::select! {
-                    r = tokio::signal::ctrl_c() => r.is_ok(),
+                    r = int.recv() => r.is_some(),
                     r = t.recv() => r.is_some(),
                 },
-                None => tokio::signal::ctrl_c().await.is_ok(),
+                None => int.recv().await.is_some(),
             };
             if first {
                 eprintln!("\ninterrupted: {what_happens}. Press Ctrl-C again to exit now.");
                 flag.store(true, std::sync::atomic::Ordering::SeqCst);
             }
-            if tokio::signal::ctrl_c().await.is_ok() {
+            if int.recv().await.is_some() {
                 std::process::exit(130);
             }
         });

@@ -131,7 +131,13 @@ impl RunArtifacts {
             .filter_map(|f| f.parent().map(Path::to_path_buf))
             .collect();
         for d in &meta_dirs {
-            for r in eval_set(d)? {
+            let mut set = eval_set(d)?;
+            if set.is_empty() {
+                // `sweep eval` writes no lm-eval results where it asked nothing (not applicable,
+                // or a server that never answered): its own record says why.
+                set.extend(sweep_eval_record(d)?);
+            }
+            for r in set {
                 seen_sources.insert(r.source.clone());
                 evals.push(r);
             }
@@ -227,6 +233,32 @@ fn agg_eval_rows(f: &Path) -> Result<Vec<EvalRow>, ArtifactError> {
             image: s(r, "image"),
         })
         .collect())
+}
+
+/// `eval.json` as `sweep eval` writes it, for a set without lm-eval results.
+fn sweep_eval_record(d: &Path) -> Result<Option<EvalRow>, ArtifactError> {
+    let f = d.join("eval.json");
+    let Some(v) = read_json(&f)? else { return Ok(None) };
+    let Some(task) = s(&v, "task") else { return Ok(None) };
+    let meta = read_json(&d.join("meta_env.json"))?.unwrap_or(Value::Null);
+    let na = (s(&v, "status").as_deref() == Some("not_applicable")).then(|| s(&v, "reason").unwrap_or_else(|| "not applicable".into()));
+    Ok(Some(EvalRow {
+        source: f,
+        task,
+        model_prefix: s(&meta, "infmax_model_prefix").filter(|x| x != "unknown"),
+        hw: s(&meta, "hw"),
+        conc: u(&v, "concurrency").or_else(|| u(&meta, "conc")),
+        tp: u(&meta, "tp"),
+        ep: u(&meta, "ep"),
+        dp_attention: s(&meta, "dp_attention"),
+        em_strict: v.get("em_strict").and_then(Value::as_f64),
+        em_flexible: v.get("em_flexible").and_then(Value::as_f64),
+        n_eff: u(&v, "n"),
+        n_total: u(&v, "n_total"),
+        infrastructure_success: b(&v, "infrastructure_success"),
+        not_applicable: na,
+        image: s(&v, "image").or_else(|| s(&meta, "image")),
+    }))
 }
 
 /// The `_concN` suffix of a batched result file.
