@@ -24,14 +24,14 @@ fn bench_dir() -> PathBuf {
     d
 }
 
-/// The real 13-point run folder, made once.
+/// The real 13-point run folder, made once (an interrupted making resumes).
 fn run13() -> PathBuf {
     let out = bench_dir().join("run13");
     if !out.join("summary.json").is_file() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         eprintln!("making a 13-point run on the virtual clock into {} …", out.display());
         let st = Command::new(env!("CARGO_BIN_EXE_sweep"))
-            .args(["run", "full-sweep-fail-fast", "--duration", "60", "--seed-replicates", "0", "--no-store", "--out"])
+            .args(["run", "full-sweep-fail-fast", "--duration", "60", "--seed-replicates", "0", "--no-store", "--resume", "--out"])
             .arg(&out)
             .arg("--root")
             .arg(&root)

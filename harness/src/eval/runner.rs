@@ -88,7 +88,7 @@ pub struct EvalProgress {
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
-    #[error("{0}")]
+    #[error(transparent)]
     Http(#[from] crate::targets::http::HttpError),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },

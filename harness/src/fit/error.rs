@@ -17,7 +17,7 @@ pub enum FitError {
     #[error("{0}")]
     Plan(String),
     /// The fitted profile does not serialize.
-    #[error("{0}")]
+    #[error(transparent)]
     ProfileYaml(#[from] serde_yaml_ng::Error),
 }
 

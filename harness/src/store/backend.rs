@@ -55,7 +55,7 @@ pub enum Kind {
 /// An error of the database itself (the store adds where).
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
-    #[error("{0}")]
+    #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
     #[error("{}", pg_message(.0))]
     Postgres(#[from] postgres::Error),
