@@ -95,10 +95,12 @@ impl Thresholds {
     fn from_value(v: serde_yaml_ng::Value) -> Result<Thresholds, String> {
         let flat = v.as_mapping().is_some_and(|m| !m.contains_key("default") && !m.contains_key("models"));
         if flat {
-            let default: BTreeMap<String, f64> = serde_yaml_ng::from_value(v).map_err(|e| e.to_string())?;
+            // serde quotes the offending value whole: an excerpt of it says enough.
+            let default: BTreeMap<String, f64> =
+                serde_yaml_ng::from_value(v).map_err(|e| crate::problem::excerpt_quoted(&e.to_string()))?;
             return Ok(Thresholds { default, models: BTreeMap::new() });
         }
-        serde_yaml_ng::from_value(v).map_err(|e| e.to_string())
+        serde_yaml_ng::from_value(v).map_err(|e| crate::problem::excerpt_quoted(&e.to_string()))
     }
 
     /// InferenceX's thresholds as shipped (`harness/data/thresholds.yaml`).
