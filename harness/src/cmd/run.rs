@@ -267,19 +267,6 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         eprintln!("sweep run: resuming {}", out.display());
     }
     let run_id = out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| label.clone());
-    // A new run into a folder that holds one would overwrite its results (and its record in the
-    // store). A per-point job (`--point`) belongs to a run its orchestrator manages.
-    if !args.resume
-        && args.point.is_none()
-        && let Some(f) = ["run.json", "summary.json"].iter().map(|f| out.join(f)).find(|f| f.is_file())
-    {
-        anyhow::bail!(
-            "--out {}: the folder already holds a run ({}); nothing was changed\n    fix: `--resume --out {}` continues it, or pass another --out (or remove the folder first)",
-            out.display(),
-            f.file_name().unwrap_or_default().to_string_lossy(),
-            out.display()
-        );
-    }
 
     if args.twin && args.target == "sim" {
         anyhow::bail!("--twin compares a live run with its virtual-clock twin; use it with --target local, local:engine or url:URL");
