@@ -213,19 +213,6 @@ fn server() -> Server {
     Server::start(fixture().db.to_str().unwrap())
 }
 
-/// `SWEEP_TEST_POSTGRES` with a fresh schema as the search path, or `None` (and a notice), as
-/// the store's own tests do.
-fn pg_store(tag: &str) -> Option<String> {
-    let Some(url) = std::env::var("SWEEP_TEST_POSTGRES").ok().filter(|u| !u.is_empty()) else {
-        eprintln!("note: SWEEP_TEST_POSTGRES is not set: `{tag}` is skipped (scripts/pg/start.sh starts a server)");
-        return None;
-    };
-    let schema = format!("t_{tag}_{}", std::process::id());
-    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| panic!("SWEEP_TEST_POSTGRES={url}: {e}"));
-    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")).unwrap();
-    Some(format!("{url}{}options=-csearch_path%3D{schema}", if url.contains('?') { '&' } else { '?' }))
-}
-
 /// Points of `config` in a run folder that finished with metrics (what the charts can draw).
 fn drawable(dir: &Path, config: &str) -> usize {
     summary(dir)["points"].as_array().unwrap().iter().filter(|p| p["config_key"] == config && p.get("pareto").is_some()).count()

@@ -15,18 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-/// `SWEEP_TEST_POSTGRES` with a fresh schema `t_<tag>` as the search path, or `None` (and a notice).
-fn pg_store(tag: &str) -> Option<String> {
-    let Some(url) = std::env::var("SWEEP_TEST_POSTGRES").ok().filter(|u| !u.is_empty()) else {
-        eprintln!("note: SWEEP_TEST_POSTGRES is not set: the PostgreSQL part of `{tag}` is skipped (scripts/pg/start.sh starts a server)");
-        return None;
-    };
-    let schema = format!("t_{tag}_{}", std::process::id());
-    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| panic!("SWEEP_TEST_POSTGRES={url}: {e}"));
-    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")).unwrap();
-    Some(format!("{url}{}options=-csearch_path%3D{schema}", if url.contains('?') { '&' } else { '?' }))
-}
-
 /// The stores a test runs against: a SQLite file in `dir`, and PostgreSQL when configured.
 fn stores(dir: &Path, tag: &str) -> Vec<String> {
     let mut v = vec![dir.join(format!("{tag}.db")).to_string_lossy().into_owned()];

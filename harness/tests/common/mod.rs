@@ -84,3 +84,16 @@ pub fn sweep_run(repo: &Path, out: &Path, extra: &[&str]) -> Output {
 pub fn summary_json(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json")).expect("summary.json parses")
 }
+
+/// `SWEEP_TEST_POSTGRES` with a fresh schema `t_<tag>_<pid>` as the search path, or `None` (and a
+/// notice) where no PostgreSQL is configured (`scripts/pg/start.sh` starts one).
+pub fn pg_store(tag: &str) -> Option<String> {
+    let Some(url) = std::env::var("SWEEP_TEST_POSTGRES").ok().filter(|u| !u.is_empty()) else {
+        eprintln!("note: SWEEP_TEST_POSTGRES is not set: the PostgreSQL part of `{tag}` is skipped (scripts/pg/start.sh starts a server)");
+        return None;
+    };
+    let schema = format!("t_{tag}_{}", std::process::id());
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| panic!("SWEEP_TEST_POSTGRES={url}: {e}"));
+    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")).unwrap();
+    Some(format!("{url}{}options=-csearch_path%3D{schema}", if url.contains('?') { '&' } else { '?' }))
+}
