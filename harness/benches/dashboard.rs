@@ -10,22 +10,20 @@
 //!
 //! `cargo bench -p harness --bench dashboard`
 
+mod common;
+
+use common::root;
 use criterion::{Criterion, criterion_group, criterion_main};
 use harness::dashboard::{App, loopback_hosts, router};
 use harness::repo::Repo;
 use harness::store::{Location, Mode, RunFilter, RunRecord, Store, read_run_dir};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const RUNS: usize = 500;
 const CONFIG: &str = "dsv41flash-fp4-gb300-sglang-agentic-dspark";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn bench_dir() -> PathBuf {
     let d = root().join("target").join("bench-dashboard");
@@ -33,22 +31,9 @@ fn bench_dir() -> PathBuf {
     d
 }
 
-/// The real 13-point run folder, made once (an interrupted making resumes).
+/// The real 13-point run folder, made once.
 fn run13() -> PathBuf {
-    let out = bench_dir().join("run13");
-    if !out.join("summary.json").is_file() {
-        eprintln!("making a 13-point run on the virtual clock into {} …", out.display());
-        let st = Command::new(env!("CARGO_BIN_EXE_sweep"))
-            .args(["run", "full-sweep-fail-fast", "--duration", "60", "--no-store", "--resume", "--out"])
-            .arg(&out)
-            .arg("--root")
-            .arg(root())
-            .stdout(std::process::Stdio::null())
-            .status()
-            .unwrap();
-        assert!(st.success() || out.join("summary.json").is_file(), "sweep run failed");
-    }
-    out
+    common::run13(bench_dir().join("run13"), &[])
 }
 
 /// Run `i`: the real run under another id and finishing time (ten minutes apart).

@@ -9,6 +9,8 @@
 //!
 //! `cargo bench -p harness --bench store`
 
+mod common;
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use harness::store::{Location, Mode, RunFilter, RunRecord, Store, read_run_dir};
 use std::path::{Path, PathBuf};
@@ -24,23 +26,9 @@ fn bench_dir() -> PathBuf {
     d
 }
 
-/// The real 13-point run folder, made once (an interrupted making resumes).
+/// The real 13-point run folder, made once.
 fn run13() -> PathBuf {
-    let out = bench_dir().join("run13");
-    if !out.join("summary.json").is_file() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        eprintln!("making a 13-point run on the virtual clock into {} …", out.display());
-        let st = Command::new(env!("CARGO_BIN_EXE_sweep"))
-            .args(["run", "full-sweep-fail-fast", "--duration", "60", "--seed-replicates", "0", "--no-store", "--resume", "--out"])
-            .arg(&out)
-            .arg("--root")
-            .arg(&root)
-            .stdout(std::process::Stdio::null())
-            .status()
-            .unwrap();
-        assert!(st.success() || out.join("summary.json").is_file(), "sweep run failed");
-    }
-    out
+    common::run13(bench_dir().join("run13"), &["--seed-replicates", "0"])
 }
 
 /// Run `i` of the synthetic history: the real run under another id, date, label and configs.
