@@ -14,9 +14,14 @@ use tokio::net::TcpStream;
 
 /// DeepSeek-V4-Flash, TP8, H200, with `flags`.
 async fn start(flags: &str) -> Server {
+    start_with_env(flags, &[]).await
+}
+
+/// As [`start`], with `env` as the server's `SGLANG_*` environment.
+async fn start_with_env(flags: &str, env: &[(&str, &str)]) -> Server {
     let argv: Vec<String> =
         format!("--port 0 --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 {flags}").split_whitespace().map(String::from).collect();
-    let (cfg, rest) = ServeConfig::from_argv(&argv, |_| None).unwrap();
+    let (cfg, rest) = ServeConfig::from_argv(&argv, |k| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).unwrap();
     let core =
         EngineCore::from_args(&rest, &cfg.router_args, &Default::default(), cfg.engine_model.as_deref(), &cfg.hardware, cfg.seed).unwrap();
     Server::start(cfg, core).await.unwrap()
@@ -155,6 +160,22 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_keep_alive_timeout() 
     let mut silent = TcpStream::connect(s.addr).await.unwrap();
     assert!(closed_within(&mut silent, Duration::from_secs(30)).await.is_some(), "a silent connection stayed open for 30 s");
     assert_serving(s.addr).await;
+    s.shutdown().await;
+}
+
+/// Recipes raise SGLang's keep-alive (`SGLANG_TIMEOUT_KEEP_ALIVE`) so that a router's pooled
+/// connection is never closed under it; the default (5 s) would close this one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sglang_timeout_keep_alive_keeps_an_idle_connection_past_the_default() {
+    let s = start_with_env("", &[("SGLANG_TIMEOUT_KEEP_ALIVE", "900")]).await;
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(&request("GET", "/v1/models", "", false)).await.unwrap();
+    let (head, _) = read_response(&mut c).await;
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert_eq!(closed_within(&mut c, Duration::from_secs(7)).await, None, "closed before the 900 s keep-alive");
+    c.write_all(&request("GET", "/v1/models", "", false)).await.unwrap();
+    let (head, _) = read_response(&mut c).await;
+    assert!(head.starts_with("http/1.1 200"), "{head}");
     s.shutdown().await;
 }
 

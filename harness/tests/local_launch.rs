@@ -67,16 +67,38 @@ fn local_target_starts_the_recipes_router_in_front_of_the_worker() {
     // PyPI's sglang-router 0.3.2 lacks the image build's `--connect-timeout-secs`.
     edit(&repo.path().join("recipes/dsv41flash-fp4-gb300-sglang-agentic-dspark.yaml"), "--connect-timeout-secs, \"900\", ", "");
     let dir = repo.path().join("out");
-    let o = sweep_run(
-        repo.path(),
-        &dir,
-        &["--configs", "dsv41flash-*", "--only", DEP2_C64, "--target", "local", "--duration", "20", "--server-timeout", "120"],
-    );
+    // The router fetches the served model's tokenizer from the Hugging Face Hub when it can; the
+    // test keeps it off the network (an endpoint that refuses at once) so that the machine's
+    // network cannot change what the router does.
+    let o = std::process::Command::new(exe)
+        .args(["run", "full-sweep-fail-fast", "--configs", "dsv41flash-*", "--only", DEP2_C64, "--target", "local"])
+        .args(["--duration", "20", "--server-timeout", "120", "--out", dir.to_str().unwrap(), "--root", repo.path().to_str().unwrap()])
+        .env("HF_ENDPOINT", "http://127.0.0.1:9")
+        .env("HF_HUB_OFFLINE", "1")
+        .current_dir(repo.path())
+        .output()
+        .expect("run sweep");
     let (so, se) = text(&o);
     let s = summary_json(&dir);
     let p = &s["points"][0];
-    assert_eq!(p["status"]["state"], "done", "{so}\n{se}\n{p}");
     let pd = harness::results::point_dir(&dir, DEP2_C64);
+    if p["status"]["state"] != "done" {
+        // What failed, from the point's own files: its failed records and both servers' logs.
+        let recs = export_text(&pd);
+        let failed: Vec<&str> = recs.lines().filter(|l| l.contains("\"error\":{")).take(3).collect();
+        let tail = |f: &str| {
+            let t = std::fs::read_to_string(pd.join(f)).unwrap_or_default();
+            let lines: Vec<&str> = t.lines().collect();
+            lines[lines.len().saturating_sub(40)..].join("\n")
+        };
+        panic!(
+            "point not done: {}\n{so}\n{se}\nfailed records:\n{}\nrouter.log:\n{}\nserver.log:\n{}",
+            p["status"],
+            failed.join("\n"),
+            tail("router.log"),
+            tail("server.log")
+        );
+    }
     let router_log = std::fs::read_to_string(pd.join("router.log")).expect("router.log kept");
     // Every request went through the router (its access log names the chat endpoint).
     assert!(router_log.contains("/v1/chat/completions"), "{}", &router_log[..router_log.len().min(2000)]);

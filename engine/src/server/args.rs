@@ -198,6 +198,7 @@ struct Given {
     served: Option<String>,
     template: Option<TemplateFamily>,
     backend: bool,
+    keep_alive: bool,
 }
 
 impl ServeConfig {
@@ -226,7 +227,7 @@ impl ServeConfig {
             }
             i += consumed;
         }
-        c.settle(given, env);
+        c.settle(given, env)?;
         Ok((c, rest))
     }
 
@@ -293,6 +294,10 @@ impl ServeConfig {
             "--mean-output-tokens" => {
                 self.mean_output_tokens = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected an integer >= 1"))?
             }
+            "--keep-alive-timeout" => {
+                given.keep_alive = true;
+                self.apply_connection(flag, v)?
+            }
             _ => self.apply_connection(flag, v)?,
         }
         Ok(())
@@ -315,7 +320,7 @@ impl ServeConfig {
     }
 
     /// Defaults that depend on other flags, and the environment.
-    fn settle(&mut self, given: Given, env: impl Fn(&str) -> Option<String>) {
+    fn settle(&mut self, given: Given, env: impl Fn(&str) -> Option<String>) -> Result<(), ServeArgsError> {
         self.served_model_name = given.served.unwrap_or_else(|| self.model_path.clone());
         self.chat_template = given.template.unwrap_or_else(|| TemplateFamily::for_model(&self.model_path));
         // SGLang's default backend is huggingface, but only with a tokenizer file; with
@@ -327,6 +332,15 @@ impl ServeConfig {
         }
         self.default_thinking =
             env("SGLANG_DEFAULT_THINKING").map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes")).unwrap_or(false);
+        // SGLang hands `SGLANG_TIMEOUT_KEEP_ALIVE` to uvicorn as its keep-alive timeout. Recipes
+        // raise it (900–1800 s) so that a pooling client or router never reuses a connection the
+        // server is closing: that race fails a request, and a failed warmup ends the run.
+        if !given.keep_alive
+            && let Some(v) = env("SGLANG_TIMEOUT_KEEP_ALIVE").filter(|v| !v.trim().is_empty())
+        {
+            self.keep_alive_timeout = seconds("SGLANG_TIMEOUT_KEEP_ALIVE", v.trim())?;
+        }
+        Ok(())
     }
 }
 
@@ -396,6 +410,17 @@ mod tests {
         assert_eq!(rest, argv("--tp 4"));
         let (d, _) = ServeConfig::from_argv(&[], |_| None).unwrap();
         assert_eq!((d.keep_alive_timeout, d.drain_timeout, d.max_connections), (Duration::from_secs(5), Duration::from_secs(10), None));
+    }
+
+    #[test]
+    fn sglang_timeout_keep_alive_sets_the_keep_alive_unless_the_flag_does() {
+        let env = |v: &'static str| move |k: &str| (k == "SGLANG_TIMEOUT_KEEP_ALIVE").then(|| v.to_string());
+        let (c, _) = ServeConfig::from_argv(&[], env("900")).unwrap();
+        assert_eq!(c.keep_alive_timeout, Duration::from_secs(900));
+        let (c, _) = ServeConfig::from_argv(&argv("--keep-alive-timeout 2"), env("900")).unwrap();
+        assert_eq!(c.keep_alive_timeout, Duration::from_secs(2));
+        let e = ServeConfig::from_argv(&[], env("forever")).unwrap_err().to_string();
+        assert!(e.contains("SGLANG_TIMEOUT_KEEP_ALIVE") && e.contains("forever"), "{e}");
     }
 
     #[test]
