@@ -214,6 +214,21 @@ fn resume_runs_only_the_missing_points() {
         assert!(!o.status.success() && se.contains(named), "{flag}: {so}\n{se}");
     }
     assert_eq!(std::fs::read(dir.join("summary.json")).unwrap(), summary_before, "a refused resume touched the run");
+
+    // A new run (no --resume) into the finished run would overwrite it: refused, saying how to go
+    // on; `--overwrite` replaces it.
+    let new_run = ["run", "full-sweep-fail-fast", "--configs", "dsv41flash-*", "--duration", "300", "--traces", "synthetic", "--out", d];
+    let o = sweep(&[&new_run[..], &["--only", canary]].concat(), &workspace_root());
+    let (so, se) = text(&o);
+    assert!(!o.status.success() && se.contains("holds a finished run") && se.contains("--resume --out"), "{so}\n{se}");
+    assert_eq!(std::fs::read(dir.join("summary.json")).unwrap(), summary_before, "a refused run touched the folder");
+    let o = sweep(&[&new_run[..], &["--only", canary, "--overwrite"]].concat(), &workspace_root());
+    let (so, se) = text(&o);
+    // One point: its gate fails on Pareto coverage, but the run is made.
+    assert!(se.contains("--overwrite: removed the finished run") && so.contains("1/1 point(s) finished"), "{so}\n{se}");
+    assert!(!harness::results::point_dir(&dir, first).exists(), "the overwritten run's points were left behind");
+    let replaced = harness::results::RunSummary::load(&dir).unwrap();
+    assert_eq!(replaced.points.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), [canary], "--overwrite made a new run");
 }
 
 #[test]

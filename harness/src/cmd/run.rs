@@ -10,6 +10,7 @@ use crate::run::launcher::{Endpoint, PointLauncher};
 use crate::run::{self, PointRunner, RunOptions};
 use crate::targets::sim::{ProfileChoice, SimRunner};
 use crate::trace::TraceSource;
+use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -58,6 +59,10 @@ pub struct Args {
     /// Keep finished points found in --out and run only the rest.
     #[arg(long)]
     pub resume: bool,
+    /// Delete a finished run found in --out and start a new one there (otherwise refused, so
+    /// that a second run never overwrites the first).
+    #[arg(long, conflicts_with = "resume")]
+    pub overwrite: bool,
     /// Run only these point ids (see `sweep plan`).
     #[arg(long, num_args = 1..)]
     pub only: Vec<String>,
@@ -267,6 +272,22 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         eprintln!("sweep run: resuming {}", out.display());
     }
     let run_id = out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| label.clone());
+    // A run that reached its end (its gate verdict is written, interrupted or not) would lose its
+    // results, and their record in the store, to a new run in the same folder. A run that died
+    // before its end is restarted in place, as a killed Slurm sweep is; a per-point job
+    // (`--point`) belongs to the run its orchestrator manages.
+    if !args.resume && !args.overwrite && args.point.is_none() && out.join("gate.json").is_file() {
+        anyhow::bail!(
+            "--out {}: the folder holds a finished run (gate.json); nothing was changed\n    fix: `--resume --out {}` keeps its finished points and runs the rest, `--overwrite` replaces it, or pass another --out",
+            out.display(),
+            out.display()
+        );
+    }
+    if args.overwrite && out.join("gate.json").is_file() && out.join("summary.json").is_file() {
+        // Its point folders, pages and charts would otherwise mix with the new run's.
+        std::fs::remove_dir_all(&out).with_context(|| format!("--overwrite: removing the finished run in {}", out.display()))?;
+        eprintln!("sweep run: --overwrite: removed the finished run in {}", out.display());
+    }
 
     if args.twin && args.target == "sim" {
         anyhow::bail!("--twin compares a live run with its virtual-clock twin; use it with --target local, local:engine or url:URL");
