@@ -164,10 +164,11 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_keep_alive_timeout() 
 }
 
 /// Recipes raise SGLang's keep-alive (`SGLANG_TIMEOUT_KEEP_ALIVE`) so that a router's pooled
-/// connection is never closed under it; the default (5 s) would close this one.
+/// connection is never closed under it; the default (5 s) would close this one, and so would a
+/// header read timeout that also ran between requests (2 s here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sglang_timeout_keep_alive_keeps_an_idle_connection_past_the_default() {
-    let s = start_with_env("", &[("SGLANG_TIMEOUT_KEEP_ALIVE", "900")]).await;
+    let s = start_with_env("--header-read-timeout 2", &[("SGLANG_TIMEOUT_KEEP_ALIVE", "900")]).await;
     let mut c = TcpStream::connect(s.addr).await.unwrap();
     c.write_all(&request("GET", "/v1/models", "", false)).await.unwrap();
     let (head, _) = read_response(&mut c).await;

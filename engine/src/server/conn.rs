@@ -1,6 +1,7 @@
-//! One HTTP/1.1 connection: hyper serves the axum router on it with a header read timeout, each
-//! request body gets a deadline, and a watchdog closes the connection once it has been idle for
-//! the keep-alive timeout, when the server drains, or when it closes.
+//! One HTTP/1.1 connection: hyper serves the axum router on it, each request body gets a
+//! deadline, and a watchdog closes the connection once it has been idle for the keep-alive
+//! timeout, when a request head takes longer than the header read timeout from its first byte,
+//! when the server drains, or when it closes.
 
 use std::convert::Infallible;
 use std::pin::{Pin, pin};
@@ -51,18 +52,43 @@ pub(crate) fn is_body_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// What the watchdog knows of a connection: when it last moved bytes or ended a response, and
-/// how many requests it has in flight (head read, response not yet sent in full).
+/// What the watchdog knows of a connection: when it last moved bytes or ended a response, how
+/// many requests it has in flight (head read, response not yet sent in full), and when the head
+/// being read began.
 struct Activity {
     start: Instant,
     /// Milliseconds after `start`.
     last: AtomicU64,
     in_flight: AtomicUsize,
+    /// Milliseconds after `start` plus one of the first byte of a head not yet complete; 0: none.
+    head_since: AtomicU64,
+    /// Wakes the watchdog when a head begins (its deadline is then the nearest).
+    head_began: tokio::sync::Notify,
 }
 
 impl Activity {
     fn touch(&self) {
         self.last.store(self.start.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes came in: with nothing in flight they begin the next request's head.
+    fn read_some(&self) {
+        self.touch();
+        if self.in_flight.load(Ordering::Acquire) == 0 {
+            let now = self.start.elapsed().as_millis() as u64 + 1;
+            if self.head_since.compare_exchange(0, now, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                self.head_began.notify_one();
+            }
+        }
+    }
+
+    /// How long the head being read has taken so far.
+    fn head_for(&self) -> Option<Duration> {
+        let since = self.head_since.load(Ordering::Acquire);
+        if since == 0 || self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(self.start.elapsed().saturating_sub(Duration::from_millis(since - 1)))
     }
 
     /// How long nothing has happened, when nothing is in flight.
@@ -81,6 +107,7 @@ struct InFlight(Arc<Activity>);
 impl InFlight {
     fn begin(a: &Arc<Activity>) -> InFlight {
         a.in_flight.fetch_add(1, Ordering::AcqRel);
+        a.head_since.store(0, Ordering::Release);
         InFlight(a.clone())
     }
 }
@@ -104,7 +131,7 @@ impl AsyncRead for Tracked {
         let before = buf.filled().len();
         let r = Pin::new(&mut self.io).poll_read(cx, buf);
         if buf.filled().len() > before {
-            self.act.touch();
+            self.act.read_some();
         }
         r
     }
@@ -198,7 +225,13 @@ impl HttpBody for TrackedBody {
 /// Serves `app` on one accepted connection until the client closes it, a timeout closes it, or
 /// the server's phase says to let it go (draining: after its requests; closed: at once).
 pub(crate) async fn serve(tcp: TcpStream, app: Router, t: Timeouts, mut phase: watch::Receiver<Phase>) {
-    let act = Arc::new(Activity { start: Instant::now(), last: AtomicU64::new(0), in_flight: AtomicUsize::new(0) });
+    let act = Arc::new(Activity {
+        start: Instant::now(),
+        last: AtomicU64::new(0),
+        in_flight: AtomicUsize::new(0),
+        head_since: AtomicU64::new(0),
+        head_began: tokio::sync::Notify::new(),
+    });
     let io = TokioIo::new(Tracked { io: tcp, act: act.clone() });
     let tower = TowerToHyperService::new(app);
     let a = act.clone();
@@ -213,20 +246,30 @@ pub(crate) async fn serve(tcp: TcpStream, app: Router, t: Timeouts, mut phase: w
         }
     });
     let mut builder = http1::Builder::new();
-    // hyper starts the header timer when it waits for a head, which includes the wait between
-    // keep-alive requests: an idle connection is closed after the shorter of the two timeouts.
-    builder.timer(TokioTimer::new()).header_read_timeout(t.header_read).keep_alive(true);
+    // hyper's own header timer also runs while a kept-alive connection waits for its next head,
+    // which would cap the keep-alive at the header timeout (uvicorn has no such cap: recipes keep
+    // connections 900 s through SGLANG_TIMEOUT_KEEP_ALIVE). The watchdog times heads from their
+    // first byte instead.
+    builder.timer(TokioTimer::new()).header_read_timeout(None).keep_alive(true);
     let mut conn = pin!(builder.serve_connection(io, svc));
     let mut closing: Option<Instant> = None;
     loop {
-        let wait = next_check(&act, t.keep_alive, closing);
+        let mut wait = next_check(&act, t.keep_alive, closing);
+        if let Some(h) = act.head_for() {
+            wait = wait.min(t.header_read.saturating_sub(h).max(Duration::from_millis(20)));
+        }
         tokio::select! {
             _ = conn.as_mut() => return,
             _ = tokio::time::sleep(wait) => {}
+            _ = act.head_began.notified() => {}
             r = phase.changed() => if r.is_err() { return },
         }
         let p = *phase.borrow();
         if p >= Phase::Closed {
+            return;
+        }
+        if act.head_for().is_some_and(|h| h >= t.header_read) {
+            // A head dripping in for longer than the header read timeout (slow loris).
             return;
         }
         let idle = act.idle_for();
