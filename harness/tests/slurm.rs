@@ -443,6 +443,9 @@ fn slurm_jobs_of_a_killed_sweep_are_followed_with_resume_and_replaced_without() 
         .chain(args(&["--target", "slurm", "--slurm-poll", "0.5", "--slurm-sbatch=--begin=now+8", "--out", dir.to_str().unwrap()]))
         .collect::<Vec<_>>();
     let submit_then_kill = || -> String {
+        // A new invocation into a run that reached its end is refused; this one stands for an
+        // invocation into a run that had not (no verdict yet), which restarts it in place.
+        let _ = std::fs::remove_file(dir.join("gate.json"));
         let err = tmp.path().join("killed.txt");
         let mut child = Command::new(env!("CARGO_BIN_EXE_sweep"))
             .args(&base)
