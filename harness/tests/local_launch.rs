@@ -70,14 +70,12 @@ fn local_target_starts_the_recipes_router_in_front_of_the_worker() {
     // The router fetches the served model's tokenizer from the Hugging Face Hub when it can; the
     // test keeps it off the network (an endpoint that refuses at once) so that the machine's
     // network cannot change what the router does.
-    let o = std::process::Command::new(exe)
-        .args(["run", "full-sweep-fail-fast", "--configs", "dsv41flash-*", "--only", DEP2_C64, "--target", "local"])
-        .args(["--duration", "20", "--server-timeout", "120", "--out", dir.to_str().unwrap(), "--root", repo.path().to_str().unwrap()])
-        .env("HF_ENDPOINT", "http://127.0.0.1:9")
-        .env("HF_HUB_OFFLINE", "1")
-        .current_dir(repo.path())
-        .output()
-        .expect("run sweep");
+    let o = sweep_run_env(
+        repo.path(),
+        &dir,
+        &["--configs", "dsv41flash-*", "--only", DEP2_C64, "--target", "local", "--duration", "20", "--server-timeout", "120"],
+        &[("HF_ENDPOINT", "http://127.0.0.1:9"), ("HF_HUB_OFFLINE", "1")],
+    );
     let (so, se) = text(&o);
     let s = summary_json(&dir);
     let p = &s["points"][0];

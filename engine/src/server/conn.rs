@@ -254,10 +254,7 @@ pub(crate) async fn serve(tcp: TcpStream, app: Router, t: Timeouts, mut phase: w
     let mut conn = pin!(builder.serve_connection(io, svc));
     let mut closing: Option<Instant> = None;
     loop {
-        let mut wait = next_check(&act, t.keep_alive, closing);
-        if let Some(h) = act.head_for() {
-            wait = wait.min(t.header_read.saturating_sub(h).max(Duration::from_millis(20)));
-        }
+        let wait = next_check(&act, &t, closing);
         tokio::select! {
             _ = conn.as_mut() => return,
             _ = tokio::time::sleep(wait) => {}
@@ -286,15 +283,17 @@ pub(crate) async fn serve(tcp: TcpStream, app: Router, t: Timeouts, mut phase: w
     }
 }
 
-/// When the watchdog should look again.
-fn next_check(act: &Activity, keep_alive: Duration, closing: Option<Instant>) -> Duration {
+/// When the watchdog should look again: the nearest of the keep-alive, the close grace and the
+/// deadline of a head being read.
+fn next_check(act: &Activity, t: &Timeouts, closing: Option<Instant>) -> Duration {
     let floor = Duration::from_millis(20);
-    match (closing, act.idle_for()) {
+    let head = act.head_for().map_or(Duration::MAX, |h| t.header_read.saturating_sub(h).max(floor));
+    head.min(match (closing, act.idle_for()) {
         (Some(c), Some(_)) => CLOSE_GRACE.saturating_sub(c.elapsed()).max(floor),
         // Closing after the response in flight: hyper ends the connection itself then.
         (Some(_), None) => CLOSE_GRACE,
-        (None, Some(idle)) => keep_alive.saturating_sub(idle).max(floor),
+        (None, Some(idle)) => t.keep_alive.saturating_sub(idle).max(floor),
         // A request in flight: its end touches the activity; look again a keep-alive later.
-        (None, None) => keep_alive.max(floor),
-    }
+        (None, None) => t.keep_alive.max(floor),
+    })
 }

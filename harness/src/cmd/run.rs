@@ -276,14 +276,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     // results, and their record in the store, to a new run in the same folder. A run that died
     // before its end is restarted in place, as a killed Slurm sweep is; a per-point job
     // (`--point`) belongs to the run its orchestrator manages.
-    if !args.resume && !args.overwrite && args.point.is_none() && out.join("gate.json").is_file() {
+    let finished = out.join("gate.json").is_file();
+    if finished && !args.resume && !args.overwrite && args.point.is_none() {
         anyhow::bail!(
             "--out {}: the folder holds a finished run (gate.json); nothing was changed\n    fix: `--resume --out {}` keeps its finished points and runs the rest, `--overwrite` replaces it, or pass another --out",
             out.display(),
             out.display()
         );
     }
-    if args.overwrite && out.join("gate.json").is_file() && out.join("summary.json").is_file() {
+    if finished && args.overwrite {
         // Its point folders, pages and charts would otherwise mix with the new run's.
         std::fs::remove_dir_all(&out).with_context(|| format!("--overwrite: removing the finished run in {}", out.display()))?;
         eprintln!("sweep run: --overwrite: removed the finished run in {}", out.display());

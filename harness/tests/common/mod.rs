@@ -74,10 +74,19 @@ pub fn edit(path: &Path, from: &str, to: &str) {
 
 /// `sweep run full-sweep-fail-fast <extra…> --out OUT --root REPO`, run from REPO.
 pub fn sweep_run(repo: &Path, out: &Path, extra: &[&str]) -> Output {
-    let mut a = vec!["run", "full-sweep-fail-fast"];
-    a.extend_from_slice(extra);
-    a.extend_from_slice(&["--out", out.to_str().unwrap(), "--root", repo.to_str().unwrap()]);
-    sweep(&a, repo)
+    sweep_run_env(repo, out, extra, &[])
+}
+
+/// [`sweep_run`] with `env` set for sweep and what it launches.
+pub fn sweep_run_env(repo: &Path, out: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sweep"))
+        .args(["run", "full-sweep-fail-fast"])
+        .args(extra)
+        .args(["--out", out.to_str().unwrap(), "--root", repo.to_str().unwrap()])
+        .envs(env.iter().copied())
+        .current_dir(repo)
+        .output()
+        .expect("run sweep")
 }
 
 /// A run directory's `summary.json`.
