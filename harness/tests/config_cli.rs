@@ -175,6 +175,12 @@ fn recipe_and_master_must_agree() {
             "no master search-space row of `dsv3-fp8-h200-sglang-agentic` has tp 8 ep 1 dp-attn false with concurrency 8",
         ],
     );
+    // The plan reports them too, each once: the recipe is loaded once per config, not per point.
+    let o = sweep(&["plan", "full-sweep-fail-fast"], d.path());
+    let (_, err) = text(&o);
+    assert!(!o.status.success(), "plan should fail:\n{err}");
+    assert_eq!(err.matches("concurrency 16 has no point in the serving recipe").count(), 1, "{err}");
+    assert_eq!(err.matches("has tp 8 ep 1 dp-attn false with concurrency 8").count(), 1, "{err}");
 }
 
 #[test]

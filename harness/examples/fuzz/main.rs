@@ -7,6 +7,7 @@
 //! ```text
 //! cargo run -p harness --example fuzz -- [--budget 150] [--seed N] [--cap 2] [--findings DIR]
 //! cargo run -p harness --example fuzz -- --replay DIR/master-17.yaml --kind Master
+//! cargo run -p harness --example fuzz -- --seed N --input 17   (input 17 of seed N alone)
 //! ```
 //! Seeds from `$SWEEP_SHARED_DATA` when it is set (InferenceX inputs, small real traces).
 
@@ -29,6 +30,8 @@ struct Opts {
     cap: Duration,
     findings: PathBuf,
     replay: Option<(PathBuf, Kind)>,
+    /// Only this input of the seed: a finding from a log whose findings folder is gone.
+    only: Option<usize>,
 }
 
 fn parse_args() -> Opts {
@@ -39,6 +42,7 @@ fn parse_args() -> Opts {
         cap: Duration::from_secs(2),
         findings: PathBuf::from("fuzz-findings"),
         replay: None,
+        only: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut kind = None;
@@ -52,6 +56,7 @@ fn parse_args() -> Opts {
             "--findings" => o.findings = val().into(),
             "--replay" => o.replay = Some((val().into(), Kind::Master)),
             "--kind" => kind = Some(val()),
+            "--input" => o.only = Some(val().parse().expect("--input N (N >= 1)")).filter(|&n| n >= 1),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -173,6 +178,10 @@ struct Counts {
     refused: usize,
     findings: usize,
     time: Duration,
+    /// The slowest input and its number: how close the loaders come to the cap, and what to
+    /// replay with `--input`.
+    slowest: Duration,
+    slowest_n: usize,
 }
 
 /// Saves a finding, named after its seed: the input and a note of what happened and how to
@@ -185,7 +194,12 @@ fn save_finding(o: &Opts, seed: &Seed, n: usize, input: &Path, note: &str) -> Pa
     std::fs::copy(input, &file).unwrap();
     let replay = format!("cargo run -p harness --example fuzz -- --replay {} --kind {kind:?}", file.display());
     std::fs::write(format!("{}.txt", file.display()), format!("{note}\nseed {} input {n}\nreplay: {replay}\n", o.seed)).unwrap();
-    eprintln!("FINDING {kind:?} input {n}: {note}\n    saved {}\n    replay: {replay}", file.display());
+    eprintln!(
+        "FINDING {kind:?} input {n}: {note}\n    saved {}\n    replay: {replay}\n    \
+         or, from this log alone: SWEEP_SHARED_DATA=… cargo run -p harness --example fuzz -- --seed {} --input {n}",
+        file.display(),
+        o.seed
+    );
     file
 }
 
@@ -232,8 +246,8 @@ fn fuzz(o: &Opts, work: &Workdir, seeds: &[Seed]) -> (BTreeMap<Kind, Counts>, us
     let start = Instant::now();
     let mut counts: BTreeMap<Kind, Counts> = BTreeMap::new();
     let mut findings = 0;
-    let mut n = 0usize;
-    while start.elapsed() < o.budget {
+    let mut n = o.only.map_or(0, |k| k - 1);
+    while start.elapsed() < o.budget && o.only.is_none_or(|k| n < k) {
         n += 1;
         // Each input from its own generator: the same seed and input number give the same input.
         let mut rng = ChaCha8Rng::seed_from_u64(o.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(n as u64));
@@ -261,6 +275,9 @@ fn fuzz(o: &Opts, work: &Workdir, seeds: &[Seed]) -> (BTreeMap<Kind, Counts>, us
         let c = counts.entry(seed.kind).or_default();
         c.tried += 1;
         c.time += t.elapsed();
+        if t.elapsed() > c.slowest {
+            (c.slowest, c.slowest_n) = (t.elapsed(), n);
+        }
         let note = match result {
             Ok(Outcome::Accepted) => {
                 c.accepted += 1;
@@ -295,18 +312,39 @@ fn fuzz(o: &Opts, work: &Workdir, seeds: &[Seed]) -> (BTreeMap<Kind, Counts>, us
 }
 
 fn print_counts(counts: &BTreeMap<Kind, Counts>) {
-    println!("| kind | inputs | accepted | refused | findings | time |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("| kind | inputs | accepted | refused | findings | time | slowest (input) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     let mut total = Counts::default();
     for (k, c) in counts {
-        println!("| {k:?} | {} | {} | {} | {} | {:.1} s |", c.tried, c.accepted, c.refused, c.findings, c.time.as_secs_f64());
+        println!(
+            "| {k:?} | {} | {} | {} | {} | {:.1} s | {:.2} s ({}) |",
+            c.tried,
+            c.accepted,
+            c.refused,
+            c.findings,
+            c.time.as_secs_f64(),
+            c.slowest.as_secs_f64(),
+            c.slowest_n
+        );
         total.tried += c.tried;
         total.accepted += c.accepted;
         total.refused += c.refused;
         total.findings += c.findings;
         total.time += c.time;
+        if c.slowest > total.slowest {
+            (total.slowest, total.slowest_n) = (c.slowest, c.slowest_n);
+        }
     }
-    println!("| all | {} | {} | {} | {} | {:.1} s |", total.tried, total.accepted, total.refused, total.findings, total.time.as_secs_f64());
+    println!(
+        "| all | {} | {} | {} | {} | {:.1} s | {:.2} s ({}) |",
+        total.tried,
+        total.accepted,
+        total.refused,
+        total.findings,
+        total.time.as_secs_f64(),
+        total.slowest.as_secs_f64(),
+        total.slowest_n
+    );
 }
 
 /// Runs one saved input of `kind`; returns the exit code.

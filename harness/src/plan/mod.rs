@@ -166,7 +166,7 @@ pub fn build(repo: &Repo, inputs: &Inputs, req: &PlanRequest) -> Result<Plan, Pr
         matrices.push(Matrix { name, fail_fast: ff, points });
     }
     // Eval ids are their throughput twin's with an `eval:` prefix, so they get their own allocator.
-    let mut eval_maker = points::PointMaker::new(repo, inputs, req.labels.agentx_fast);
+    let mut eval_maker = maker.with_fresh_ids();
     let mut eval_ms = Vec::new();
     for (name, rows) in eval_buckets {
         let points = rows

@@ -5,9 +5,9 @@ use super::matrix::{self, Row, Scenario};
 use super::{Inputs, PlanPoint};
 use crate::problem::Problems;
 use crate::recipe::master::{Entry, Topology};
-use crate::recipe::serving::Launch;
+use crate::recipe::serving::{Launch, PointMap, Recipe};
 use crate::repo::Repo;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Throughput rows by bucket, in InferenceX order.
 pub(super) fn bench_buckets(bench: Vec<Row>) -> BTreeMap<String, Vec<Row>> {
@@ -60,17 +60,25 @@ pub(super) struct PointMaker<'a> {
     /// `agentx-fast`: shorter profiling, one warmup request per lane.
     fast: bool,
     ids: IdAlloc,
+    /// Each config's recipe, loaded and matched to the master once (a config has many points,
+    /// and its problems are reported once); `None` when it has none or it failed.
+    recipes: HashMap<String, Option<(Recipe, PointMap)>>,
 }
 
 impl<'a> PointMaker<'a> {
     pub(super) fn new(repo: &'a Repo, inputs: &'a Inputs, fast: bool) -> Self {
-        PointMaker { repo, inputs, fast, ids: IdAlloc::default() }
+        PointMaker { repo, inputs, fast, ids: IdAlloc::default(), recipes: HashMap::new() }
+    }
+
+    /// The same maker (its loaded recipes) with ids allocated afresh.
+    pub(super) fn with_fresh_ids(self) -> Self {
+        PointMaker { ids: IdAlloc::default(), ..self }
     }
 
     pub(super) fn point(&mut self, bucket: &str, r: Row, problems: &mut Problems) -> PlanPoint {
         let fast = self.fast;
         let entry = self.inputs.master.get(&r.origin.config_key).expect("rows come from the master");
-        let (arm, launch) = resolve_launch(self.repo, self.inputs, entry, &r, problems);
+        let (arm, launch) = self.resolve_launch(entry, &r, problems);
         let agentic = r.origin.scenario == Scenario::AgenticCoding;
         let id = self.ids.alloc(&r.origin.config_key, &arm_slug(entry, &r), r.conc());
         PlanPoint {
@@ -87,35 +95,27 @@ impl<'a> PointMaker<'a> {
             launch,
         }
     }
-}
 
-/// Arm name and resolved launch from the config's serving recipe, when it has one.
-fn resolve_launch(repo: &Repo, inputs: &Inputs, entry: &Entry, r: &Row, problems: &mut Problems) -> (String, Option<Launch>) {
-    let fallback = arm_label(entry, r);
-    if r.origin.scenario != Scenario::AgenticCoding || r.origin.multinode {
-        return (fallback, None);
-    }
-    let Some(recipe) = repo.recipe(&entry.key) else { return (fallback, None) };
-    let recipe = match recipe {
-        Ok(x) => x,
-        Err(e) => {
-            problems.extend(e);
+    /// Arm name and resolved launch from the config's serving recipe, when it has one.
+    fn resolve_launch(&mut self, entry: &Entry, r: &Row, problems: &mut Problems) -> (String, Option<Launch>) {
+        let fallback = arm_label(entry, r);
+        if r.origin.scenario != Scenario::AgenticCoding || r.origin.multinode {
             return (fallback, None);
         }
-    };
-    let map = match recipe.match_master(entry) {
-        Ok(m) => m,
-        Err(e) => {
-            problems.extend(e);
-            return (fallback, None);
-        }
-    };
-    let Some(&(ai, pi)) = map.get(&(r.origin.block, r.origin.row, r.conc())) else { return (fallback, None) };
-    match recipe.resolve(ai, pi, &entry.model_prefix, inputs.golden.as_ref()) {
-        Ok(l) => (l.arm.clone(), Some(l)),
-        Err(e) => {
-            problems.extend(e);
-            (fallback, None)
+        let repo = self.repo;
+        let matched = self.recipes.entry(entry.key.clone()).or_insert_with(|| {
+            let recipe = repo.recipe(&entry.key)?.map_err(|e| problems.extend(e)).ok()?;
+            let map = recipe.match_master(entry).map_err(|e| problems.extend(e)).ok()?;
+            Some((recipe, map))
+        });
+        let Some((recipe, map)) = matched else { return (fallback, None) };
+        let Some(&(ai, pi)) = map.get(&(r.origin.block, r.origin.row, r.conc())) else { return (fallback, None) };
+        match recipe.resolve(ai, pi, &entry.model_prefix, self.inputs.golden.as_ref()) {
+            Ok(l) => (l.arm.clone(), Some(l)),
+            Err(e) => {
+                problems.extend(e);
+                (fallback, None)
+            }
         }
     }
 }
