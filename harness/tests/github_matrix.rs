@@ -44,7 +44,7 @@ fn github_matrix_jobs_collected_equal_a_single_local_run() {
     for (job, i, point) in &jobs {
         let out = artifacts.join(format!("{job}-{i}"));
         let o = run(&[
-            s(&["run", "full-sweep-fail-fast", "--duration", "600", "--traces", "synthetic", "--point", point, "--out"]),
+            s(&["run", "full-sweep-fail-fast", "--duration", "300", "--traces", "synthetic", "--point", point, "--out"]),
             vec![out.display().to_string()],
         ]
         .concat());
@@ -60,7 +60,7 @@ fn github_matrix_jobs_collected_equal_a_single_local_run() {
     assert!(text(&o).0.contains("collected 13 point(s)"), "{}", text(&o).0);
 
     let whole = tmp.path().join("whole");
-    let o = run(&s(&["run", "full-sweep-fail-fast", "--duration", "600", "--traces", "synthetic", "--out", whole.to_str().unwrap()]));
+    let o = run(&s(&["run", "full-sweep-fail-fast", "--duration", "300", "--traces", "synthetic", "--out", whole.to_str().unwrap()]));
     assert!(text(&o).0.contains("13/13 point(s) finished"), "{}\n{}", text(&o).0, text(&o).1);
     for (_, _, id) in jobs.iter().filter(|j| !j.2.starts_with("eval:")) {
         let read = |run: &std::path::Path| std::fs::read(harness::results::point_dir(run, id).join("agg.json")).unwrap();
