@@ -312,20 +312,18 @@ fn fuzz(o: &Opts, work: &Workdir, seeds: &[Seed]) -> (BTreeMap<Kind, Counts>, us
 }
 
 fn print_counts(counts: &BTreeMap<Kind, Counts>) {
+    let row = |name: &str, c: &Counts| {
+        let (time, slowest) = (c.time.as_secs_f64(), c.slowest.as_secs_f64());
+        println!(
+            "| {name} | {} | {} | {} | {} | {time:.1} s | {slowest:.2} s ({}) |",
+            c.tried, c.accepted, c.refused, c.findings, c.slowest_n
+        );
+    };
     println!("| kind | inputs | accepted | refused | findings | time | slowest (input) |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
     let mut total = Counts::default();
     for (k, c) in counts {
-        println!(
-            "| {k:?} | {} | {} | {} | {} | {:.1} s | {:.2} s ({}) |",
-            c.tried,
-            c.accepted,
-            c.refused,
-            c.findings,
-            c.time.as_secs_f64(),
-            c.slowest.as_secs_f64(),
-            c.slowest_n
-        );
+        row(&format!("{k:?}"), c);
         total.tried += c.tried;
         total.accepted += c.accepted;
         total.refused += c.refused;
@@ -335,16 +333,7 @@ fn print_counts(counts: &BTreeMap<Kind, Counts>) {
             (total.slowest, total.slowest_n) = (c.slowest, c.slowest_n);
         }
     }
-    println!(
-        "| all | {} | {} | {} | {} | {:.1} s | {:.2} s ({}) |",
-        total.tried,
-        total.accepted,
-        total.refused,
-        total.findings,
-        total.time.as_secs_f64(),
-        total.slowest.as_secs_f64(),
-        total.slowest_n
-    );
+    row("all", &total);
 }
 
 /// Runs one saved input of `kind`; returns the exit code.
