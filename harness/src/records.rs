@@ -95,6 +95,10 @@ pub struct Record {
     /// the engine's own counts on the virtual clock), or no count at all when the counts are None.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_source: Option<String>,
+    /// Gaps between successive output chunks, ns: `benchmark_serving`'s ITL list. Kept for
+    /// fixed-length (`random`) requests only: an AgentX hour would make records far larger.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunk_gaps_ns: Vec<u64>,
 }
 
 fn ms(ns: u64) -> f64 {
@@ -102,6 +106,16 @@ fn ms(ns: u64) -> f64 {
 }
 
 impl Record {
+    /// A chunk with output arrived at `at`: its gap from the previous one, for the records that
+    /// keep them (call before `last_chunk_ns` moves to `at`).
+    pub fn note_chunk_gap(&mut self, at: u64) {
+        if self.source_kind == "random"
+            && let Some(prev) = self.last_chunk_ns
+        {
+            self.chunk_gaps_ns.push(at.saturating_sub(prev));
+        }
+    }
+
     pub fn ok(&self) -> bool {
         self.error.is_none() && !self.was_cancelled
     }
@@ -152,6 +166,11 @@ impl Record {
         if self.ok() {
             put("server_time_to_first_token", self.server_ttft_ns.map(ms), "ms");
             put("client_added_latency", self.added_latency_ns.map(ms), "ms");
+        }
+        if !self.chunk_gaps_ns.is_empty() {
+            // AIPerf's per-chunk list, in ms.
+            let gaps: Vec<f64> = self.chunk_gaps_ns.iter().map(|&g| ms(g)).collect();
+            metrics.insert("inter_chunk_latency".into(), json!({"value": gaps, "unit": "ms"}));
         }
         let mut v = json!({
             "metadata": {
@@ -300,6 +319,11 @@ fn from_aiperf(v: &Value) -> Result<Record, String> {
         server_ttft_ns: m("server_time_to_first_token").map(|t| (t * 1e6).round() as u64),
         added_latency_ns: m("client_added_latency").map(|t| (t * 1e6).round() as u64),
         token_source: md.get("token_source").and_then(Value::as_str).map(str::to_string),
+        chunk_gaps_ns: v
+            .pointer("/metrics/inter_chunk_latency/value")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_f64).map(|g| (g * 1e6).round() as u64).collect())
+            .unwrap_or_default(),
     })
 }
 
@@ -336,6 +360,7 @@ pub(crate) mod tests {
             server_ttft_ns: None,
             added_latency_ns: None,
             token_source: None,
+            chunk_gaps_ns: Vec::new(),
         }
     }
 

@@ -405,7 +405,7 @@ fn list_conversations(c: &ConversationsArgs) -> anyhow::Result<()> {
             match s.kind {
                 SourceKind::Subagent => subagent += 1,
                 SourceKind::Flat => flat += 1,
-                SourceKind::Main => {}
+                SourceKind::Main | SourceKind::Random => {}
             }
             let line = if c.json { conversation_json(&plan, s).to_string() } else { conversation_line(&plan, s) };
             writeln!(w, "{line}").map_err(|e| io(&c.set, e))?;
@@ -487,6 +487,7 @@ fn conversation_line(plan: &crate::workload::TracePlan, s: &crate::workload::Str
         SourceKind::Main => "root",
         SourceKind::Subagent => "subagent",
         SourceKind::Flat => "flattened",
+        SourceKind::Random => "random",
     };
     format!("  {:<44} {:<9} {:>4} turns{place}", &*s.conversation_id, kind, s.turns.len())
 }

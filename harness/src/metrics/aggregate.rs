@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use polars::prelude::*;
 use serde_json::{Value, json};
 
+use super::serving::ServingMetrics;
 use super::{MetricCoverage, PointContext, Stats, Summary, metric_duration_coverage, record_frame, round_json, stats, stats_nonneg};
 use crate::records::{Record, RecordPhase};
 
@@ -24,6 +25,7 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     let acc = Accounting::of(records, &prof);
     let coverage = metric_duration_coverage(ctx, &prof);
     let tokens = TokenSources::of(&ok);
+    let fixed = ctx.fixed.as_ref().map(|meta| ServingMetrics::of(records, meta, ctx.profile_duration_s));
     let (mut invalid, sub_invalid) = validity(ctx, &acc, ok.is_empty(), coverage.as_ref());
     if tokens.unknown > 0 {
         invalid.push(format!(
@@ -33,13 +35,19 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
         ));
     }
     let valid = invalid.is_empty();
+    // Fixed-length throughputs are benchmark_serving's: over the benchmark's duration, input
+    // as the client counted its prompts.
+    let (tot_tps, out_tps, in_tps) = match &fixed {
+        Some(m) => (m.total_token_throughput, m.output_throughput, m.total_token_throughput - m.output_throughput),
+        None => (tp.tot_tps, tp.out_tps, tp.in_tps),
+    };
 
     let summary = Summary {
         requests_ok: ok.len(),
         requests_error: acc.prof_errors,
-        tput_per_gpu: tp.tot_tps / gpus,
-        output_tput_per_gpu: tp.out_tps / gpus,
-        input_tput_per_gpu: tp.in_tps / gpus,
+        tput_per_gpu: tot_tps / gpus,
+        output_tput_per_gpu: out_tps / gpus,
+        input_tput_per_gpu: in_tps / gpus,
         ttft: lat.ttft.clone(),
         e2el: lat.e2el.clone(),
         itl: lat.itl.clone(),
@@ -54,7 +62,13 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     };
 
     let mut agg = ctx.identity.clone();
-    agg.insert("scenario_type".into(), json!("agentic-coding"));
+    agg.insert("scenario_type".into(), json!(if ctx.fixed.is_some() { "fixed-seq-len" } else { "agentic-coding" }));
+    if let Some(meta) = &ctx.fixed {
+        agg.insert("isl".into(), json!(meta.isl));
+        agg.insert("osl".into(), json!(meta.osl));
+        agg.insert("random_range_ratio".into(), json!(meta.range_ratio));
+        agg.insert("benchmark_serving".into(), benchmark_serving(records, meta, ctx));
+    }
     agg.insert("result_kind".into(), json!(ctx.result_kind));
     agg.insert("profiles".into(), ctx.profiles.clone());
     agg.insert("target".into(), json!(ctx.target));
@@ -78,9 +92,28 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     if let Some(client) = client(ctx, &ok, acc.records_total)? {
         agg.insert("client".into(), client);
     }
-    agg.insert("tput_per_gpu".into(), json!(tp.tot_tps / gpus));
+    agg.insert("tput_per_gpu".into(), json!(tot_tps / gpus));
+    agg.insert("output_tput_per_gpu".into(), json!(out_tps / gpus));
+    agg.insert("input_tput_per_gpu".into(), json!(in_tps / gpus));
     agg.insert("validity".into(), json!({"valid": valid, "reasons": invalid, "submission_valid": summary.submission_valid, "submission_invalid_reasons": sub_invalid}));
     Ok((round_json(Value::Object(agg)), summary))
+}
+
+/// The point's `benchmark_serving` result: the main run's start on the records' clock (Unix
+/// time for a live run; the virtual clock's seconds otherwise, dated `virtual-clock`).
+fn benchmark_serving(records: &[Record], meta: &super::serving::FixedMeta, ctx: &PointContext) -> Value {
+    let start_ns = ctx.profile_start_ns.unwrap_or(0);
+    // Any clock reading past 2001 is Unix time.
+    let live = start_ns > 1_000_000_000 * 1_000_000_000;
+    let date = if live {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(start_ns);
+        let s = humantime::format_rfc3339_seconds(t).to_string();
+        // 2026-12-04T05:30:00Z → 20261204-053000 (UTC).
+        format!("{}-{}", s[..10].replace('-', ""), s[11..19].replace(':', ""))
+    } else {
+        "virtual-clock".to_string()
+    };
+    super::serving::result_json(records, meta, ctx.concurrency, ctx.profile_duration_s, start_ns as f64 / 1e9, &date)
 }
 
 /// Sets the aggregate's client CPU to `cpu` seconds (the whole process, measured once the
@@ -253,6 +286,15 @@ fn validity(ctx: &PointContext, acc: &Accounting, no_ok: bool, coverage: Option<
     let mut invalid = Vec::new();
     if completed == 0 || no_ok {
         invalid.push("no_successful_requests".to_string());
+    } else if let Some(meta) = &ctx.fixed {
+        let total = meta.num_prompts.max(1) as f64;
+        if prof_errors as f64 / total > super::serving::MAX_FAILURE_RATE {
+            invalid.push(format!(
+                "failure_rate_exceeded ({prof_errors}/{} = {:.1} % > 5 %, benchmark_serving's limit)",
+                meta.num_prompts,
+                100.0 * prof_errors as f64 / total
+            ));
+        }
     } else if prof_errors as f64 / completed as f64 > 0.10 {
         invalid.push(format!(
             "error_rate_exceeded ({prof_errors}/{completed} = {:.1} % > 10 %)",
@@ -266,7 +308,8 @@ fn validity(ctx: &PointContext, acc: &Accounting, no_ok: bool, coverage: Option<
         invalid.push(format!("point_failed ({reason})"));
     }
     let mut sub_invalid = Vec::new();
-    if ctx.profile_duration_s < 900.0 {
+    // A fixed-length benchmark has no minimum duration: it runs its prompts to the end.
+    if ctx.fixed.is_none() && ctx.profile_duration_s < 900.0 {
         sub_invalid.push(format!("unsafe_override (profile {:.0} s < 900 s)", ctx.profile_duration_s));
     }
     if completed > 0 && overflow as f64 / completed as f64 > 0.01 {

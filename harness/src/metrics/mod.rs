@@ -6,8 +6,10 @@
 //! headline numbers.
 
 mod aggregate;
+pub mod serving;
 
 pub use aggregate::{aggregate, set_client_cpu};
+pub use serving::FixedMeta;
 
 use crate::records::{Record, RecordPhase};
 use polars::prelude::*;
@@ -189,6 +191,10 @@ pub struct PointContext {
     /// of the aggregate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeseries: Option<Value>,
+    /// A fixed-sequence-length point: its scenario's parameters (the aggregate is then
+    /// `benchmark_serving`'s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<FixedMeta>,
 }
 
 /// The headline numbers of a point, used by reports, Pareto and the gate.

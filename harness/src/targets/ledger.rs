@@ -118,7 +118,13 @@ impl Ledger {
                     self.profiling = Some((at, deadline));
                     self.progress.profiling = true;
                 }
-                Action::ProfilingEnded { .. } => self.progress.profiling = false,
+                Action::ProfilingEnded { at } => {
+                    // An open window (fixed-length: it lasts until the last request ends) closes here.
+                    if let Some((start, crate::workload::fixed::OPEN_DEADLINE)) = self.profiling {
+                        self.profiling = Some((start, at.max(start)));
+                    }
+                    self.progress.profiling = false
+                }
                 Action::Finished(o) => self.outcome = Some(o),
             }
         }

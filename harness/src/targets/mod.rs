@@ -57,6 +57,7 @@ pub fn record_for(spec: &RequestSpec, now: u64) -> Record {
             SourceKind::Main => "main",
             SourceKind::Subagent => "subagent",
             SourceKind::Flat => "flat",
+            SourceKind::Random => "random",
         }
         .to_string(),
         start_ns: now,
@@ -76,5 +77,6 @@ pub fn record_for(spec: &RequestSpec, now: u64) -> Record {
         server_ttft_ns: None,
         added_latency_ns: None,
         token_source: None,
+        chunk_gaps_ns: Vec::new(),
     }
 }

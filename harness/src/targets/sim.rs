@@ -24,7 +24,7 @@ use crate::recipe::serving::Launch;
 use crate::records::{Record, RecordError};
 use crate::results::Status;
 use crate::run::{Job, Outcome as PointOutcome, PointRunner};
-use crate::workload::{Action, Event, Failure, Outcome as WlOutcome, RequestId, RequestSpec, TracePlan, Workload, WorkloadConfig};
+use crate::workload::{Action, Event, Failure, Machine, Outcome as WlOutcome, RequestId, RequestSpec, TracePlan, Workload, WorkloadConfig};
 
 const SEC: u64 = 1_000_000_000;
 
@@ -281,8 +281,8 @@ impl Gauges {
 }
 
 /// Runs `wl` against `engine` to the end (or until `cancel` is set), from virtual time 0.
-pub fn simulate(engine: &mut Engine, wl: &mut Workload, cancel: &AtomicBool, mut progress: impl FnMut(&Progress)) -> SimRun {
-    let cap = (wl.config().concurrency as usize) * 8 + 64;
+pub fn simulate(engine: &mut Engine, wl: &mut dyn Machine, cancel: &AtomicBool, mut progress: impl FnMut(&Progress)) -> SimRun {
+    let cap = (wl.concurrency() as usize) * 8 + 64;
     let mut sim = Sim {
         engine,
         ledger: Ledger::new(),
@@ -418,6 +418,7 @@ impl Sim<'_> {
                     if first {
                         r.first_token_ns = Some(time.0);
                     }
+                    r.note_chunk_gap(time.0);
                     r.last_chunk_ns = Some(time.0);
                     r.chunks += 1;
                 }

@@ -1,11 +1,12 @@
-//! A minimal virtual-clock driver: it runs a [`Workload`] against a service-time function instead
+//! A minimal virtual-clock driver: it runs a [`Machine`] (the AgentX [`super::Workload`] or the
+//! fixed-length loop) against a service-time function instead
 //! of an engine. It shows the contract every driver follows (deliver completions and wakes in
 //! time order, honour `Cancel`, stop at `Finished`) and serves tests and workload benchmarks.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 
-use super::{Action, Event, Failure, Outcome, RequestId, RequestSpec, Workload};
+use super::{Action, Event, Failure, Machine, Outcome, RequestId, RequestSpec};
 
 /// What the service does with one request: how long it takes and whether it fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,17 +33,19 @@ pub struct DriveLog {
     pub outcome: Option<Outcome>,
     pub profiling_start: Option<u64>,
     pub profiling_deadline: Option<u64>,
+    /// When the machine said profiling ended.
+    pub profiling_end: Option<u64>,
     /// Events delivered.
     pub events: u64,
 }
 
 /// Run `wl` to completion from `start`, serving each request with `service`. `check` is called
 /// after every event (for invariant checks).
-pub fn drive(
-    wl: &mut Workload,
+pub fn drive<M: Machine>(
+    wl: &mut M,
     start: u64,
     mut service: impl FnMut(&RequestSpec) -> Service,
-    mut check: impl FnMut(&Workload, u64),
+    mut check: impl FnMut(&M, u64),
 ) -> DriveLog {
     let mut log = DriveLog::default();
     let mut q = Queue::default();
@@ -96,7 +99,7 @@ impl Queue {
                 log.profiling_start = Some(at);
                 log.profiling_deadline = Some(deadline);
             }
-            Action::ProfilingEnded { .. } => {}
+            Action::ProfilingEnded { at } => log.profiling_end = Some(at),
             Action::Finished(o) => log.outcome = Some(o),
         }
     }

@@ -36,6 +36,7 @@
 //!   profiling records exceeds 10 % after max(C, 10) records.
 
 pub mod driver;
+pub mod fixed;
 pub mod pcg64;
 pub mod plan;
 pub mod snapshot;
@@ -144,6 +145,29 @@ enum RunPhase {
     Draining { cancel_at: u64 },
     Done,
 }
+/// What the drivers move: the AgentX replay ([`Workload`]) or the fixed-length closed loop
+/// ([`fixed::FixedWorkload`]). Both take `(now, event)` and append [`Action`]s.
+pub trait Machine {
+    /// The most requests in flight at once (sizes the driver's caches).
+    fn concurrency(&self) -> u32;
+    /// Feed one event; actions are appended to `out`.
+    fn handle(&mut self, now: u64, event: Event, out: &mut Vec<Action>);
+    /// A request that ended at `at` (≤ `now`) on the target's clock, learnt of at `now`.
+    fn handle_done_at(&mut self, now: u64, at: u64, id: RequestId, failure: Option<Failure>, out: &mut Vec<Action>);
+}
+
+impl Machine for Workload {
+    fn concurrency(&self) -> u32 {
+        self.cfg.concurrency
+    }
+    fn handle(&mut self, now: u64, event: Event, out: &mut Vec<Action>) {
+        Workload::handle(self, now, event, out)
+    }
+    fn handle_done_at(&mut self, now: u64, at: u64, id: RequestId, failure: Option<Failure>, out: &mut Vec<Action>) {
+        Workload::handle_done_at(self, now, at, id, failure, out)
+    }
+}
+
 /// Compile a trace set into a replay pool (in order). `seed` namespaces prompt contents. Traces
 /// with no main-agent request cannot be replayed: they are skipped and reported in `warnings`.
 pub fn compile_pool(

@@ -17,6 +17,8 @@ pub enum SourceKind {
     Subagent,
     /// An agent found among the root's requests (`<trace>::fa:NNN`, `::aux:NNN`, `::wg:G_M`).
     Flat,
+    /// A request of the fixed-length random dataset (no trace).
+    Random,
 }
 
 /// A turn's position: (stream index, turn index within the stream).

@@ -66,6 +66,7 @@ impl Workload {
             source_trace_id: tree.plan.id.clone(),
             source_outer_idx: sp.turns[i as usize].outer_idx,
             source_kind: sp.kind,
+            api: super::fixed::Api::Chat,
         };
         self.inflight.insert(id, Flight { lane, play: tree.play, stream: s, turn: i, phase, kind });
         // Branches that began before this root turn's recorded end start with it.

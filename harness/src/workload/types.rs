@@ -119,6 +119,8 @@ pub struct RequestSpec {
     pub source_trace_id: Arc<str>,
     pub source_outer_idx: u32,
     pub source_kind: SourceKind,
+    /// The endpoint the request goes to.
+    pub api: super::fixed::Api,
 }
 
 impl RequestSpec {

@@ -18,7 +18,7 @@ use crate::records::{Record, RecordError};
 use crate::run::launcher::LaunchError;
 use crate::targets::ledger::{Close, Command, Ledger, Progress};
 use crate::targets::scrape::{CpuSampler, Scrapes};
-use crate::workload::{Action, Event, Failure, Outcome as WlOutcome, RequestId, RequestSpec, Workload};
+use crate::workload::{Action, Event, Failure, Machine, Outcome as WlOutcome, RequestId, RequestSpec};
 
 /// The error of a request that ran past the request timeout.
 fn timed_out(after: Duration) -> RecordError {
@@ -99,7 +99,7 @@ type Ended = (RequestId, Record, Option<Failure>);
 /// reports the server gone (checked every 200 ms).
 pub async fn replay(
     target: &HttpTarget,
-    wl: &mut Workload,
+    wl: &mut dyn Machine,
     cancel: &AtomicBool,
     mut alive: impl FnMut() -> Result<(), LaunchError>,
     mut progress: impl FnMut(&Progress),
@@ -203,7 +203,7 @@ struct Live<'t> {
 impl Live<'_> {
     /// Hands `next` to the workload and carries out what it asks; `true` once the ledger is
     /// finished.
-    fn deliver(&mut self, wl: &mut Workload, next: Next) -> bool {
+    fn deliver(&mut self, wl: &mut dyn Machine, next: Next) -> bool {
         let now = self.clock.now();
         self.actions.clear();
         match next {

@@ -242,6 +242,7 @@ impl Sse {
                     rec.first_token_ns = Some(at);
                     self.first = Some((t, self.stamp));
                 }
+                rec.note_chunk_gap(at);
                 rec.last_chunk_ns = Some(at);
                 rec.chunks += 1;
             }
