@@ -1,5 +1,6 @@
-//! `sweep replay`: one point, outside any plan: C live AgentX session trees for D seconds against
-//! a server (`--url`) or the reference engine with SGLang flags on the virtual clock (`--engine`).
+//! `sweep replay`: one point, outside any plan: C live AgentX session trees for D seconds, or with
+//! `--isl/--osl` InferenceX's fixed-length random workload, against a server (`--url`) or the
+//! reference engine with SGLang flags on the virtual clock (`--engine`).
 
 use crate::metrics::{self, PointContext};
 use crate::recipe::serving::Launch;
@@ -8,6 +9,7 @@ use crate::results::{Status, write_json};
 use crate::targets::http::HttpTarget;
 use crate::targets::ledger::ProgressLines;
 use crate::targets::sim::{self, ProfileChoice, Progress};
+use crate::workload::fixed::FixedConfig;
 use crate::workload::{TracePlan, WorkloadConfig};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -64,6 +66,8 @@ pub struct Args {
     /// With --url: the client's tokenizer, timeouts, readiness and request dialect.
     #[command(flatten)]
     pub client: super::client_args::ClientArgs,
+    #[command(flatten)]
+    pub fixed: super::fixed_args::FixedArgs,
 }
 
 /// Errors in `--engine`'s flag string.
@@ -118,10 +122,19 @@ fn show(bar: &Bar, p: &Progress, clock: &str, secs: f64) {
 }
 
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
-    let pool = crate::targets::pools::load(&a.traces, a.seed).map_err(anyhow::Error::msg)?;
+    let fixed = a.fixed.config(a.concurrency)?;
+    a.fixed.goodput()?;
+    // The fixed-length scenario replays no traces.
+    let pool = match fixed {
+        Some(_) => Vec::new(),
+        None => crate::targets::pools::load(&a.traces, a.seed).map_err(anyhow::Error::msg)?,
+    };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let out =
-        a.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-replay-c{}", super::run::utc_stamp(now), a.concurrency)));
+    let name = match &fixed {
+        Some(f) => format!("replay-{}-{}-c{}", f.isl, f.osl, a.concurrency),
+        None => format!("replay-c{}", a.concurrency),
+    };
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-{name}", super::run::utc_stamp(now))));
     let created = !out.exists();
     std::fs::create_dir_all(&out).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
     let r = replay_into(a, &pool, &out);
@@ -148,9 +161,13 @@ fn replay_into(a: &Args, pool: &[Arc<TracePlan>], out: &Path) -> anyhow::Result<
     let b = bar();
     let interrupt = Arc::new(AtomicBool::new(false));
     super::install_interrupt(interrupt.clone(), "stopping the replay; the records so far are kept");
+    let scenario = match a.fixed.config(a.concurrency)? {
+        Some(f) => Scenario::Fixed(f),
+        None => Scenario::Agentx(pool, cfg),
+    };
     let (records, status) = match &a.engine {
-        Some(flags) => replay_engine(a, flags, pool, cfg, &mut ctx, &b, &interrupt)?,
-        None => replay_url(a, pool, cfg, &mut ctx, &b, out, &interrupt)?,
+        Some(flags) => replay_engine(a, flags, scenario, &mut ctx, &b, &interrupt)?,
+        None => replay_url(a, scenario, &mut ctx, &b, out, &interrupt)?,
     };
     b.finish_and_clear();
     if let Status::Failed { reason } = &status {
@@ -172,6 +189,10 @@ fn replay_into(a: &Args, pool: &[Arc<TracePlan>], out: &Path) -> anyhow::Result<
         ctx.client_cpu_seconds = Some(cpu);
     }
     write_json(&out.join("agg.json"), &agg)?;
+    if let Some(bs) = agg.get("benchmark_serving") {
+        write_json(&out.join("benchmark_serving.json"), bs)?;
+        print_serving(bs);
+    }
     print_result(&ctx, &status, &s);
     println!("wrote {}", out.display());
     Ok(match status {
@@ -195,12 +216,43 @@ fn workload_config(a: &Args) -> WorkloadConfig {
     }
 }
 
+/// What the replay plays: AgentX traces, or the fixed-length random workload.
+enum Scenario<'p> {
+    Agentx(&'p [Arc<TracePlan>], WorkloadConfig),
+    Fixed(FixedConfig),
+}
+
+/// benchmark_serving's result lines (its own labels, ms).
+fn print_serving(bs: &serde_json::Value) {
+    let f = |k: &str| bs[k].as_f64().unwrap_or(0.0);
+    println!("{:=^50}", " Serving Benchmark Result ");
+    println!("{:<40} {}", "Successful requests:", bs["completed"]);
+    println!("{:<40} {:.2}", "Benchmark duration (s):", f("duration"));
+    println!("{:<40} {}", "Total input tokens:", bs["total_input_tokens"]);
+    println!("{:<40} {}", "Total generated tokens:", bs["total_output_tokens"]);
+    println!("{:<40} {:.2}", "Request throughput (req/s):", f("request_throughput"));
+    if !bs["request_goodput:"].is_null() {
+        println!("{:<40} {:.2}", "Request goodput (req/s):", f("request_goodput:"));
+    }
+    println!("{:<40} {:.2}", "Output token throughput (tok/s):", f("output_throughput"));
+    println!("{:<40} {:.2}", "Total Token throughput (tok/s):", f("total_token_throughput"));
+    for (k, name) in [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL")] {
+        println!(
+            "{:<40} {:.2} / {:.2} / {:.2}",
+            format!("{name} mean / median / P99 (ms):"),
+            f(&format!("mean_{k}_ms")),
+            f(&format!("median_{k}_ms")),
+            f(&format!("p99_{k}_ms"))
+        );
+    }
+    println!("{}", "=".repeat(50));
+}
+
 /// The replay on the reference engine on the virtual clock (`--engine FLAGS`).
 fn replay_engine(
     a: &Args,
     flags: &str,
-    pool: &[Arc<TracePlan>],
-    cfg: WorkloadConfig,
+    scenario: Scenario,
     ctx: &mut PointContext,
     b: &Bar,
     cancel: &AtomicBool,
@@ -221,7 +273,19 @@ fn replay_engine(
     let mut engine = sim::build_engine(&launch, None, None, &choice, a.seed)?;
     ctx.result_kind = "predicted".into();
     ctx.target = "sim".into();
-    let o = sim::run_point(&mut engine, pool, cfg, ctx.clone(), cancel, |p| show(b, p, "virtual", p.now_ns as f64 / 1e9));
+    let progress = |p: &Progress| show(b, p, "virtual", p.now_ns as f64 / 1e9);
+    let o = match scenario {
+        Scenario::Agentx(pool, cfg) => sim::run_point(&mut engine, pool, cfg, ctx.clone(), cancel, progress),
+        Scenario::Fixed(f) => {
+            let mut c = ctx.clone();
+            c.fixed = None;
+            let mut o = crate::targets::fixed::run_point(&mut engine, f, c, cancel, progress);
+            if let Some(m) = o.ctx.fixed.as_mut() {
+                m.goodput = a.fixed.goodput()?;
+            }
+            o
+        }
+    };
     *ctx = o.ctx;
     Ok((o.records, o.status))
 }
@@ -229,8 +293,7 @@ fn replay_engine(
 /// The replay against a server in real time (`--url`); its `/metrics` export goes into `out`.
 fn replay_url(
     a: &Args,
-    pool: &[Arc<TracePlan>],
-    cfg: WorkloadConfig,
+    scenario: Scenario,
     ctx: &mut PointContext,
     b: &Bar,
     out: &Path,
@@ -244,7 +307,16 @@ fn replay_url(
     let run = rt.block_on(async {
         let opts = a.client.options()?;
         let mut t = HttpTarget::connect(&url, &url, &opts, ctx).await.map_err(anyhow::Error::msg)?;
-        let mut wl = t.workload(cfg, pool, ctx).map_err(anyhow::Error::msg)?;
+        let mut wl: Box<dyn crate::workload::Machine> = match scenario {
+            Scenario::Agentx(pool, cfg) => Box::new(t.workload(cfg, pool, ctx).map_err(anyhow::Error::msg)?),
+            Scenario::Fixed(f) => {
+                let w = t.fixed_workload(f, ctx).map_err(anyhow::Error::msg)?;
+                if let Some(m) = ctx.fixed.as_mut() {
+                    m.goodput = a.fixed.goodput()?;
+                }
+                Box::new(w)
+            }
+        };
         if let Some(k) = a.time_scale {
             anyhow::ensure!(k > 0.0 && k.is_finite(), "--time-scale {k}: must be > 0 (1 = real time)");
             t.time_scale = k;
@@ -254,7 +326,8 @@ fn replay_url(
         let scale = t.time_scale;
         let clock = if scale == 1.0 { "real".to_string() } else { format!("server (x{scale}) ") };
         Ok::<_, anyhow::Error>(
-            crate::targets::http::replay(&t, &mut wl, cancel, || Ok(()), |p| show(b, p, &clock, t0.elapsed().as_secs_f64() * scale)).await,
+            crate::targets::http::replay(&t, wl.as_mut(), cancel, || Ok(()), |p| show(b, p, &clock, t0.elapsed().as_secs_f64() * scale))
+                .await,
         )
     })?;
     if let Some(export) = run.fill(ctx) {

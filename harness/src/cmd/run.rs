@@ -135,21 +135,6 @@ fn filter_configs(plan: &mut Plan, glob: &str) {
     plan.evals.retain(|m| !m.points.is_empty());
 }
 
-/// Removes fixed-seq-len points (the load generator replays AgentX session trees only); their ids.
-fn drop_fixed_seq_len(plan: &mut Plan) -> Vec<String> {
-    use crate::plan::matrix::Scenario;
-    let mut dropped = Vec::new();
-    if plan.canary.as_ref().is_some_and(|c| c.scenario == Scenario::FixedSeqLen) {
-        dropped.extend(plan.canary.take().map(|c| c.id));
-    }
-    for m in &mut plan.matrices {
-        dropped.extend(m.points.iter().filter(|p| p.scenario == Scenario::FixedSeqLen).map(|p| p.id.clone()));
-        m.points.retain(|p| p.scenario != Scenario::FixedSeqLen);
-    }
-    plan.matrices.retain(|m| !m.points.is_empty());
-    dropped
-}
-
 /// The summary table printed at the end of a run: points grouped under their config, the
 /// frontier's own x (P90 E2E-normalised interactivity) beside tok/s/GPU so that "dominated by"
 /// reads right, and every column as wide as its widest cell.
@@ -366,8 +351,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-/// The repository and the plan the labels select, narrowed to `--configs` and to the points the
-/// load generator replays; `None` when the repository's inputs have problems (printed).
+/// The repository and the plan the labels select, narrowed to `--configs`; `None` when the repository's inputs have problems (printed).
 fn plan_for(args: &Args) -> anyhow::Result<Option<(Repo, Plan)>> {
     let labels = Labels::parse(&args.labels).map_err(anyhow::Error::msg)?;
     // Checked before any point runs: a bad link must not cost a sweep.
@@ -392,20 +376,6 @@ fn plan_for(args: &Args) -> anyhow::Result<Option<(Repo, Plan)>> {
         filter_configs(&mut plan, g);
         if plan.points().next().is_none() {
             anyhow::bail!("--configs {g}: no config key in the plan matches (see `sweep plan {}`)", args.labels.join(" "));
-        }
-    }
-    let fixed = drop_fixed_seq_len(&mut plan);
-    if !fixed.is_empty() {
-        println!(
-            "note: {} fixed-seq-len point(s) left out: sweep replays AgentX traces, not fixed ISL/OSL prompts ({})",
-            fixed.len(),
-            fixed.join(", ")
-        );
-        if plan.points().next().is_none() {
-            anyhow::bail!(
-                "the plan has only fixed-seq-len points; select agentic-coding configs (see `sweep plan {}`)",
-                args.labels.join(" ")
-            );
         }
     }
     Ok(Some((repo, plan)))

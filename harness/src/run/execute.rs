@@ -503,6 +503,10 @@ pub(super) fn finish_point(job: &Job, out: Outcome, wall_s: f64) -> Result<(Poin
         let (agg, summary) =
             metrics::aggregate(&out.records, &out.ctx).map_err(|source| RunError::Aggregate { point: p.id.clone(), source })?;
         write_in(&job.dir, "agg.json", &agg)?;
+        // A fixed-length point's result as benchmark_serving writes it, for InferenceX's collectors.
+        if let Some(bs) = agg.get("benchmark_serving") {
+            write_in(&job.dir, "benchmark_serving.json", bs)?;
+        }
         if !summary.valid {
             res.status = Status::Failed { reason: format!("invalid aggregate: {}", summary.invalid_reasons.join(", ")) };
         }

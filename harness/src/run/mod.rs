@@ -215,6 +215,8 @@ pub fn identity(p: &PlanPoint) -> serde_json::Map<String, serde_json::Value> {
         ("total-cpu-dram-gb", "allocated_cpu_dram_gb"),
         ("router", "router"),
         ("kv-p2p-transfer", "kv_p2p_transfer"),
+        ("isl", "isl"),
+        ("osl", "osl"),
     ] {
         copy(&mut m, from, to);
     }

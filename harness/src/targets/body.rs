@@ -178,6 +178,32 @@ impl BodyPieces {
     }
 }
 
+/// The body of a fixed-length request as `benchmark_serving` writes it: for `/v1/completions`
+/// (`--backend vllm`) `model`, `prompt` (the prompt's text), `temperature` 0, `best_of` 1,
+/// `max_tokens`, `logprobs` null, `stream`, `stream_options.include_usage`, `ignore_eos`; for
+/// chat (`--backend openai-chat`) one user message and `max_completion_tokens`. `dialect`'s extra
+/// keys are merged in last, as `extra_body` is there.
+pub fn fixed_body(spec: &RequestSpec, model: &str, vocab: &dyn TokenText, dialect: &Dialect) -> Vec<u8> {
+    let text = vocab.decode(&spec.prompt.token_ids(vocab));
+    let mut body = match spec.api {
+        crate::workload::fixed::Api::Completions => serde_json::json!({
+            "model": model, "prompt": text, "temperature": 0.0, "best_of": 1, "max_tokens": spec.max_tokens,
+            "logprobs": null, "stream": true, "stream_options": {"include_usage": true},
+        }),
+        crate::workload::fixed::Api::Chat => serde_json::json!({
+            "model": model, "messages": [{"role": "user", "content": text}], "temperature": 0.0,
+            "max_completion_tokens": spec.max_tokens, "stream": true, "stream_options": {"include_usage": true},
+        }),
+    };
+    if dialect.ignore_eos {
+        body["ignore_eos"] = true.into();
+    }
+    for (k, v) in &dialect.extra_body {
+        body[k] = v.clone();
+    }
+    serde_json::to_vec(&body).expect("a JSON value serializes")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod dialect;
+pub mod fixed;
 pub mod http;
 pub mod ledger;
 pub mod pools;

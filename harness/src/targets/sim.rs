@@ -533,6 +533,12 @@ impl PointRunner for SimRunner {
             Ok(e) => e,
             Err(e) => return fail(ctx, e.to_string()),
         };
+        if let Some(cfg) = super::fixed::point_config(p) {
+            return match cfg {
+                Ok(cfg) => super::fixed::run_point(&mut engine, cfg, ctx, &job.cancel, |_| {}),
+                Err(e) => fail(ctx, e),
+            };
+        }
         let set = match self.pools.pool_for(p) {
             Ok(s) => s,
             Err(e) => return fail(ctx, e.to_string()),

@@ -51,6 +51,9 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for FirstChoice<'a> {
 struct ChoiceView<'a> {
     #[serde(default, borrow)]
     delta: Option<DeltaView<'a>>,
+    /// A text completion's chunk (`/v1/completions`).
+    #[serde(default, borrow)]
+    text: Option<std::borrow::Cow<'a, str>>,
     #[serde(default, borrow)]
     finish_reason: Option<std::borrow::Cow<'a, str>>,
 }
@@ -101,11 +104,16 @@ impl ChunkInfo {
             let nonempty = |s: &Option<std::borrow::Cow<str>>| s.as_deref().is_some_and(|s| !s.is_empty());
             let choice = v.choices.as_ref().and_then(|c| c.0.as_ref());
             let delta = choice.and_then(|c| c.delta.as_ref());
-            let has_text = delta.is_some_and(|d| nonempty(&d.content) || nonempty(&d.reasoning_content) || nonempty(&d.reasoning));
-            if let (Some(out), Some(d), true) = (text.as_deref_mut(), delta, has_text) {
+            let has_delta = delta.is_some_and(|d| nonempty(&d.content) || nonempty(&d.reasoning_content) || nonempty(&d.reasoning));
+            let completion = choice.and_then(|c| c.text.as_ref()).filter(|t| !t.is_empty());
+            let has_text = has_delta || completion.is_some();
+            if let (Some(out), Some(d), true) = (text.as_deref_mut(), delta, has_delta) {
                 for part in [&d.reasoning_content, &d.reasoning, &d.content].into_iter().flatten() {
                     out.push_str(part);
                 }
+            }
+            if let (Some(out), Some(t)) = (text.as_deref_mut(), completion) {
+                out.push_str(t);
             }
             let length_finish = choice.and_then(|c| c.finish_reason.as_deref()) == Some("length");
             return Some(ChunkInfo {
@@ -118,7 +126,8 @@ impl ChunkInfo {
         let v: Value = serde_json::from_slice(data).ok()?;
         let delta = &v["choices"][0]["delta"];
         let u = v.get("usage").filter(|u| u.is_object());
-        let parts: Vec<&str> = ["reasoning_content", "reasoning", "content"].iter().filter_map(|k| delta[*k].as_str()).collect();
+        let mut parts: Vec<&str> = ["reasoning_content", "reasoning", "content"].iter().filter_map(|k| delta[*k].as_str()).collect();
+        parts.extend(v["choices"][0]["text"].as_str());
         if let Some(out) = text {
             parts.iter().for_each(|p| out.push_str(p));
         }

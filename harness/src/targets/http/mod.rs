@@ -59,6 +59,8 @@ pub enum HttpError {
     Context(#[from] SimError),
     #[error(transparent)]
     Workload(#[from] WorkloadError),
+    #[error("{0}")]
+    Fixed(String),
     #[error(transparent)]
     Pool(#[from] PoolError),
     #[error("runtime: {0}")]
@@ -188,6 +190,28 @@ impl HttpTarget {
     /// The request body (prompt synthesis of the messages not sent before: CPU work of
     /// milliseconds for a long new message).
     pub fn body(&self, spec: &RequestSpec) -> BodyPieces {
-        spec.http_body_pieces(&self.model, self.vocab.as_ref(), &self.messages, &self.dialect)
+        match spec.source_kind {
+            crate::workload::SourceKind::Random => {
+                let body = crate::targets::body::fixed_body(spec, &self.model, self.vocab.as_ref(), &self.dialect);
+                BodyPieces { len: body.len(), parts: vec![body.into()] }
+            }
+            _ => spec.http_body_pieces(&self.model, self.vocab.as_ref(), &self.messages, &self.dialect),
+        }
+    }
+
+    /// The fixed-length workload against this server: refused before anything is sent when its
+    /// longest request cannot fit the server's context; the aggregate's parameters into `ctx`.
+    pub fn fixed_workload(
+        &self,
+        cfg: crate::workload::fixed::FixedConfig,
+        ctx: &mut PointContext,
+    ) -> Result<crate::workload::fixed::FixedWorkload, HttpError> {
+        if let Some(w) = crate::targets::fixed::check_limits(&cfg, self.context_length, None).map_err(HttpError::Fixed)? {
+            eprintln!("warning: {w}");
+        }
+        ctx.trace_set = format!("random {}/{} (range ratio {}, {} prompts)", cfg.isl, cfg.osl, cfg.range_ratio, cfg.num_prompts);
+        let wl = crate::workload::fixed::FixedWorkload::new(cfg).map_err(|e| HttpError::Fixed(e.to_string()))?;
+        ctx.fixed = Some(crate::targets::fixed::meta(&wl, &self.model));
+        Ok(wl)
     }
 }

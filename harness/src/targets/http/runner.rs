@@ -81,9 +81,14 @@ impl HttpRunner {
         };
         let res = rt.block_on(async {
             let mut t = HttpTarget::connect(base_url, worker_url, &opts, &mut ctx).await?;
-            let set = self.pools.pool_for(p)?;
-            ctx.trace_set = set.trace_set.clone();
-            let mut wl = t.workload(cfg, &set.plans, &mut ctx)?;
+            let mut wl: Box<dyn crate::workload::Machine> = match crate::targets::fixed::point_config(p) {
+                Some(fixed) => Box::new(t.fixed_workload(fixed.map_err(HttpError::Fixed)?, &mut ctx)?),
+                None => {
+                    let set = self.pools.pool_for(p)?;
+                    ctx.trace_set = set.trace_set.clone();
+                    Box::new(t.workload(cfg, &set.plans, &mut ctx)?)
+                }
+            };
             // Behind a router the engine's metrics are the worker's.
             let w = worker_url.trim_end_matches('/').to_string();
             if !t.metrics_urls.contains(&w) {
@@ -93,7 +98,7 @@ impl HttpRunner {
             let mut lines = crate::targets::ledger::ProgressLines::new(p.id.clone(), std::time::Duration::from_secs(60));
             let (t0, scale) = (std::time::Instant::now(), t.time_scale);
             Ok::<_, HttpError>(
-                replay(&t, &mut wl, &job.cancel, &mut alive, |pr| {
+                replay(&t, wl.as_mut(), &job.cancel, &mut alive, |pr| {
                     lines.update(pr, t0.elapsed().as_secs_f64() * scale);
                 })
                 .await,

@@ -33,16 +33,22 @@ impl HttpTarget {
         ];
         // Keep the streamed text to count outputs until the server shows it sends usage.
         let opts = ReadOpts { time_scale: self.time_scale, keep_text: !self.usage_seen.load(Ordering::Relaxed), touched };
+        let path = match spec.api {
+            crate::workload::fixed::Api::Chat => "/v1/chat/completions",
+            crate::workload::fixed::Api::Completions => "/v1/completions",
+        };
         match &self.h1 {
-            Some(c) => self.send_h1(c, &mut headers, body, rec, opts, clock_now).await,
-            None => self.send_reqwest(&headers, body, rec, opts, clock_now).await,
+            Some(c) => self.send_h1(c, path, &mut headers, body, rec, opts, clock_now).await,
+            None => self.send_reqwest(path, &headers, body, rec, opts, clock_now).await,
         }
     }
 
     /// [`HttpTarget::send_body`] on this client's own HTTP/1.1 connections (`http://` targets).
+    #[allow(clippy::too_many_arguments)]
     async fn send_h1(
         &self,
         client: &h1::Client,
+        path: &str,
         headers: &mut Vec<(&str, &str)>,
         body: h1::Body,
         mut rec: Record,
@@ -51,12 +57,12 @@ impl HttpTarget {
     ) -> Answer {
         headers.push(("accept", "text/event-stream"));
         rec.start_ns = clock_now();
-        match client.post("/v1/chat/completions", headers, body).await {
+        match client.post(path, headers, body).await {
             Ok(resp) => read_reply(resp, rec, opts, clock_now).await,
             Err(e) => {
                 // No response (refused, or closed before its head), as reqwest reports it.
                 let now = clock_now();
-                fail(rec, "connection_error", format!("{}/v1/chat/completions: {e}", self.base_url), None, now)
+                fail(rec, "connection_error", format!("{}{path}: {e}", self.base_url), None, now)
             }
         }
     }
@@ -64,13 +70,14 @@ impl HttpTarget {
     /// [`HttpTarget::send_body`] through reqwest (`https://` targets).
     async fn send_reqwest(
         &self,
+        path: &str,
         headers: &[(&str, &str)],
         body: h1::Body,
         mut rec: Record,
         opts: ReadOpts<'_>,
         clock_now: impl Fn() -> u64,
     ) -> Answer {
-        let url = format!("{}/v1/chat/completions", self.base_url);
+        let url = format!("{}{path}", self.base_url);
         let mut req = self.client.post(&url);
         for (k, v) in headers {
             req = req.header(*k, *v);

@@ -1,0 +1,102 @@
+//! What both drivers decide for a fixed-sequence-length point: its workload from the plan point,
+//! the checks before any request is sent (prompts that cannot fit the server's context,
+//! concurrency above its running-request limit), and the aggregate's scenario parameters.
+
+use std::sync::atomic::AtomicBool;
+
+use super::ledger::Progress;
+use crate::metrics::{FixedMeta, PointContext};
+use crate::plan::PlanPoint;
+use crate::plan::matrix::Scenario;
+use crate::results::Status;
+use crate::run::Outcome as PointOutcome;
+use crate::workload::fixed::{Api, FixedConfig, FixedWorkload};
+
+/// InferenceX's workflow default (`RANDOM_RANGE_RATIO: 0.8`).
+pub const DEFAULT_RANGE_RATIO: f64 = 0.8;
+
+/// The fixed-length workload of a plan point (`None` for an AgentX point): ISL and OSL from its
+/// matrix row, the recipe's range ratio, InferenceX's prompt and warmup counts.
+pub fn point_config(p: &PlanPoint) -> Option<Result<FixedConfig, String>> {
+    if p.scenario != Scenario::FixedSeqLen {
+        return None;
+    }
+    let num = |k: &str| p.row.get(k).and_then(serde_json::Value::as_u64);
+    let (Some(isl), Some(osl)) = (num("isl"), num("osl")) else {
+        return Some(Err(format!("point {}: a fixed-seq-len row needs `isl` and `osl`", p.id)));
+    };
+    let ratio = p.row.get("random-range-ratio").and_then(serde_json::Value::as_f64).unwrap_or(DEFAULT_RANGE_RATIO);
+    let cfg = FixedConfig { range_ratio: ratio, ..FixedConfig::inferencex(isl as u32, osl as u32, p.conc.max(1)) };
+    Some(cfg.validate().map(|()| cfg).map_err(|e| format!("point {}: {e}", p.id)))
+}
+
+/// Refuses a workload whose longest possible request (ISL + OSL) cannot fit the server's
+/// context, before anything is sent; warns when the concurrency exceeds the server's running
+/// requests (the rest queue: the point measures queueing too).
+pub fn check_limits(cfg: &FixedConfig, context_length: Option<u64>, max_running: Option<u32>) -> Result<Option<String>, String> {
+    if let Some(ctx) = context_length {
+        let need = u64::from(cfg.isl) + u64::from(cfg.osl);
+        if need > ctx {
+            return Err(format!(
+                "ISL {} + OSL {} = {need} tokens exceed the server's context length of {ctx}: lower --isl/--osl or raise --context-length",
+                cfg.isl, cfg.osl
+            ));
+        }
+    }
+    Ok(max_running.filter(|&m| cfg.concurrency > m).map(|m| {
+        format!(
+            "concurrency {} is above the server's --max-running-requests {m}: {} requests will queue at the server",
+            cfg.concurrency,
+            cfg.concurrency - m
+        )
+    }))
+}
+
+/// The aggregate's scenario parameters of `wl`.
+pub fn meta(wl: &FixedWorkload, model_id: &str) -> FixedMeta {
+    let cfg = wl.config();
+    FixedMeta {
+        isl: cfg.isl,
+        osl: cfg.osl,
+        range_ratio: cfg.range_ratio,
+        num_prompts: cfg.num_prompts,
+        num_warmups: cfg.num_warmups,
+        seed: cfg.seed,
+        backend: match cfg.api {
+            Api::Completions => "vllm".into(),
+            Api::Chat => "openai-chat".into(),
+        },
+        model_id: model_id.to_string(),
+        input_lens: wl.drawn().map(|d| d.input_len).collect(),
+        percentiles: vec![99.0],
+        goodput: Default::default(),
+    }
+}
+
+/// One fixed-length point on the virtual clock.
+pub fn run_point(
+    engine: &mut engine::Engine,
+    cfg: FixedConfig,
+    mut ctx: PointContext,
+    cancel: &AtomicBool,
+    progress: impl FnMut(&Progress),
+) -> PointOutcome {
+    ctx.profiles = super::sim::profiles_json(engine);
+    ctx.benchmark_id = format!("random-{}-{}-c{}", cfg.isl, cfg.osl, cfg.concurrency);
+    ctx.trace_set = format!("random {}/{} (range ratio {}, {} prompts)", cfg.isl, cfg.osl, cfg.range_ratio, cfg.num_prompts);
+    let fail = |ctx: PointContext, reason: String| PointOutcome { status: Status::Failed { reason }, records: Vec::new(), ctx };
+    let limits = engine.limits();
+    match check_limits(&cfg, Some(limits.context_length), Some(limits.max_running_requests)) {
+        Ok(Some(w)) => eprintln!("warning: {w}"),
+        Ok(None) => {}
+        Err(e) => return fail(ctx, e),
+    }
+    let mut wl = match FixedWorkload::new(cfg) {
+        Ok(w) => w,
+        Err(e) => return fail(ctx, e.to_string()),
+    };
+    let model = engine.info().model_profile.clone();
+    ctx.fixed = Some(meta(&wl, &model));
+    let run = super::sim::simulate(engine, &mut wl, cancel, progress);
+    super::sim::sim_outcome(run, engine, ctx)
+}
