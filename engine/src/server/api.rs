@@ -141,8 +141,8 @@ pub enum Stop {
 
 /// The fields of SGLang's `ChatCompletionRequest` the engine reads; the others are
 /// accepted with their types checked and otherwise ignored (sampling does not change
-/// a simulated engine's timing).
-#[derive(Debug, Deserialize)]
+/// a simulated engine's timing). `Default` lets `/v1/completions` build one (no messages).
+#[derive(Debug, Default, Deserialize)]
 pub struct ChatRequest {
     pub messages: Vec<MessageIn>,
     #[serde(default = "default_model")]

@@ -1,16 +1,18 @@
 //! The engine's OpenAI-compatible HTTP shell (axum), in real time, answering with
-//! SGLang 0.5.23's bytes: `/v1/chat/completions` (SSE and JSON), `/v1/models`,
-//! `/health`, `/server_info`, `/model_info`, `/metrics`, `/flush_cache`.
+//! SGLang 0.5.23's bytes: `/v1/chat/completions` and `/v1/completions` (SSE and JSON),
+//! `/v1/models`, `/health`, `/server_info`, `/model_info`, `/metrics`, `/flush_cache`.
 //!
 //! Layout: [`args`] reads the front-end flags, [`driver`] owns the sans-IO core on a
 //! thread and maps wall time to engine time, [`pool`] runs tokenisation off the event
-//! loop, [`api`] parses and validates requests, [`metrics`] is the `sglang:` set;
+//! loop, [`api`] parses and validates requests, [`completions`] is the text-completions
+//! endpoint over the chat path's machinery, [`metrics`] is the `sglang:` set;
 //! `listen` accepts connections under a cap and `conn` serves one with its timeouts,
 //! [`drain`] stops the server on a signal, `sys` holds the OS settings (open-file limit,
 //! heap trim).
 
 pub mod api;
 pub mod args;
+pub mod completions;
 mod conn;
 pub mod drain;
 pub mod driver;
@@ -69,12 +71,12 @@ pub struct AppState {
     pub(crate) driver: Driver,
     pub(crate) metrics: Option<Metrics>,
     next_id: AtomicU64,
-    /// Chat requests seen, for `--fail-fraction`.
+    /// Chat and text-completion requests seen, for `--fail-fraction`.
     fault_seq: AtomicU64,
     pub(crate) created: u64,
     started: Instant,
     startup_secs: OnceLock<f64>,
-    /// Chat requests being answered (the streams a drain waits for).
+    /// Chat and text-completion requests being answered (the streams a drain waits for).
     pub(crate) active: AtomicUsize,
     pub(crate) phase: watch::Sender<Phase>,
     conns: Arc<Conns>,
@@ -176,6 +178,7 @@ fn router(state: Arc<AppState>) -> Router {
     let limit = state.cfg.max_body_bytes;
     Router::new()
         .route("/v1/chat/completions", post(chat))
+        .route("/v1/completions", post(completions::completions))
         .route("/v1/models", get(models))
         .route("/v1/models/{*id}", get(model_card))
         .route("/health", get(health))
@@ -200,7 +203,8 @@ struct Arrived(Instant, Option<Arc<driver::Hold>>);
 
 async fn auth(State(st): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
     let now = Instant::now();
-    let hold = (st.cfg.time_scale != 1.0 && req.uri().path() == "/v1/chat/completions").then(|| Arc::new(st.driver.hold(now)));
+    let generates = matches!(req.uri().path(), "/v1/chat/completions" | "/v1/completions");
+    let hold = (st.cfg.time_scale != 1.0 && generates).then(|| Arc::new(st.driver.hold(now)));
     req.extensions_mut().insert(Arrived(now, hold));
     if let Some(key) = &st.cfg.api_key {
         let path = req.uri().path();
@@ -429,20 +433,20 @@ async fn chat(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let (arrived, hold) = arrived.map(|a| (a.0.0, a.0.1)).unwrap_or_else(|| (Instant::now(), None));
-    match chat_inner(st, headers, body, arrived, hold).await {
-        Ok(r) => r,
-        Err(e) => {
-            let mut r = e.into_response();
-            // The rest of a body that timed out may never come: the connection cannot be reused.
-            if r.status() == StatusCode::REQUEST_TIMEOUT {
-                r.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
-            }
-            r
-        }
-    }
+    chat_inner(st, headers, body, arrived, hold).await.unwrap_or_else(error_response)
 }
 
-/// Whether the server takes a chat request now: not while starting or draining, and not when
+/// A generation request's error as a response.
+fn error_response(e: ApiError) -> Response {
+    let mut r = e.into_response();
+    // The rest of a body that timed out may never come: the connection cannot be reused.
+    if r.status() == StatusCode::REQUEST_TIMEOUT {
+        r.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    }
+    r
+}
+
+/// Whether the server takes a generation request now: not while starting or draining, and not when
 /// `--fail-fraction` picks it for an injected fault.
 fn admit(st: &AppState) -> Result<(), ApiError> {
     if *st.phase.borrow() != Phase::Serving {
@@ -472,26 +476,7 @@ async fn chat_inner(
     hold: Option<Arc<driver::Hold>>,
 ) -> Result<Response, ApiError> {
     admit(&st)?;
-    let is_json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.to_ascii_lowercase().starts_with("application/json"));
-    if !is_json {
-        return Err(ApiError::schema("Unsupported Media Type: Only 'application/json' is allowed"));
-    }
-    let body = body.map_err(|e| {
-        if conn::is_body_timeout(&e) {
-            let secs = st.cfg.body_read_timeout.as_secs_f64();
-            ApiError::status(StatusCode::REQUEST_TIMEOUT, format!("The request body did not arrive within {secs} s (--body-read-timeout)."))
-        } else if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::status(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("Request body too large: the limit is {} bytes (raise it with --max-request-body-mb).", st.cfg.max_body_bytes),
-            )
-        } else {
-            ApiError::schema(format!("Cannot read the request body: {e}"))
-        }
-    })?;
+    let body = json_body(&st, &headers, body)?;
     let encoder = st.encoder.get().expect("ready implies encoder").clone();
     // Parsing a multi-megabyte body is CPU work too: do it on the tokenizer pool.
     let parsed = st
@@ -535,7 +520,32 @@ async fn chat_inner(
     let prompt_tokens = encoded.ids.len() as u64;
     api::validate_length(prompt_tokens, &params, limits)?;
     let stamps = headers.contains_key(stream::ENGINE_TIME_HEADER);
-    stream::run(st, req, params, encoded.ids, encoder, thinking, arrived, hold, stamps).await
+    stream::run(st, req, params, encoded.ids, encoder, stream::Api::Chat { thinking }, arrived, hold, stamps).await
+}
+
+/// A generation request's JSON body, or the error SGLang gives for a wrong content type, a body
+/// that is too large or one that did not arrive in time.
+fn json_body(st: &AppState, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().starts_with("application/json"));
+    if !is_json {
+        return Err(ApiError::schema("Unsupported Media Type: Only 'application/json' is allowed"));
+    }
+    body.map_err(|e| {
+        if conn::is_body_timeout(&e) {
+            let secs = st.cfg.body_read_timeout.as_secs_f64();
+            ApiError::status(StatusCode::REQUEST_TIMEOUT, format!("The request body did not arrive within {secs} s (--body-read-timeout)."))
+        } else if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::status(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("Request body too large: the limit is {} bytes (raise it with --max-request-body-mb).", st.cfg.max_body_bytes),
+            )
+        } else {
+            ApiError::schema(format!("Cannot read the request body: {e}"))
+        }
+    })
 }
 
 /// `Body` from a stream of SSE frames (used by [`stream`]).

@@ -50,7 +50,7 @@ pub(super) async fn respond(mut g: Gen) -> Result<Response, ApiError> {
     }
     g.guard.armed = false;
     g.record(false);
-    Ok(completion(&g))
+    Ok(if g.text { super::text::completion(&g) } else { completion(&g) })
 }
 
 /// The chat completion of a finished reply.

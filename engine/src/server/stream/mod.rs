@@ -1,9 +1,10 @@
-//! One chat request from submission to the last byte: generated ids, text deltas,
-//! the reasoning split, stop conditions, SSE chunks in SGLang 0.5.23's shape, the
-//! non-streaming response, usage and metrics.
+//! One chat or text-completion request from submission to the last byte: generated ids,
+//! text deltas, the reasoning split, stop conditions, SSE chunks in SGLang 0.5.23's shape,
+//! the non-streaming response, usage and metrics.
 //!
 //! This file submits the request and holds its state; generating the reply is
-//! `reply.rs`, the answer `sse.rs` (streaming) or `json.rs`, their bodies `wire.rs`.
+//! `reply.rs`, the answer `sse.rs` (streaming) or `json.rs`, their bodies `wire.rs`;
+//! `text.rs` is what `/v1/completions` answers differently.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -25,7 +26,17 @@ use reply::{Plan, splitmix};
 mod json;
 mod reply;
 mod sse;
+mod text;
 mod wire;
+
+/// Which OpenAI API the request came through: it decides the bodies, not the generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Api {
+    /// `/v1/chat/completions`; `thinking` turns on the reasoning split.
+    Chat { thinking: bool },
+    /// `/v1/completions`: `text_completion` bodies, no role chunk, no reasoning split.
+    Text,
+}
 
 /// The core request while it runs: armed until the reply is complete, so that a response
 /// dropped before (the client disconnected) aborts it (see `Drop for Gen`).
@@ -47,6 +58,11 @@ impl Drop for Gen {
 struct Gen {
     st: Arc<AppState>,
     enc: Arc<ChatEncoder>,
+    /// A text completion (`/v1/completions`) rather than a chat one.
+    text: bool,
+    /// Text completions: the reply's last text, held until the core's finish (which follows it
+    /// at the same engine time) so that it goes out in one chunk with `finish_reason`, as in SGLang.
+    held: Option<String>,
     rid: String,
     model: String,
     events: UnboundedReceiver<ReqEvent>,
@@ -162,13 +178,14 @@ pub(crate) async fn run(
     params: GenParams,
     input_ids: Vec<u32>,
     enc: Arc<ChatEncoder>,
-    thinking: bool,
+    api: Api,
     arrived: Instant,
     hold: Option<Arc<super::driver::Hold>>,
     stamps: bool,
 ) -> Result<Response, ApiError> {
     let id = st.next_id();
     let prompt_tokens = input_ids.len() as u64;
+    let thinking = matches!(api, Api::Chat { thinking: true });
     let plan = Plan::new(&st, &req, &params, id, prompt_tokens, thinking, &enc);
     let stream = req.stream;
     let include_usage = req.stream_options.as_ref().map(|o| o.include_usage).unwrap_or(false) || st.cfg.stream_default_usage;
@@ -195,6 +212,8 @@ pub(crate) async fn run(
         phase: st.phase.subscribe(),
         st,
         enc,
+        text: api == Api::Text,
+        held: None,
         rid,
         model: req.model.clone(),
         events: submitted.events,

@@ -25,7 +25,7 @@ pub(super) fn respond(g: Gen, stamps: bool, arrival: Nanos) -> Response {
 
 impl Gen {
     /// The SSE comment stamping the event that follows with its engine time.
-    fn stamp(&self, at: Nanos) -> Option<Bytes> {
+    pub(super) fn stamp(&self, at: Nanos) -> Option<Bytes> {
         self.stamps.then(|| Bytes::from(format!(": t={at}\n")))
     }
 
@@ -83,6 +83,9 @@ impl Gen {
             Some(ReqEvent::Tokens { n, at }) => {
                 let at = self.st.driver.seen(at);
                 self.observe_output(n, at);
+                if self.text {
+                    return Some(self.text_frames(n, at));
+                }
                 out.extend(self.stamp(at));
                 let step = self.tokens(n);
                 if self.first {
@@ -133,15 +136,21 @@ impl Gen {
         Some(out)
     }
 
-    fn end_frames(&mut self) -> Vec<Bytes> {
+    /// The finish chunk (a chat one, or a text completion's last text), usage, `[DONE]`.
+    pub(super) fn end_frames(&mut self) -> Vec<Bytes> {
         let mut out = Vec::new();
         let (reason, matched) = self.finish.clone().expect("finish set");
-        out.push(self.chunk(Delta { reasoning_content: None, role: None, content: None }, Some((&reason, matched)), None));
+        if self.text {
+            let text = self.held.take().unwrap_or_default();
+            out.push(self.text_chunk(&text, Some((&reason, matched)), None));
+        } else {
+            out.push(self.chunk(Delta { reasoning_content: None, role: None, content: None }, Some((&reason, matched)), None));
+        }
         if self.include_usage {
             let usage = self.usage();
             out.push(frame(&Chunk {
                 id: &self.rid,
-                object: "chat.completion.chunk",
+                object: if self.text { "text_completion" } else { "chat.completion.chunk" },
                 created: self.st.created,
                 model: &self.model,
                 choices: Vec::new(),
