@@ -57,6 +57,22 @@ pub struct PointResult {
 }
 
 impl PointResult {
+    /// The fixed-seq-len sequence of the point's matrix (`1k1k`, `8k1k`, `<isl>_<osl>`); none for
+    /// AgentX points.
+    pub fn seq(&self) -> Option<&str> {
+        let rest = self.matrix.strip_prefix("single_node.").or_else(|| self.matrix.strip_prefix("multi_node."))?;
+        (rest != "agentic" && !rest.is_empty()).then_some(rest)
+    }
+
+    /// The Pareto curve the point belongs to: its config, and for fixed-seq-len points its
+    /// sequence lengths too (a 1k/1k and an 8k/1k point are never on one frontier).
+    pub fn curve_key(&self) -> String {
+        match self.seq() {
+            Some(s) => format!("{} {s}", self.config_key),
+            None => self.config_key.clone(),
+        }
+    }
+
     /// What a result rests on, in words: `predicted with model M on hardware H (kind), traces T`
     /// or `measured on <server>, traces T`.
     pub fn provenance(&self) -> String {

@@ -7,10 +7,10 @@ use crate::workload::fixed::{Api, FixedConfig};
 pub struct FixedArgs {
     /// Fixed-sequence-length scenario (InferenceX's random dataset) instead of an AgentX replay:
     /// the input length. Needs --osl.
-    #[arg(long, requires = "osl", help_heading = "Fixed-seq-len scenario")]
+    #[arg(long, requires = "osl", allow_negative_numbers = true, help_heading = "Fixed-seq-len scenario")]
     pub isl: Option<i64>,
     /// The output length (`--ignore-eos`: every request generates its drawn length).
-    #[arg(long, requires = "isl", help_heading = "Fixed-seq-len scenario")]
+    #[arg(long, requires = "isl", allow_negative_numbers = true, help_heading = "Fixed-seq-len scenario")]
     pub osl: Option<i64>,
     /// Lengths are drawn uniformly in [ratio × ISL, ISL] and [ratio × OSL, OSL].
     #[arg(long, default_value_t = 0.8, help_heading = "Fixed-seq-len scenario")]

@@ -119,24 +119,31 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// The run's panels: one per model × GPU, split per config where scales differ by > 20×.
 pub fn groups(run: &RunSummary) -> Vec<Group> {
     // In the order the run lists its points (as the summary table does).
-    let mut by: Vec<((String, String), Vec<String>)> = Vec::new();
+    // Panels per model × GPU × scenario (AgentX, or each fixed ISL/OSL); curves per config and
+    // sequence length (`PointResult::curve_key`).
+    let mut by: Vec<((String, String, Option<String>), Vec<String>)> = Vec::new();
     for p in run.points.iter().filter(|p| p.pareto.is_some()) {
-        let key = model_and_gpu(&p.config_key);
+        let (model, gpu) = model_and_gpu(&p.config_key);
+        let key = (model, gpu, p.seq().map(str::to_string));
         let i = by.iter().position(|(k, _)| *k == key).unwrap_or_else(|| {
             by.push((key, Vec::new()));
             by.len() - 1
         });
-        if !by[i].1.contains(&p.config_key) {
-            by[i].1.push(p.config_key.clone());
+        let curve = p.curve_key();
+        if !by[i].1.contains(&curve) {
+            by[i].1.push(curve);
         }
     }
     let mut out = Vec::new();
-    for ((model, gpu), configs) in by {
-        let title = if gpu.is_empty() { model.clone() } else { format!("{model} on {gpu}") };
+    for ((model, gpu, seq), configs) in by {
+        let mut title = if gpu.is_empty() { model.clone() } else { format!("{model} on {gpu}") };
+        if let Some(s) = seq {
+            title = format!("{title}, fixed {}", seq_label(&s));
+        }
         let typical = |f: &dyn Fn(&Point) -> f64| -> Vec<f64> {
             configs
                 .iter()
-                .map(|c| median(run.points.iter().filter(|p| &p.config_key == c).filter_map(|p| p.pareto.as_ref()).map(f).collect()))
+                .map(|c| median(run.points.iter().filter(|p| &p.curve_key() == c).filter_map(|p| p.pareto.as_ref()).map(f).collect()))
                 .collect()
         };
         let spread = |v: Vec<f64>| {
@@ -155,9 +162,20 @@ pub fn groups(run: &RunSummary) -> Vec<Group> {
     out
 }
 
+/// `1k1k` → `1k/1k`, `2048_128` → `2048/128` (a matrix's sequence name as a reader writes it).
+pub fn seq_label(s: &str) -> String {
+    if let Some((i, o)) = s.split_once('_') {
+        return format!("{i}/{o}");
+    }
+    match s.find('k') {
+        Some(k) if k + 1 < s.len() => format!("{}/{}", &s[..=k], &s[k + 1..]),
+        _ => s.to_string(),
+    }
+}
+
 /// Each config's colour, stable across every chart of the run.
 pub fn colors(run: &RunSummary) -> BTreeMap<String, Rgb> {
-    let mut keys: Vec<&str> = run.points.iter().map(|p| p.config_key.as_str()).collect();
+    let mut keys: Vec<String> = run.points.iter().map(|p| p.curve_key()).collect();
     keys.sort();
     keys.dedup();
     keys.into_iter().enumerate().map(|(i, k)| (k.to_string(), PALETTE[i % PALETTE.len()])).collect()
@@ -222,7 +240,7 @@ pub fn panel(run: &RunSummary, chart: Chart, g: &Group, colors: &BTreeMap<String
     let dots: Vec<Dot> = run
         .points
         .iter()
-        .filter(|p| g.configs.contains(&p.config_key))
+        .filter(|p| g.configs.contains(&p.curve_key()))
         .filter_map(|p| {
             let pp = p.pareto.as_ref()?;
             let x = *pp.x.get(&view)?;
@@ -236,7 +254,7 @@ pub fn panel(run: &RunSummary, chart: Chart, g: &Group, colors: &BTreeMap<String
                 yci,
                 front,
                 valid: pp.valid,
-                color: colors.get(&p.config_key).copied().unwrap_or(PALETTE[0]),
+                color: colors.get(&p.curve_key()).copied().unwrap_or(PALETTE[0]),
             })
         })
         .collect();
@@ -250,7 +268,7 @@ pub fn panel(run: &RunSummary, chart: Chart, g: &Group, colors: &BTreeMap<String
     // Frontier lines under the markers.
     let mut soft: Vec<((f64, f64), (f64, f64))> = Vec::new();
     for c in &g.configs {
-        let mut f: Vec<(f64, f64)> = dots.iter().filter(|d| &d.p.config_key == c && d.front).map(|d| (xa.px(d.x), ya.px(d.y))).collect();
+        let mut f: Vec<(f64, f64)> = dots.iter().filter(|d| &d.p.curve_key() == c && d.front).map(|d| (xa.px(d.x), ya.px(d.y))).collect();
         f.sort_by(|a, b| a.0.total_cmp(&b.0));
         soft.extend(f.windows(2).map(|w| (w[0], w[1])));
         let color = colors.get(c).copied().unwrap_or(PALETTE[0]);

@@ -15,7 +15,7 @@ pub fn finalize(mut summary: RunSummary, samples: &BTreeMap<String, Samples>, ou
         .points
         .iter()
         .filter(|r| r.summary.is_some())
-        .filter_map(|r| samples.get(&r.id).map(|s| (r.id.clone(), r.config_key.clone(), r.arm.clone(), r.conc, r.ok(), s.clone())))
+        .filter_map(|r| samples.get(&r.id).map(|s| (r.id.clone(), r.curve_key(), r.arm.clone(), r.conc, r.ok(), s.clone())))
         .collect();
     let pts = pareto::points_with_uncertainty(&inputs, summary.replicates, summary.seed);
     summary.curves = pareto::analyse(&pts);
