@@ -56,12 +56,17 @@ pub struct PointResult {
     pub wall_s: f64,
 }
 
+/// The fixed-seq-len sequence of a matrix name (`single_node.1k1k` → `1k1k`); none for AgentX.
+pub fn seq_of_matrix(matrix: &str) -> Option<&str> {
+    let rest = matrix.strip_prefix("single_node.").or_else(|| matrix.strip_prefix("multi_node."))?;
+    (rest != "agentic" && !rest.is_empty()).then_some(rest)
+}
+
 impl PointResult {
     /// The fixed-seq-len sequence of the point's matrix (`1k1k`, `8k1k`, `<isl>_<osl>`); none for
     /// AgentX points.
     pub fn seq(&self) -> Option<&str> {
-        let rest = self.matrix.strip_prefix("single_node.").or_else(|| self.matrix.strip_prefix("multi_node."))?;
-        (rest != "agentic" && !rest.is_empty()).then_some(rest)
+        seq_of_matrix(&self.matrix)
     }
 
     /// The Pareto curve the point belongs to: its config, and for fixed-seq-len points its

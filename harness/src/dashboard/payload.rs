@@ -118,6 +118,9 @@ impl From<Option<f64>> for Value {
 pub struct PointInfo {
     /// Index into [`ConfigPayload::runs`].
     pub run: usize,
+    /// A fixed-seq-len point's sequence (`1k1k`): its curve is the run's at that ISL/OSL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<String>,
     pub id: String,
     pub arm: String,
     pub conc: i64,
@@ -221,10 +224,12 @@ pub fn config_payload(
         flags: Vec::new(),
         texts: Vec::new(),
     };
-    let mut by_run: BTreeMap<usize, Vec<&RunPoint>> = BTreeMap::new();
+    // A run's points per scenario: fixed-seq-len points of each ISL/OSL are a curve of their own.
+    let mut by_run: BTreeMap<(usize, Option<String>), Vec<&RunPoint>> = BTreeMap::new();
     for p in points {
         if let Some(&i) = index.get(p.run_id.as_str()) {
-            by_run.entry(i).or_default().push(p);
+            let seq = p.point.matrix.as_deref().and_then(crate::results::seq_of_matrix).map(str::to_string);
+            by_run.entry((i, seq)).or_default().push(p);
         }
     }
     let mut diffs: Interner<FlagDiff> = Interner::new();
@@ -233,7 +238,7 @@ pub fn config_payload(
     // base; the launch's digest) → index into the distinct diffs.
     let mut diff_of: HashMap<(Option<usize>, &str), usize> = HashMap::new();
     let prefix = format!("{key}/");
-    for (run, pts) in by_run {
+    for ((run, seq), pts) in by_run {
         let launch_of = |p: &RunPoint| p.point.launch_hash.as_ref().and_then(|h| launches.get(h));
         let shared;
         let base = match recipe_base {
@@ -279,6 +284,7 @@ pub fn config_payload(
             let m = p.metrics.as_ref();
             out.points.push(PointInfo {
                 run,
+                seq: seq.clone(),
                 id: p.point_id.clone(),
                 arm: p.arm.clone(),
                 conc: p.conc,

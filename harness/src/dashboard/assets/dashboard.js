@@ -331,10 +331,12 @@
       this.axes(svg, X, Y, W, H, m, view);
 
       const plotted = pts.filter((p) => (!X.log || p.x[this.view].value > 0) && (!Y.log || p.y.value > 0));
+      // One curve per run and scenario: a fixed-seq-len run has one per ISL/OSL.
       const byRun = new Map();
       for (const p of plotted) {
-        if (!byRun.has(p.run)) byRun.set(p.run, []);
-        byRun.get(p.run).push(p);
+        const curve = p.run + '|' + (p.seq || '');
+        if (!byRun.has(curve)) byRun.set(curve, []);
+        byRun.get(curve).push(p);
       }
       const clampX = (v) => (X.log && !(v > 0) ? null : X(v));
       const clampY = (v) => (Y.log && !(v > 0) ? null : Y(v));
@@ -342,8 +344,8 @@
       let count = 0;
       const placed = [];
       const labelled = byRun.size <= 3;
-      for (const [run, list] of byRun) {
-        const colour = this.colour(run);
+      for (const list of byRun.values()) {
+        const colour = this.colour(list[0].run);
         const front = list.filter((p) => p.frontier[this.view]).sort((a, b) => a.x[this.view].value - b.x[this.view].value);
         if (front.length > 1) {
           const measured = front.every((p) => p.kind === 'measured');
@@ -407,7 +409,7 @@
       svg.setAttribute('aria-label', count + ' points, tok/s/GPU against ' + view.label);
       const hidden = pts.length - plotted.length;
       this.note.textContent =
-        count + ' point(s) of ' + byRun.size + ' run(s)' + (hidden ? '; ' + hidden + ' not positive, left out of the log scale' : '') +
+        count + ' point(s) of ' + new Set(plotted.map((p) => p.run)).size + ' run(s)' + (hidden ? '; ' + hidden + ' not positive, left out of the log scale' : '') +
         (this.view === 'ttft_p90' ? '; TTFT has no interval' : '') + (labelled ? '' : '; labels hidden with more than 3 runs (hover a point)');
       this.root.dataset.state = 'ready';
     }
@@ -460,6 +462,7 @@
       const text = (i) => (i === null || i === undefined ? '' : d.texts[i]);
       line(p.kind + (text(p.provenance) ? ' with ' + text(p.provenance) : '') + (text(p.trace_set) ? '; traces ' + text(p.trace_set) : ''));
       const bits = [p.arm, 'conc ' + p.conc, p.gpus + ' GPU(s)'];
+      if (p.seq) bits.push('fixed ' + p.seq);
       if (p.topology) bits.push(p.topology);
       if (p.hardware) bits.push(p.hardware);
       if (p.framework) bits.push(p.framework);
