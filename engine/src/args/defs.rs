@@ -141,6 +141,10 @@ const FLAGS: &[(&str, &[&str], Arity, FlagStatus)] = &[
     ("swa-prefix-tails", &[], Value, AcceptedNotModelled),
     ("swa-full-tokens-ratio", &[], Value, AcceptedNotModelled),
     ("skip-server-warmup", &[], Bool, AcceptedNotModelled),
+    // InferenceX's DeepSeek-R1 FP8 B200 launch script (kernel choices and scheduler polling).
+    ("enable-flashinfer-allreduce-fusion", &[], Bool, AcceptedNotModelled),
+    ("moe-runner-backend", &[], Value, AcceptedNotModelled),
+    ("scheduler-recv-interval", &[], Value, AcceptedNotModelled),
     ("allow-unknown-flags", &[], Bool, FrontEnd),
 ];
 
@@ -176,6 +180,9 @@ pub(super) const ENVS: &[(&str, FlagStatus)] = &[
     ("SGLANG_NUMA_BIND_V2", AcceptedNotModelled),
     ("NCCL_CUMEM_ENABLE", AcceptedNotModelled),
     ("PYTORCH_CUDA_ALLOC_CONF", AcceptedNotModelled),
+    ("SGL_ENABLE_JIT_DEEPGEMM", AcceptedNotModelled),
+    ("SGLANG_ENABLE_FLASHINFER_GEMM", AcceptedNotModelled),
+    ("TORCH_CUDA_ARCH_LIST", AcceptedNotModelled),
 ];
 
 pub(super) fn lookup_flag(name: &str) -> Option<(&'static str, Arity, FlagStatus)> {
