@@ -19,6 +19,7 @@ pub mod pareto;
 pub mod plan;
 pub mod problem;
 pub mod prompt;
+pub mod published;
 pub mod recipe;
 pub mod records;
 pub mod repo;

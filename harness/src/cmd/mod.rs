@@ -7,6 +7,7 @@ pub mod fit;
 pub mod fixed_args;
 pub mod plan;
 pub mod predict;
+pub mod predict_points;
 pub mod replay;
 pub mod results;
 pub mod run;

@@ -1,4 +1,4 @@
-//! `sweep predict --config <key>`: every point of a config on the virtual clock with the best
+//! `sweep predict --config <key>` (and `--points FILE`, `predict_points.rs`): every point of a config on the virtual clock with the best
 //! hardware profile there is for its model (fitted, else measured, else datasheet; and the
 //! workload scales fitted with it), reported as `predicted`.
 
@@ -15,10 +15,19 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 #[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["config", "points"])))]
 pub struct PredictArgs {
     /// Config key whose points are predicted.
     #[arg(long)]
-    pub config: String,
+    pub config: Option<String>,
+    /// A file of published points (the schema of shared/data/published/points.yaml): each point
+    /// predicted from its server flags and printed beside what was published, with residuals.
+    #[arg(long)]
+    pub points: Option<PathBuf>,
+    /// With --points: a JSON list of {config, scenario, conc, isl, osl, gpus, profile, published,
+    /// predicted, residual_pct} instead of the table.
+    #[arg(long, requires = "points")]
+    pub json: bool,
     /// Hardware profile: `best` (the built-in profile fitted to this model's measured points on
     /// the config's GPU, else one measured on that GPU, else its datasheet), `fitted` (the one
     /// fitted for this config), a profile name, or a profile YAML.
@@ -102,10 +111,13 @@ fn available(spec: &str) -> bool {
 }
 
 pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
-    let (repo, plan) = config_plan(a)?;
+    if let Some(points) = &a.points {
+        return super::predict_points::run(points, a.json, a.seed, a.duration.unwrap_or(3600.0), a.traces.as_deref());
+    }
+    let config = a.config.clone().expect("clap requires --config or --points");
+    let (repo, plan) = config_plan(a, &config)?;
     let first = plan.points().next().cloned().expect("config_plan returns a plan with the config's points");
-    let (gpu, choice) =
-        if a.profile == "best" { best_profile(&first, a.model.as_deref())? } else { resolve_profile(&a.profile, &a.config)? };
+    let (gpu, choice) = if a.profile == "best" { best_profile(&first, a.model.as_deref())? } else { resolve_profile(&a.profile, &config)? };
     let scales = if a.no_workload_scales { WorkloadScales::default() } else { gpu.fit.as_ref().map(|f| f.workload).unwrap_or_default() };
     let (spec, note) = trace_spec(a.traces.as_deref(), gpu.fit.as_ref());
     let (pools, trace_set) = if scales.is_identity() {
@@ -129,7 +141,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
     let out = a.out.clone().unwrap_or_else(|| repo.root.join("reports").join(format!("{}-predict", super::run::utc_stamp(now))));
     let opts = RunOptions {
         run_id: out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "predict".into()),
-        labels: vec!["predict".into(), a.config.clone()],
+        labels: vec!["predict".into(), config.clone()],
         target: format!("sim (hardware profile {})", gpu.name),
         out: out.clone(),
         resume: false,
@@ -141,7 +153,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
         verbose: true,
         eval_limit: None,
     };
-    eprintln!("sweep predict: {} point(s) of {} with hardware profile {}; traces {trace_set}", plan.points().count(), a.config, gpu.name);
+    eprintln!("sweep predict: {} point(s) of {} with hardware profile {}; traces {trace_set}", plan.points().count(), config, gpu.name);
     let t0 = std::time::Instant::now();
     let summary = run::execute(&plan, &opts, &r, &Arc::new(AtomicBool::new(false))).map_err(anyhow::Error::msg)?;
     let files = crate::report::write_all(&summary, &out).map_err(anyhow::Error::msg)?;
@@ -166,7 +178,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
 
 /// The plan of the changelog's latest entry narrowed to `--config`'s points (no canary of
 /// another config).
-fn config_plan(a: &PredictArgs) -> anyhow::Result<(crate::repo::Repo, plan::Plan)> {
+fn config_plan(a: &PredictArgs, config: &str) -> anyhow::Result<(crate::repo::Repo, plan::Plan)> {
     let repo = a.repo.repo().map_err(|p| anyhow::anyhow!("{p}"))?;
     let inputs = Inputs::load(&repo).map_err(|p| anyhow::anyhow!("{p}"))?;
     let mut plan = plan::build(
@@ -177,15 +189,15 @@ fn config_plan(a: &PredictArgs) -> anyhow::Result<(crate::repo::Repo, plan::Plan
     .map_err(|p| anyhow::anyhow!("{p}"))?;
     let planned: Vec<String> = plan.points().map(|p| p.config_key.clone()).collect();
     let planned: Vec<&str> = planned.iter().map(String::as_str).collect();
-    if plan.canary.as_ref().is_some_and(|c| c.config_key != a.config) {
+    if plan.canary.as_ref().is_some_and(|c| c.config_key != config) {
         plan.canary = None;
     }
     for m in &mut plan.matrices {
-        m.points.retain(|p| p.config_key == a.config);
+        m.points.retain(|p| p.config_key == config);
     }
     plan.matrices.retain(|m| !m.points.is_empty());
     if plan.points().next().is_none() {
-        return Err(super::config_not_planned(&a.config, &inputs.master, &planned));
+        return Err(super::config_not_planned(config, &inputs.master, &planned));
     }
     Ok((repo, plan))
 }

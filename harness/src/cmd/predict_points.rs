@@ -1,0 +1,208 @@
+//! `sweep predict --points FILE`: every published point of a file (the schema of
+//! `shared/data/published/points.yaml`) built from its server flags and environment, predicted
+//! on the virtual clock with the best hardware profile for its GPU and model, and printed beside
+//! what was published with the residual of each metric.
+//!
+//! The metrics are the dashboard's, computed as InferenceX computes them per scenario: for
+//! fixed-seq-len points `benchmark_serving`'s (total and output throughput over the benchmark's
+//! duration per GPU, mean TTFT, mean TPOT); for AgentX points the agentic aggregate's (throughput
+//! per GPU with cached input counted, mean TTFT, and as "TPOT" the aggregate's `tpot`, which
+//! InferenceX's agentic aggregation fills with the per-request inter-token latency).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use crate::metrics::{self, PointContext};
+use crate::published::{self, Compared, PublishedConfig, PublishedPoint};
+use crate::recipe::serving::Launch;
+use crate::targets::sim::{self, ProfileChoice};
+use crate::workload::fixed::FixedConfig;
+use crate::workload::{TracePlan, WorkloadConfig};
+
+/// Predicts every point of `path`; prints a table (or `--json`), exits 1 when a point could not
+/// be predicted (the reason names the flag or profile).
+pub fn run(path: &Path, json: bool, seed: u64, duration_s: f64, traces: Option<&str>) -> anyhow::Result<ExitCode> {
+    let file = published::load(path).map_err(|p| anyhow::anyhow!("{p}"))?;
+    let mut pools: BTreeMap<String, Arc<Vec<Arc<TracePlan>>>> = BTreeMap::new();
+    let mut out = Vec::new();
+    for c in &file.configs {
+        for p in &c.points {
+            let mut row = compared(c, p);
+            if let Err(e) = predict(c, p, seed, duration_s, traces, &mut pools, &mut row) {
+                row.error = Some(e);
+            }
+            row.compare();
+            if !json {
+                eprintln!("{}", line(&row));
+            }
+            out.push(row);
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", table(&out));
+    }
+    let failed: Vec<&Compared> = out.iter().filter(|r| r.error.is_some()).collect();
+    for r in &failed {
+        eprintln!("error: {} c{}: {}", r.config, r.conc, r.error.as_deref().unwrap_or_default());
+    }
+    Ok(if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn compared(c: &PublishedConfig, p: &PublishedPoint) -> Compared {
+    Compared {
+        config: c.key.clone(),
+        scenario: c.scenario.clone(),
+        conc: p.conc,
+        isl: p.isl,
+        osl: p.osl,
+        gpus: p.gpus.or(c.gpus).unwrap_or(1),
+        profile: String::new(),
+        profile_residuals: String::new(),
+        published: published::METRICS.iter().filter_map(|k| p.metric(k).map(|v| (k.to_string(), v))).collect(),
+        predicted: BTreeMap::new(),
+        residual_pct: BTreeMap::new(),
+        error: None,
+    }
+}
+
+/// One point on the virtual clock into `row`; the reason when it cannot be expressed or run.
+fn predict(
+    c: &PublishedConfig,
+    p: &PublishedPoint,
+    seed: u64,
+    duration_s: f64,
+    traces: Option<&str>,
+    pools: &mut BTreeMap<String, Arc<Vec<Arc<TracePlan>>>>,
+    row: &mut Compared,
+) -> Result<(), String> {
+    let model = engine::ModelSpec::lookup(&c.model).map_err(|e| format!("model {}: {e}", c.model))?;
+    let gpu = sim::best_for_runner(&c.hardware, Some(&model)).map_err(|e| e.to_string())?;
+    row.profile = gpu.name.clone();
+    row.profile_residuals = published::profile_residuals(&gpu);
+    let mut argv = vec!["--model-path".to_string(), c.model.clone()];
+    argv.extend(p.args.iter().cloned());
+    let launch = Launch {
+        arm: String::new(),
+        conc: p.conc,
+        worker_argv: argv,
+        env: p.env.clone(),
+        router_argv: None,
+        router_env: Default::default(),
+        golden_al: None,
+        client_args: Vec::new(),
+    };
+    let choice = ProfileChoice { model: None, hardware: Some(gpu.name.clone()) };
+    let mut engine = sim::build_engine(&launch, Some(&c.model), Some(&c.hardware), &choice, seed).map_err(|e| e.to_string())?;
+    let ctx = PointContext {
+        num_gpus: row.gpus,
+        concurrency: p.conc,
+        result_kind: "predicted".into(),
+        target: "sim".into(),
+        seed,
+        ..Default::default()
+    };
+    let cancel = AtomicBool::new(false);
+    let o = match (p.isl, p.osl) {
+        (Some(isl), Some(osl)) if c.scenario == "fixed-seq-len" => {
+            crate::targets::fixed::run_point(&mut engine, FixedConfig::inferencex(isl, osl, p.conc), ctx, &cancel, |_| {})
+        }
+        _ => {
+            let spec = traces.map(str::to_string).unwrap_or_else(|| crate::targets::pools::family_corpus(&model.family).to_string());
+            let pool = match pools.get(&spec) {
+                Some(p) => p.clone(),
+                None => {
+                    let loaded = Arc::new(crate::targets::pools::load(&spec, seed).map_err(|e| e.to_string())?);
+                    pools.insert(spec.clone(), loaded.clone());
+                    loaded
+                }
+            };
+            let cfg = WorkloadConfig {
+                concurrency: p.conc.max(1),
+                seed,
+                run_id: format!("{}-c{}", c.key, p.conc),
+                duration_ns: (duration_s * 1e9) as u64,
+                ..WorkloadConfig::default()
+            };
+            let mut ctx = ctx;
+            ctx.trace_set = spec;
+            sim::run_point(&mut engine, &pool, cfg, ctx, &cancel, |_| {})
+        }
+    };
+    if let crate::results::Status::Failed { reason } = &o.status {
+        return Err(reason.clone());
+    }
+    let (agg, s) = metrics::aggregate(&o.records, &o.ctx).map_err(|e| e.to_string())?;
+    let bs = &agg["benchmark_serving"];
+    let pred = &mut row.predicted;
+    pred.insert("tput_total_per_gpu".into(), s.tput_per_gpu);
+    pred.insert("tput_out_per_gpu".into(), s.output_tput_per_gpu);
+    match bs.as_object() {
+        Some(_) => {
+            pred.insert("ttft_mean_ms".into(), bs["mean_ttft_ms"].as_f64().unwrap_or(f64::NAN));
+            pred.insert("tpot_mean_ms".into(), bs["mean_tpot_ms"].as_f64().unwrap_or(f64::NAN));
+        }
+        None => {
+            pred.insert("ttft_mean_ms".into(), s.ttft.mean * 1e3);
+            pred.insert("tpot_mean_ms".into(), s.itl.mean * 1e3);
+        }
+    }
+    Ok(())
+}
+
+fn short(r: &Compared) -> String {
+    match (r.isl, r.osl) {
+        (Some(i), Some(o)) => format!("{} {i}/{o} c{}", r.config, r.conc),
+        _ => format!("{} c{}", r.config, r.conc),
+    }
+}
+
+/// A progress line per point.
+fn line(r: &Compared) -> String {
+    match &r.error {
+        Some(e) => format!("{}: cannot predict: {e}", short(r)),
+        None => format!("{}: predicted with {}", short(r), r.profile),
+    }
+}
+
+/// Published beside predicted, per metric, with the residual; then the median |residual| per
+/// metric and each profile's standing.
+pub fn table(rows: &[Compared]) -> String {
+    let mut o = String::from("point | profile | tok/s/GPU pub → pred | out tok/s/GPU | TTFT mean ms | TPOT mean ms\n");
+    let cell = |r: &Compared, k: &str| match (r.published.get(k), r.predicted.get(k), r.residual_pct.get(k)) {
+        (Some(p), Some(q), Some(d)) => format!("{} → {} ({d:+.0} %)", crate::gate::fmt_num(*p), crate::gate::fmt_num(*q)),
+        (Some(p), _, _) => format!("{} → –", crate::gate::fmt_num(*p)),
+        _ => "–".into(),
+    };
+    for r in rows {
+        o.push_str(&format!(
+            "{} | {} | {} | {} | {} | {}\n",
+            short(r),
+            if r.profile.is_empty() { "–" } else { &r.profile },
+            cell(r, "tput_total_per_gpu"),
+            cell(r, "tput_out_per_gpu"),
+            cell(r, "ttft_mean_ms"),
+            cell(r, "tpot_mean_ms")
+        ));
+    }
+    o.push('\n');
+    for k in published::METRICS {
+        let mut v: Vec<f64> = rows.iter().filter_map(|r| r.residual_pct.get(k)).map(|x| x.abs()).filter(|x| x.is_finite()).collect();
+        v.sort_by(f64::total_cmp);
+        if !v.is_empty() {
+            o.push_str(&format!("median |residual| {k}: {:.1} % over {} point(s)\n", metrics::percentile_linear(&v, 0.5), v.len()));
+        }
+    }
+    let mut seen = Vec::new();
+    for r in rows.iter().filter(|r| !r.profile.is_empty()) {
+        if !seen.contains(&r.profile) {
+            seen.push(r.profile.clone());
+            o.push_str(&format!("profile {}: {}\n", r.profile, r.profile_residuals));
+        }
+    }
+    o
+}

@@ -1,0 +1,61 @@
+//! `sweep predict --points FILE`: published points predicted from their server flags, printed
+//! beside what was published; a point whose flags the engine cannot express fails by name.
+
+mod common;
+use common::*;
+
+const POINTS: &str = r#"configs:
+- key: dsr1-fp8-h200-sglang
+  model: deepseek-ai/DeepSeek-R1-0528
+  hardware: h200
+  gpus: 8
+  framework: sglang
+  scenario: fixed-seq-len
+  points:
+  - isl: 1024
+    osl: 1024
+    conc: 4
+    args: [--tensor-parallel-size, '8', --disable-radix-cache, --max-running-requests, '512', --stream-interval, '10']
+    env: {TORCH_CUDA_ARCH_LIST: '9.0'}
+    tput_total_per_gpu: 98.83
+    tput_out_per_gpu: 49.17
+    ttft_mean_ms: 157.77
+    tpot_mean_ms: 9.7
+"#;
+
+#[test]
+fn published_points_are_predicted_beside_their_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("points.yaml");
+    std::fs::write(&f, POINTS).unwrap();
+    let o = sweep(&["predict", "--points", f.to_str().unwrap(), "--json"], dir.path());
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}\n{se}");
+    let v: serde_json::Value = serde_json::from_str(&so).unwrap();
+    let p = &v[0];
+    assert_eq!(p["config"], "dsr1-fp8-h200-sglang");
+    assert_eq!((p["conc"].as_u64(), p["isl"].as_u64(), p["gpus"].as_u64()), (Some(4), Some(1024), Some(8)));
+    assert_eq!(p["published"]["ttft_mean_ms"], 157.77);
+    for k in ["tput_total_per_gpu", "tput_out_per_gpu", "ttft_mean_ms", "tpot_mean_ms"] {
+        let (pub_, pred, res) =
+            (p["published"][k].as_f64().unwrap(), p["predicted"][k].as_f64().unwrap(), p["residual_pct"][k].as_f64().unwrap());
+        assert!(pred > 0.0, "{k}: {pred}");
+        assert!((res - (pred - pub_) / pub_ * 100.0).abs() < 1e-9, "{k}: {res}");
+    }
+    assert!(p["profile"].as_str().is_some_and(|s| s.starts_with("h200")), "{}", p["profile"]);
+    // The output tokens per GPU are half the total at 1k/1k, within the length draws.
+    let (t, out) = (p["predicted"]["tput_total_per_gpu"].as_f64().unwrap(), p["predicted"]["tput_out_per_gpu"].as_f64().unwrap());
+    assert!((out / t - 0.5).abs() < 0.05, "{out} / {t}");
+
+    // A flag the engine does not know fails the point and the command, naming the flag.
+    std::fs::write(&f, POINTS.replace("--disable-radix-cache", "--no-such-flag")).unwrap();
+    let o = sweep(&["predict", "--points", f.to_str().unwrap()], dir.path());
+    let (so, se) = text(&o);
+    assert!(!o.status.success(), "{so}\n{se}");
+    assert!(se.contains("--no-such-flag"), "{se}");
+    // A typo in a field is refused with its line.
+    std::fs::write(&f, POINTS.replace("ttft_mean_ms", "ttft_mean")).unwrap();
+    let o = sweep(&["predict", "--points", f.to_str().unwrap()], dir.path());
+    let (so, se) = text(&o);
+    assert!(!o.status.success() && se.contains("ttft_mean") && se.contains("line"), "{so}\n{se}");
+}
