@@ -152,6 +152,6 @@ pub fn profile_residuals(g: &engine::GpuSpec) -> String {
             let med = if r.is_empty() { f64::NAN } else { crate::metrics::percentile_linear(&r, 0.5) };
             format!("fitted to {} published point(s) of {}: median |residual| {med:.1} %", f.points.len(), f.config_key)
         }
-        None => format!("{} profile: fitted to no published point of this GPU", crate::targets::sim::hardware_kind(g)),
+        None => "fitted to no published point of this GPU".to_string(),
     }
 }

@@ -86,7 +86,16 @@ impl PointResult {
         let traces = if self.trace_set.is_empty() { String::new() } else { format!("; traces {}", self.trace_set) };
         if self.result_kind == "predicted" {
             let kind = p.get("hardware_profile_kind").and_then(|v| v.as_str()).map(|k| format!(" ({k})")).unwrap_or_default();
-            format!("predicted with model profile {} on hardware profile {}{kind}{traces}", s("model_profile"), s("hardware_profile"))
+            // How far the profile was from published points when it was made: a prediction on a
+            // GPU with no fitted point says so.
+            let standing = engine::GpuSpec::lookup(&s("hardware_profile"))
+                .map(|g| format!(" [{}]", crate::published::profile_residuals(&g)))
+                .unwrap_or_default();
+            format!(
+                "predicted with model profile {} on hardware profile {}{kind}{standing}{traces}",
+                s("model_profile"),
+                s("hardware_profile")
+            )
         } else {
             format!("{}{traces}", self.result_kind)
         }
