@@ -61,9 +61,10 @@ pub struct Record {
     pub source_kind: String,
     pub start_ns: u64,
     pub ack_ns: Option<u64>,
-    /// First non-empty content / reasoning chunk.
+    /// First non-empty content / reasoning chunk (a fixed-length `random` request: the first
+    /// chunk with a choice, empty text included, as `benchmark_serving` reads it).
     pub first_token_ns: Option<u64>,
-    /// Last response chunk carrying output.
+    /// Last response chunk carrying output (a fixed-length request: the last with a choice).
     pub last_chunk_ns: Option<u64>,
     /// HTTP body end (the simulator: the finish event).
     pub end_ns: u64,

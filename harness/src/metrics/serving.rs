@@ -4,9 +4,11 @@
 //!
 //! As `benchmark_serving` computes them: over the successful main-run requests, TTFT, E2EL
 //! (first send to last chunk), TPOT = (E2EL − TTFT) / (output tokens − 1) for outputs longer than
-//! one token, ITL = every gap between successive chunks of every request; mean, median, population
-//! std and numpy's linear percentiles; throughputs over the benchmark's duration (first send of
-//! the main run to its last end); input tokens as the client counted its prompts.
+//! one token, ITL = every gap between successive chunks of every request (a chunk is any with a
+//! choice, empty text included: `targets/http/stream.rs` reads fixed-length streams so); mean,
+//! median, population std and numpy's linear percentiles; throughputs over the benchmark's
+//! duration (first send of the main run to its last end); input tokens as the client counted its
+//! prompts.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +20,10 @@ use crate::records::{Record, RecordPhase};
 
 /// `benchmark_serving`'s `max_failure_rate`: above it the benchmark exits with a failure.
 pub const MAX_FAILURE_RATE: f64 = 0.05;
+
+/// `benchmark_serving`'s default `--metric-percentiles` ("90,99,99.9"), which InferenceX's
+/// `run_benchmark_serving` leaves as it is: its result JSON has `p90_*`, `p99_*` and `p99.9_*`.
+pub const DEFAULT_PERCENTILES: [f64; 3] = [90.0, 99.0, 99.9];
 
 /// What a fixed-length point's aggregate needs besides its records.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -33,7 +39,7 @@ pub struct FixedMeta {
     pub model_id: String,
     /// The prompt length of each request as the client built it, by request index.
     pub input_lens: Vec<u32>,
-    /// `--percentile-metrics` percentiles (InferenceX: the default 99).
+    /// `--metric-percentiles` (InferenceX: the default, [`DEFAULT_PERCENTILES`]).
     pub percentiles: Vec<f64>,
     /// `--goodput` SLOs, ms: `ttft`, `tpot`, `e2el`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

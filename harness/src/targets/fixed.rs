@@ -68,7 +68,7 @@ pub fn meta(wl: &FixedWorkload, model_id: &str) -> FixedMeta {
         },
         model_id: model_id.to_string(),
         input_lens: wl.drawn().map(|d| d.input_len).collect(),
-        percentiles: vec![99.0],
+        percentiles: crate::metrics::serving::DEFAULT_PERCENTILES.to_vec(),
         goodput: Default::default(),
     }
 }

@@ -72,3 +72,18 @@ fn nothing_completed_gives_zeros() {
     assert_eq!(v["p99_e2el_ms"], 0.0);
     assert!(v["request_goodput:"].is_null());
 }
+
+/// InferenceX runs benchmark_serving with its default `--metric-percentiles`: every metric has
+/// p90, p99 and p99.9 keys, as in its result files.
+#[test]
+fn default_percentiles_are_benchmark_serving_defaults() {
+    let records = vec![random(0, 100, 1100, 11, 0, &[500, 500]), random(0, 200, 2200, 5, 1, &[2000])];
+    let m = FixedMeta { percentiles: DEFAULT_PERCENTILES.to_vec(), ..meta() };
+    let v = result_json(&records, &m, 2, 4.0, 100.0, "d");
+    for metric in ["ttft", "tpot", "itl", "e2el"] {
+        for p in ["p90", "p99", "p99.9"] {
+            assert!(v[format!("{p}_{metric}_ms")].is_f64(), "{p}_{metric}_ms missing");
+        }
+    }
+    assert!((v["p90_ttft_ms"].as_f64().unwrap() - 190.0).abs() < 1e-9);
+}

@@ -6,6 +6,9 @@ use serde_json::Value;
 pub(super) struct ChunkInfo {
     /// Non-empty content or reasoning text.
     pub(super) has_text: bool,
+    /// A choice, whatever its text (`choices` is not empty): what `benchmark_serving` counts as
+    /// an output (a finish chunk with empty text, a role chunk, a held-back partial character).
+    pub(super) has_choice: bool,
     /// The first choice finished on its output budget (`finish_reason: "length"`).
     pub(super) length_finish: bool,
     pub(super) usage: Option<UsageView>,
@@ -118,6 +121,7 @@ impl ChunkInfo {
             let length_finish = choice.and_then(|c| c.finish_reason.as_deref()) == Some("length");
             return Some(ChunkInfo {
                 has_text,
+                has_choice: choice.is_some(),
                 length_finish,
                 usage: v.usage,
                 error: v.error.as_ref().filter(|e| !e.is_null()).map(error),
@@ -133,6 +137,7 @@ impl ChunkInfo {
         }
         Some(ChunkInfo {
             has_text: parts.iter().any(|s| !s.is_empty()),
+            has_choice: v["choices"][0].is_object(),
             length_finish: v["choices"][0]["finish_reason"].as_str() == Some("length"),
             usage: u.map(|u| UsageView {
                 prompt_tokens: u["prompt_tokens"].as_u64(),
@@ -182,6 +187,25 @@ mod tests {
         );
         assert!(!ChunkInfo::parse(r#"{"choices":[{"delta":{"content":""}},{"delta":{"content":"b"}}]}"#).unwrap().has_text);
         assert!(!ChunkInfo::parse(r#"{"choices":[],"usage":null}"#).unwrap().has_text);
+    }
+
+    /// A choice is an output for `benchmark_serving` whatever its text: llama.cpp's finish chunk
+    /// (`"text": ""`), SGLang's role chunk; a usage chunk's empty `choices` is none.
+    #[test]
+    fn a_choice_is_seen_whatever_its_text() {
+        for (line, text, choice) in [
+            (r#"{"choices":[{"text":" toddler","finish_reason":null}]}"#, true, true),
+            (r#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}]}"#, false, true),
+            (r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#, false, true),
+            (r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":25}}"#, false, false),
+            (r#"{"choices":null,"usage":null}"#, false, false),
+            // The lenient reading: text of an odd type is no text, the choice is still one.
+            (r#"{"choices":[{"text":7}],"usage":{"prompt_tokens":"3"}}"#, false, true),
+            (r#"{"choices":"none","usage":{"prompt_tokens":"3"}}"#, false, false),
+        ] {
+            let c = ChunkInfo::parse(line).unwrap();
+            assert_eq!((c.has_text, c.has_choice), (text, choice), "{line}");
+        }
     }
 
     #[test]

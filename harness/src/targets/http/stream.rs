@@ -159,6 +159,10 @@ struct Sse {
     arrival: Option<u64>,
     /// Events placed by the engine's stamps (a time-scaled reference engine).
     stamped: bool,
+    /// Every chunk with a choice is an output, empty text included, as `benchmark_serving`
+    /// reads a stream (fixed-length `random` requests: their TTFT, ITL and E2EL are its);
+    /// otherwise only chunks with text are (AgentX, AIPerf).
+    per_choice: bool,
     time_scale: f64,
     /// A partial line waiting for the rest.
     buf: Vec<u8>,
@@ -186,6 +190,7 @@ impl Sse {
             start: rec.start_ns,
             arrival,
             stamped,
+            per_choice: rec.source_kind == "random",
             time_scale,
             buf: Vec::new(),
             done: false,
@@ -236,7 +241,8 @@ impl Sse {
                 return Some(e);
             }
             self.length_finish |= c.length_finish;
-            if c.has_text {
+            let output = if self.per_choice { c.has_choice } else { c.has_text };
+            if output {
                 let at = self.place(t, self.stamp);
                 if rec.first_token_ns.is_none() {
                     rec.first_token_ns = Some(at);
@@ -276,5 +282,45 @@ impl Sse {
         }
         let uncounted = rec.output_tokens.is_none().then_some(Uncounted { text: self.text, length_finish: self.length_finish });
         (rec, None, uncounted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// llama.cpp's stream: two text chunks, then a finish chunk with empty text, no usage.
+    const STREAM: &str = "data: {\"choices\":[{\"text\":\" a\",\"finish_reason\":null}]}\n\n\
+        data: {\"choices\":[{\"text\":\" b\",\"finish_reason\":null}]}\n\n\
+        data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}]}\n\n\
+        data: [DONE]\n\n";
+
+    /// Feeds `STREAM` one event every 10 ms from t = 100 ms into a record of `kind` started at 0.
+    fn read(kind: &str) -> Record {
+        let mut rec = crate::records::tests::rec(0, 0, 0, 0, 0);
+        (rec.source_kind, rec.first_token_ns, rec.last_chunk_ns, rec.chunks) = (kind.into(), None, None, 0);
+        (rec.input_tokens, rec.output_tokens) = (None, None);
+        let mut sse = Sse::new(&mut rec, None, 1.0, true);
+        for (i, event) in STREAM.split_inclusive("\n\n").enumerate() {
+            assert!(sse.feed(&mut rec, event.as_bytes(), (100 + 10 * i as u64) * 1_000_000).is_none());
+        }
+        let (rec, failure, uncounted) = sse.finish(rec, 140_000_000);
+        assert!(failure.is_none() && uncounted.is_some_and(|u| u.length_finish && u.text.as_deref() == Some(" a b")));
+        rec
+    }
+
+    /// A fixed-length request reads the stream as benchmark_serving does: every chunk with a
+    /// choice is an output (its ITL has a gap per chunk, its E2EL ends at the finish chunk);
+    /// an AgentX request counts the chunks with text.
+    #[test]
+    fn fixed_length_requests_count_every_chunk_with_a_choice() {
+        let ms = 1_000_000;
+        let r = read("random");
+        assert_eq!((r.first_token_ns, r.last_chunk_ns, r.chunks), (Some(100 * ms), Some(120 * ms), 3));
+        assert_eq!(r.chunk_gaps_ns, vec![10 * ms, 10 * ms]);
+        assert_eq!(r.e2el_ns(), Some(120 * ms));
+        let r = read("main");
+        assert_eq!((r.first_token_ns, r.last_chunk_ns, r.chunks), (Some(100 * ms), Some(110 * ms), 2));
+        assert!(r.chunk_gaps_ns.is_empty(), "kept for fixed-length requests only");
     }
 }
