@@ -116,12 +116,15 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// A panel's model, GPU and fixed-seq-len sequence (none: AgentX).
+type PanelKey = (String, String, Option<String>);
+
 /// The run's panels: one per model × GPU, split per config where scales differ by > 20×.
 pub fn groups(run: &RunSummary) -> Vec<Group> {
     // In the order the run lists its points (as the summary table does).
     // Panels per model × GPU × scenario (AgentX, or each fixed ISL/OSL); curves per config and
     // sequence length (`PointResult::curve_key`).
-    let mut by: Vec<((String, String, Option<String>), Vec<String>)> = Vec::new();
+    let mut by: Vec<(PanelKey, Vec<String>)> = Vec::new();
     for p in run.points.iter().filter(|p| p.pareto.is_some()) {
         let (model, gpu) = model_and_gpu(&p.config_key);
         let key = (model, gpu, p.seq().map(str::to_string));
