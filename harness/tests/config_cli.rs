@@ -5,18 +5,60 @@ mod common;
 use common::*;
 
 #[test]
-fn plan_shows_the_dsv41flash_sweep_with_tp4_c1_canary() {
+fn plan_shows_the_main_job_with_inferencex_canary_and_the_agentic_matrix() {
     let o = sweep(&["plan", "full-sweep-fail-fast"], &workspace_root());
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
+    assert!(out.contains("selected by the latest changelog entry: 4 config(s)"), "{out}");
+    // InferenceX's canary: the minimum-concurrency single-node 1k/1k point.
     let canary = out.split("\nmatrix").next().unwrap();
-    assert!(canary.contains("dsv41flash-fp4-gb300-sglang-agentic-dspark/tp4-c1"), "{out}");
-    let dsv41: Vec<&str> = out.lines().filter(|l| l.trim_start().starts_with("dsv41flash-fp4-gb300-sglang-agentic-dspark/")).collect();
+    assert!(canary.contains("dsr1-fp8-b200-sglang/1k1k-tp8-c1 "), "{out}");
+    let agentic =
+        out.split("matrix single_node.agentic (13 points, fail-fast on)").nth(1).expect("agentic matrix").split("\nevals").next().unwrap();
+    let dsv41: Vec<&str> = agentic.lines().filter(|l| l.trim_start().starts_with("dsv41flash-fp4-gb300-sglang-agentic-dspark/")).collect();
     assert_eq!(dsv41.len(), 8, "{out}");
-    for want in ["tp4-c4", "tp4-c16", "tp2-ep2-c16", "tp2-ep2-c32", "dep2-c64", "dep2-c128", "dep2-c160"] {
+    for want in ["tp4-c1", "tp4-c4", "tp4-c16", "tp2-ep2-c16", "tp2-ep2-c32", "dep2-c64", "dep2-c128", "dep2-c160"] {
         assert!(dsv41.iter().any(|l| l.contains(&format!("/{want} "))), "missing {want}");
     }
-    assert!(out.contains("fail-fast on"));
+    assert_eq!(agentic.lines().filter(|l| l.trim_start().starts_with("dsv3-fp8-h200-sglang-agentic/")).count(), 5, "{out}");
+    assert!(out.contains("matrix single_node.1k1k (11 points, fail-fast on)"), "{out}");
+    assert!(out.contains("matrix single_node.8k1k (14 points, fail-fast on)"), "{out}");
+    assert!(!out.contains("fail-fast off"));
+}
+
+/// Fixed-seq-len points show their sequence length and the requests they send (10 × conc)
+/// instead of a duration; the totals count those requests beside the agentic GPU-hours.
+#[test]
+fn plan_shows_fixed_seq_len_points_with_their_sequence_length_and_requests() {
+    let o = sweep(&["plan", "full-sweep-fail-fast"], &workspace_root());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let cells = |id: &str| -> Vec<String> {
+        let l = out.lines().find(|l| l.trim_start().starts_with(&format!("{id} "))).unwrap_or_else(|| panic!("no {id} in:\n{out}"));
+        l.split("  ").map(str::trim).filter(|c| !c.is_empty()).map(str::to_string).collect()
+    };
+    assert!(out.contains("  POINT ") && out.contains("  SEQ ") && out.contains("  DURATION\n"), "{out}");
+    assert_eq!(
+        cells("dsr1-fp8-h200-sglang/1k1k-tp8-c64"),
+        ["dsr1-fp8-h200-sglang/1k1k-tp8-c64", "TP8 1k1k", "1k/1k", "64", "8", "640 req"]
+    );
+    assert_eq!(
+        cells("dsr1-fp8-b200-sglang/8k1k-tp4-c32"),
+        ["dsr1-fp8-b200-sglang/8k1k-tp4-c32", "TP4 8k1k", "8k/1k", "32", "4", "320 req"]
+    );
+    assert_eq!(cells("dsv3-fp8-h200-sglang-agentic/dep8-c64"), ["dsv3-fp8-h200-sglang-agentic/dep8-c64", "DEP8", "-", "64", "8", "3600 s"]);
+    // The 8k/1k evals InferenceX selects (highest and median concurrency ≥ 16 per group).
+    for id in ["eval:dsr1-fp8-h200-sglang/8k1k-tp8-c32", "eval:dsr1-fp8-h200-sglang/8k1k-tp8-c64", "eval:dsr1-fp8-b200-sglang/8k1k-tp4-c32"]
+    {
+        let c = cells(id);
+        assert_eq!((c[2].as_str(), c[5].as_str()), ("8k/1k", "-"), "{id}: {c:?}");
+    }
+    // 13 agentic one-hour points (62 GPU-hours) and 26 fixed-seq-len points of 10 × conc requests:
+    // H200 2 × (4 + 8 + … + 64) × 10, B200 (1 + … + 64 + 1 + 2 + 4 + 1 + … + 32) × 10.
+    assert!(
+        out.ends_with("\n39 throughput point(s), 62.0 GPU-hours of agentic profiling on real hardware plus 26 fixed-seq-len point(s) sending 4,450 requests (10 × conc each), 5 eval point(s)\n"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -45,15 +87,52 @@ fn github_matrix_and_json_formats() {
     let o = sweep(&["plan", "full-sweep-fail-fast", "--format", "github"], &workspace_root());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
     assert_eq!(v["canary"]["include"].as_array().unwrap().len(), 1);
-    assert_eq!(v["single_node_agentic"]["include"].as_array().unwrap().len(), 12);
+    assert_eq!(v["single_node_agentic"]["include"].as_array().unwrap().len(), 13);
+    assert_eq!(v["single_node_1k1k"]["include"].as_array().unwrap().len(), 11);
+    assert_eq!(v["single_node_8k1k"]["include"].as_array().unwrap().len(), 14);
     assert_eq!(v["single_node_agentic"]["fail-fast"], true);
+    assert_eq!(v["single_node_8k1k"]["fail-fast"], true);
     let row = &v["canary"]["include"][0];
-    assert_eq!(row["point"], "dsv41flash-fp4-gb300-sglang-agentic-dspark/tp4-c1");
+    assert_eq!(row["point"], "dsr1-fp8-b200-sglang/1k1k-tp8-c1");
+    assert_eq!((row["isl"].as_u64(), row["osl"].as_u64(), row["exp-name"].as_str()), (Some(1024), Some(1024), Some("dsr1_1k1k")));
+    // What InferenceX's benchmark workflow takes as its `random-range-ratio` input; no duration.
+    assert_eq!(row["random-range-ratio"].as_f64(), Some(0.8));
+    assert!(row.get("profile-duration").is_none(), "{row}");
     assert_eq!(row["recipe-fingerprint"].as_str().unwrap().len(), 64);
+    assert_eq!(v["single_node_agentic"]["include"][0]["point"], "dsv41flash-fp4-gb300-sglang-agentic-dspark/tp4-c1");
     let o = sweep(&["plan", "full-sweep-fail-fast", "agentx-fast", "--format", "json"], &workspace_root());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
-    assert_eq!(v["canary"]["duration_s"], 1200);
-    assert_eq!(v["canary"]["warmup_per_lane"], 1);
+    let agentic = v["matrices"].as_array().unwrap().iter().find(|m| m["name"] == "single_node.agentic").expect("agentic matrix");
+    assert_eq!(agentic["points"][0]["duration_s"], 1200);
+    assert_eq!(agentic["points"][0]["warmup_per_lane"], 1);
+    // A fixed-seq-len point carries its requests instead of a duration; its evals neither.
+    let c = &v["canary"];
+    assert_eq!((c["isl"].as_u64(), c["osl"].as_u64(), c["random_range_ratio"].as_f64()), (Some(1024), Some(1024), Some(0.8)));
+    assert_eq!((c["num_prompts"].as_u64(), c["num_warmups"].as_u64()), (Some(10), Some(2)));
+    assert!(c.get("duration_s").is_none() && c.get("warmup_per_lane").is_none(), "{c}");
+    let ev = &v["evals"].as_array().unwrap().iter().find(|m| m["name"] == "evals").expect("fixed-seq-len evals")["points"][0];
+    assert_eq!(ev["id"], "eval:dsr1-fp8-h200-sglang/8k1k-tp8-c32");
+    assert!(ev.get("num_prompts").is_none() && ev["row"]["isl"] == 8192, "{ev}");
+}
+
+/// A recipe's `random-range-ratio` replaces InferenceX's 0.8 for its config's points.
+#[test]
+fn a_recipe_sets_the_random_range_ratio_of_its_points() {
+    let d = repo_copy();
+    edit(&d.path().join("recipes/dsr1-fp8-h200-sglang.yaml"), "image: lmsysorg", "random-range-ratio: 1.0\nimage: lmsysorg");
+    let o = sweep(&["plan", "full-sweep-fail-fast", "--format", "json"], d.path());
+    assert!(o.status.success(), "{}", text(&o).1);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    let ratios: std::collections::BTreeMap<String, f64> = v["matrices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["points"].as_array().unwrap().iter())
+        .filter_map(|p| Some((p["id"].as_str()?.to_string(), p["random_range_ratio"].as_f64()?)))
+        .collect();
+    assert_eq!(ratios.len(), 25, "{ratios:?}");
+    assert_eq!(ratios["dsr1-fp8-h200-sglang/8k1k-tp8-c4"], 1.0);
+    assert_eq!(ratios["dsr1-fp8-b200-sglang/8k1k-tp4-c4"], 0.8);
 }
 
 #[test]
@@ -74,7 +153,7 @@ fn repository_validates() {
     let o = sweep(&["validate"], &workspace_root());
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
-    assert!(out.contains("2 serving recipes (13 points resolved)"), "{out}");
+    assert!(out.contains("4 serving recipes (39 points resolved)"), "{out}");
 }
 
 fn validate_fails(dir: &std::path::Path, needles: &[&str]) {
@@ -181,6 +260,41 @@ fn recipe_and_master_must_agree() {
     assert!(!o.status.success(), "plan should fail:\n{err}");
     assert_eq!(err.matches("concurrency 16 has no point in the serving recipe").count(), 1, "{err}");
     assert_eq!(err.matches("has tp 8 ep 1 dp-attn false with concurrency 8").count(), 1, "{err}");
+}
+
+/// A fixed-seq-len row whose sequence length has no point, or points that two arms both serve,
+/// are named with file, line and YAML path, and the fix says which `seq-len` to give.
+#[test]
+fn fixed_seq_len_rows_need_exactly_one_point_of_their_sequence_length() {
+    let d = repo_copy();
+    let recipe = d.path().join("recipes/dsr1-fp8-h200-sglang.yaml");
+    edit(&recipe, "      - conc: 64\n\n", "\n");
+    let o = sweep(&["plan", "full-sweep-fail-fast"], d.path());
+    let (_, err) = text(&o);
+    assert!(!o.status.success(), "plan should fail");
+    let line =
+        std::fs::read_to_string(d.path().join("recipes/master.yaml")).unwrap().lines().position(|l| l == "dsr1-fp8-h200-sglang:").unwrap()
+            + 1;
+    assert!(
+        err.contains(&format!("recipes/master.yaml:{line}: dsr1-fp8-h200-sglang.scenarios.fixed-seq-len[0].search-space[0]: 1k1k concurrency 64 has no point in the serving recipe")),
+        "{err}"
+    );
+    assert!(
+        err.contains("fix: add `- conc: 64` to an arm whose flags give tp 8 ep 1 dp-attn false and whose `seq-len` is 1k1k or unset"),
+        "{err}"
+    );
+    let d = repo_copy();
+    let recipe = d.path().join("recipes/dsr1-fp8-h200-sglang.yaml");
+    edit(&recipe, "    seq-len: 1k1k\n", "");
+    edit(&recipe, "    seq-len: 8k1k\n", "");
+    let o = sweep(&["plan", "full-sweep-fail-fast"], d.path());
+    let (_, err) = text(&o);
+    assert!(!o.status.success(), "plan should fail");
+    assert!(
+        err.contains("recipes/dsr1-fp8-h200-sglang.yaml:44: arms[1].points[0]: master row dsr1-fp8-h200-sglang.scenarios.fixed-seq-len[1].search-space[0] 8k1k concurrency 4 matches two recipe points: this one and arms[0].points[0] (line 34)"),
+        "{err}"
+    );
+    assert!(err.contains("fix: give the arms or points `seq-len` selectors that differ (this row needs `seq-len: 8k1k`)"), "{err}");
 }
 
 #[test]

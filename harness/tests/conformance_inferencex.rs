@@ -126,3 +126,92 @@ fn recipe_transcribes_the_published_seed() {
     let master = std::fs::read_to_string(workspace_root().join("recipes/master.yaml")).unwrap();
     assert!(master.contains("sha256:ddae0e399d3d94f7827f16183301cf8dac4cf0eae0ef25590b7dac5881d713d8"));
 }
+
+/// The flag items of a launch's server flags (command words and the harness's own flags left
+/// out), sorted: what a published point's `args` must equal.
+fn server_flags(argv: &[String]) -> Vec<(String, Option<String>)> {
+    let flags: Vec<String> = argv.iter().skip_while(|a| !a.starts_with("--")).cloned().collect();
+    let mut items = harness::recipe::serving::flag_items(&flags);
+    items.retain(|(f, _)| !["--model-path", "--served-model-name", "--enable-metrics"].contains(&f.as_str()));
+    items.sort();
+    items
+}
+
+/// The DeepSeek-R1 FP8 recipes give every published 1k/1k point (H200 and B200, TP8) its published
+/// server flags and environment, value for value, at its ISL/OSL; their 8k/1k points are the launch
+/// scripts' other branch (H200: 256 running requests and CUDA-graph batch; B200 at the stored
+/// script: the same line without `--trust-remote-code`).
+#[test]
+#[ignore = "needs the shared data (SWEEP_SHARED_DATA)"]
+fn dsr1_recipes_reproduce_the_published_points() {
+    let yaml = std::fs::read_to_string(shared_data().join("published/points.yaml")).unwrap();
+    let published: serde_yaml_ng::Value = serde_yaml_ng::from_str(&yaml).unwrap();
+    let o = sweep(&["plan", "full-sweep-fail-fast", "--format", "json"], &workspace_root());
+    assert!(o.status.success(), "{}", text(&o).1);
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let points: Vec<&serde_json::Value> = plan["canary"]
+        .as_object()
+        .map(|_| &plan["canary"])
+        .into_iter()
+        .chain(plan["matrices"].as_array().unwrap().iter().flat_map(|m| m["points"].as_array().unwrap()))
+        .collect();
+    let point = |id: &str| *points.iter().find(|p| p["id"] == id).unwrap_or_else(|| panic!("no plan point {id}"));
+    let argv = |p: &serde_json::Value| -> Vec<String> {
+        p["launch"]["worker_argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect()
+    };
+    let s = |v: &serde_yaml_ng::Value| -> String {
+        v.as_str().map(str::to_string).unwrap_or_else(|| serde_yaml_ng::to_string(v).unwrap().trim().to_string())
+    };
+    let mut n = 0;
+    for c in published["configs"].as_sequence().unwrap().iter().filter(|c| s(&c["key"]).starts_with("dsr1-")) {
+        let key = s(&c["key"]);
+        for pp in c["points"].as_sequence().unwrap() {
+            let args: Vec<String> = pp["args"].as_sequence().unwrap().iter().map(s).collect();
+            let tp = harness::recipe::serving::flag_value(&args, &["--tensor-parallel-size"]).unwrap();
+            let id = format!("{key}/1k1k-tp{tp}-c{}", s(&pp["conc"]));
+            let p = point(&id);
+            assert_eq!((p["isl"].as_u64(), p["osl"].as_u64()), (pp["isl"].as_u64(), pp["osl"].as_u64()), "{id}");
+            assert_eq!(server_flags(&argv(p)), server_flags(&args), "{id}: server flags");
+            let env = p["launch"]["env"].as_object().unwrap();
+            for (k, v) in pp["env"].as_mapping().unwrap() {
+                assert_eq!(env.get(&s(k)).and_then(|x| x.as_str()), Some(s(v).as_str()), "{id}: {}", s(k));
+            }
+            // Beside the published variables, only the scripts' `PYTHONNOUSERSITE=1` prefix.
+            assert_eq!(env.len(), pp["env"].as_mapping().unwrap().len() + 1, "{id}: {env:?}");
+            assert_eq!(env["PYTHONNOUSERSITE"], "1");
+            n += 1;
+        }
+    }
+    assert_eq!(n, 12, "5 H200 and 7 B200 published points");
+    let with = |id: &str, changes: &[(&str, Option<&str>)]| -> Vec<(String, Option<String>)> {
+        let mut items = server_flags(&argv(point(id)));
+        for (f, v) in changes {
+            items.retain(|(g, _)| g != f);
+            if let Some(v) = v {
+                items.push((f.to_string(), (!v.is_empty()).then(|| v.to_string())));
+            }
+        }
+        items.sort();
+        items
+    };
+    let h = ("dsr1-fp8-h200-sglang/1k1k-tp8-c64", "dsr1-fp8-h200-sglang/8k1k-tp8-c64");
+    assert_eq!(
+        server_flags(&argv(point(h.1))),
+        with(h.0, &[("--max-running-requests", Some("256")), ("--cuda-graph-max-bs", Some("256"))])
+    );
+    let b = ("dsr1-fp8-b200-sglang/1k1k-tp8-c4", "dsr1-fp8-b200-sglang/8k1k-tp8-c4");
+    assert_eq!(server_flags(&argv(point(b.1))), with(b.0, &[("--trust-remote-code", None)]));
+    // B200 TP4 (8k/1k only): the script's TP4 values, receive interval 10 at every concurrency.
+    let tp4 = with(
+        "dsr1-fp8-b200-sglang/8k1k-tp8-c4",
+        &[
+            ("--tensor-parallel-size", Some("4")),
+            ("--cuda-graph-max-bs", Some("32")),
+            ("--max-running-requests", Some("32")),
+            ("--mem-fraction-static", Some("0.95")),
+            ("--chunked-prefill-size", Some("8192")),
+            ("--max-prefill-tokens", Some("8192")),
+        ],
+    );
+    assert_eq!(server_flags(&argv(point("dsr1-fp8-b200-sglang/8k1k-tp4-c32"))), tp4);
+}

@@ -34,9 +34,12 @@ fn github_matrix_jobs_collected_equal_a_single_local_run() {
         })
         .collect();
     assert_eq!(jobs.iter().filter(|j| j.0 == "canary").count(), 1);
-    // 13 throughput points and the 2 agentic evals (gsm8k), each its own job.
-    assert_eq!(jobs.len(), 15, "{jobs:?}");
-    assert_eq!(jobs.iter().filter(|j| j.0 == "agentic_evals").count(), 2, "{jobs:?}");
+    // 39 throughput points (13 agentic, 26 fixed-seq-len), the 2 agentic evals and the 3 8k/1k
+    // evals (gsm8k), each its own job.
+    assert_eq!(jobs.len(), 44, "{jobs:?}");
+    let count = |m: &str| jobs.iter().filter(|j| j.0 == m).count();
+    assert_eq!((count("single_node_1k1k"), count("single_node_8k1k"), count("single_node_agentic")), (11, 14, 13), "{jobs:?}");
+    assert_eq!((count("agentic_evals"), count("evals")), (2, 3), "{jobs:?}");
     assert_eq!(matrices["single_node_agentic"]["fail-fast"], true);
 
     // One matrix job per point, each with its own artifact folder; each exits on its point alone.
@@ -57,11 +60,11 @@ fn github_matrix_jobs_collected_equal_a_single_local_run() {
     let merged = tmp.path().join("merged");
     let o = run(&s(&["collect", artifacts.to_str().unwrap(), "--out", merged.to_str().unwrap()]));
     assert!(o.status.success(), "{}", text(&o).1);
-    assert!(text(&o).0.contains("collected 13 point(s)"), "{}", text(&o).0);
+    assert!(text(&o).0.contains("collected 39 point(s)"), "{}", text(&o).0);
 
     let whole = tmp.path().join("whole");
     let o = run(&s(&["run", "full-sweep-fail-fast", "--duration", "300", "--traces", "synthetic", "--out", whole.to_str().unwrap()]));
-    assert!(text(&o).0.contains("13/13 point(s) finished"), "{}\n{}", text(&o).0, text(&o).1);
+    assert!(text(&o).0.contains("39/39 point(s) finished"), "{}\n{}", text(&o).0, text(&o).1);
     for (_, _, id) in jobs.iter().filter(|j| !j.2.starts_with("eval:")) {
         let read = |run: &std::path::Path| std::fs::read(harness::results::point_dir(run, id).join("agg.json")).unwrap();
         assert_eq!(read(&whole), read(&merged), "{id}: aggregates differ");
@@ -71,7 +74,7 @@ fn github_matrix_jobs_collected_equal_a_single_local_run() {
     assert_eq!(w.curves, m.curves, "same frontiers and coverage");
     let evals = |r: &harness::results::RunSummary| r.evals.iter().map(|e| (e.id.clone(), e.describe())).collect::<Vec<_>>();
     assert_eq!(evals(&w), evals(&m), "the evals, collected in plan order");
-    assert_eq!(evals(&w).len(), 2);
+    assert_eq!(evals(&w).len(), 5);
     for f in ["report.html", "report.md", "results.parquet", "plan.json"] {
         assert!(merged.join(f).is_file(), "{f} missing from the collected run");
     }

@@ -130,20 +130,18 @@ fn short_context_models_replay_only_traces_that_fit() {
 #[test]
 fn local_target_canary_whose_server_exits_at_start_stops_the_sweep() {
     let repo = repo_copy();
-    edit(
-        &repo.path().join("recipes/dsv41flash-fp4-gb300-sglang-agentic-dspark.yaml"),
-        "command: python3 -m sglang.launch_server",
-        "command: \"false\"",
-    );
+    // The canary is InferenceX's: the minimum-concurrency 1k/1k point (DeepSeek-R1 on B200, c1).
+    edit(&repo.path().join("recipes/dsr1-fp8-b200-sglang.yaml"), "command: python3 -m sglang.launch_server", "command: \"false\"");
     let dir = repo.path().join("out");
     let o = sweep_run(repo.path(), &dir, &["--target", "local", "--server-timeout", "30"]);
     let (so, se) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{so}\n{se}");
     let summary = summary_json(&dir);
     let pts = summary["points"].as_array().unwrap();
-    assert_eq!(pts.len(), 13);
+    // 13 agentic and 26 fixed-seq-len points.
+    assert_eq!(pts.len(), 39);
     let canary = &pts[0];
-    assert_eq!(canary["id"], "dsv41flash-fp4-gb300-sglang-agentic-dspark/tp4-c1");
+    assert_eq!(canary["id"], "dsr1-fp8-b200-sglang/1k1k-tp8-c1");
     assert_eq!(canary["status"]["state"], "failed", "{canary}");
     assert!(canary["status"]["reason"].as_str().unwrap().contains("exited during start-up"), "{canary}");
     for p in &pts[1..] {
@@ -323,11 +321,15 @@ fn append_changelog_records_a_passing_run_and_only_a_passing_one() {
 
 #[test]
 fn a_failing_point_cancels_the_rest_of_its_own_matrix_only() {
-    // The repository's plan with its one agentic matrix split per config (as two buckets would
-    // be), and a DeepSeek-V3 point whose command the engine cannot build.
+    // The repository's plan with its agentic matrix split per config (as two buckets would be;
+    // its fixed-seq-len canary, matrices and evals left out), and a DeepSeek-V3 point whose
+    // command the engine cannot build.
     let mut plan = plan();
-    let all = plan.matrices.remove(0);
-    assert!(plan.matrices.is_empty());
+    plan.canary = None;
+    plan.evals.retain(|m| m.name == "agentic_evals");
+    let at = plan.matrices.iter().position(|m| m.name == "single_node.agentic").expect("the agentic matrix");
+    let all = plan.matrices.remove(at);
+    assert_eq!(all.points.len(), 13);
     let (v3, v41): (Vec<_>, Vec<_>) = all.points.into_iter().partition(|p| p.config_key.starts_with("dsv3"));
     let mut v3 = harness::plan::Matrix { name: "single_node.agentic.dsv3".into(), fail_fast: true, points: v3 };
     let v41 = harness::plan::Matrix { name: "single_node.agentic.dsv41".into(), fail_fast: true, points: v41 };
@@ -368,22 +370,35 @@ fn a_failing_point_cancels_the_rest_of_its_own_matrix_only() {
     }
 }
 
+/// A fixed-seq-len block added to an agentic config runs beside its agentic rows, each point
+/// from the recipe point of its sequence length: the TP8 arm's c4 (no `seq-len`: every length)
+/// and a c8 that only 1k/1k has.
 #[test]
-fn fixed_seq_len_points_are_left_out_with_a_note() {
+fn a_fixed_seq_len_block_of_an_agentic_config_runs_its_recipe_points() {
     let repo = repo_copy();
     edit(
         &repo.path().join("recipes/master.yaml"),
         "    agentic-coding:\n    - search-space:\n      - { tp: 8, ep: 1,",
         "    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n      search-space:\n      - { tp: 8, conc-start: 4, conc-end: 8 }\n    agentic-coding:\n    - search-space:\n      - { tp: 8, ep: 1,",
     );
-    let cl = repo.path().join("perf-changelog.yaml");
-    let t = std::fs::read_to_string(&cl).unwrap();
-    std::fs::write(&cl, t.replace("  scenario-type:\n    - agentic-coding\n", "")).unwrap();
+    edit(
+        &repo.path().join("recipes/dsv3-fp8-h200-sglang-agentic.yaml"),
+        "      - conc: 16\n",
+        "      - conc: 16\n      - conc: 8\n        seq-len: 1k1k\n        args: [--max-running-requests, \"32\"]\n",
+    );
     let dir = repo.path().join("out");
-    let o = sweep_run(repo.path(), &dir, &["--configs", "dsv3-*", "--only", "dsv3-fp8-h200-sglang-agentic/tp8-c1", "--duration", "60"]);
+    let (c4, c8) = ("dsv3-fp8-h200-sglang-agentic/1k1k-tp8-c4", "dsv3-fp8-h200-sglang-agentic/1k1k-tp8-c8");
+    let o = sweep_run(repo.path(), &dir, &["--configs", "dsv3-*", "--only", c4, "--only", c8, "--no-evals", "--seed-replicates", "0"]);
     let (so, se) = text(&o);
-    assert!(so.contains("note: 2 fixed-seq-len point(s) left out"), "{so}\n{se}");
-    assert!(so.contains("dsv3-fp8-h200-sglang-agentic/1k1k-tp8-c4") && so.contains("1k1k-tp8-c8"), "{so}");
-    let summary = harness::results::RunSummary::load(&dir).unwrap();
-    assert!(summary.points.iter().all(|p| !p.id.contains("1k1k")), "{:?}", summary.points.iter().map(|p| &p.id).collect::<Vec<_>>());
+    let summary = harness::results::RunSummary::load(&dir).unwrap_or_else(|e| panic!("{e}\n{so}\n{se}"));
+    let ids: Vec<&str> = summary.points.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, [c4, c8], "{so}\n{se}");
+    assert!(summary.points.iter().all(|p| matches!(p.status, harness::results::Status::Done)), "{so}\n{se}");
+    let plan: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("plan.json")).unwrap()).unwrap();
+    let argv = |id: &str| -> String {
+        let p = plan["matrices"].as_array().unwrap().iter().flat_map(|m| m["points"].as_array().unwrap()).find(|p| p["id"] == id).unwrap();
+        p["launch"]["worker_argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect::<Vec<_>>().join(" ")
+    };
+    assert!(argv(c4).contains("--max-running-requests 64 "), "{}", argv(c4));
+    assert!(argv(c8).contains("--max-running-requests 32 "), "{}", argv(c8));
 }

@@ -162,11 +162,9 @@ fn slurm_three_point_plan_merges_to_the_same_aggregates_as_a_local_run() {
 fn slurm_failed_canary_leaves_no_other_job_submitted() {
     let _turn = require_slurm();
     let repo = repo_copy();
-    edit(
-        &repo.path().join("recipes/dsv41flash-fp4-gb300-sglang-agentic-dspark.yaml"),
-        "command: python3 -m sglang.launch_server",
-        "command: \"false\"",
-    );
+    // The main job's canary is InferenceX's: the minimum-concurrency 1k/1k point.
+    let canary = "dsr1-fp8-b200-sglang/1k1k-tp8-c1";
+    edit(&repo.path().join("recipes/dsr1-fp8-b200-sglang.yaml"), "command: python3 -m sglang.launch_server", "command: \"false\"");
     // A hostile run name: it reaches the job name and the log path, and must stay inert.
     let dir = unique_out(repo.path(), "canary $(touch pwned) `touch pwned2` 'q\"");
     let o = run_sweep(
@@ -191,12 +189,13 @@ fn slurm_failed_canary_leaves_no_other_job_submitted() {
     let (so, se) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{so}\n{se}");
     let s = summary_json(&dir);
-    let c = point(&s, CANARY);
+    let c = point(&s, canary);
     assert_eq!(c["status"]["state"], "failed", "{c}");
     assert!(c["status"]["reason"].as_str().unwrap().contains("exited during start-up"), "{c}");
     let pts = s["points"].as_array().unwrap();
-    assert_eq!(pts.len(), 13);
-    for p in pts.iter().filter(|p| p["id"] != CANARY) {
+    // 13 agentic and 26 fixed-seq-len points.
+    assert_eq!(pts.len(), 39);
+    for p in pts.iter().filter(|p| p["id"] != canary) {
         assert_eq!(p["status"]["state"], "cancelled", "{p}");
     }
     assert_eq!(se.matches("submitted as job").count(), 1, "{se}");

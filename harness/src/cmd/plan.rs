@@ -2,6 +2,7 @@
 
 use super::RepoArgs;
 use crate::plan::{self, Inputs, Labels, Plan, PlanPoint, PlanRequest};
+use crate::recipe::SeqLen;
 use crate::recipe::serving::shell_quote;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,20 +86,11 @@ pub fn table(plan: &Plan, show_commands: bool) -> String {
     if l.trim_conc_note() {
         o.push_str("sweep-enabled: single-node rows trimmed to the minimum concurrency per recipe\n");
     }
-    let widths = plan.points().map(|p| p.id.len()).max().unwrap_or(10).max(5);
-    let arm_w = plan.points().map(|p| p.arm.len()).max().unwrap_or(3).max(3);
-    let header = format!("  {:<widths$}  {:<arm_w$}  {:>5}  {:>4}  {:>8}\n", "POINT", "ARM", "CONC", "GPUS", "DURATION");
-    let line = |p: &PlanPoint, o: &mut String| {
-        let d = p.duration_s.map(|d| format!("{d} s")).unwrap_or_else(|| "-".into());
-        o.push_str(&format!("  {:<widths$}  {:<arm_w$}  {:>5}  {:>4}  {:>8}\n", p.id, p.arm, p.conc, p.gpus, d));
-        if show_commands {
-            o.push_str(&commands(p));
-        }
-    };
+    let cols = Columns::of(plan, show_commands);
     if let Some(c) = &plan.canary {
         o.push_str("\ncanary (runs first; its failure blocks every matrix)\n");
-        o.push_str(&header);
-        line(c, &mut o);
+        o.push_str(&cols.header());
+        o.push_str(&cols.line(c));
     }
     for m in &plan.matrices {
         o.push_str(&format!(
@@ -108,10 +100,8 @@ pub fn table(plan: &Plan, show_commands: bool) -> String {
             if m.points.len() == 1 { "" } else { "s" },
             if m.fail_fast { "on" } else { "off" }
         ));
-        o.push_str(&header);
-        for p in &m.points {
-            line(p, &mut o);
-        }
+        o.push_str(&cols.header());
+        m.points.iter().for_each(|p| o.push_str(&cols.line(p)));
     }
     for m in &plan.evals {
         o.push_str(&format!(
@@ -120,25 +110,95 @@ pub fn table(plan: &Plan, show_commands: bool) -> String {
             m.points.len(),
             if m.points.len() == 1 { "" } else { "s" }
         ));
-        o.push_str(&header);
-        for p in &m.points {
-            line(p, &mut o);
-        }
+        o.push_str(&cols.header());
+        m.points.iter().for_each(|p| o.push_str(&cols.line(p)));
     }
-    let n_tp: usize = plan.canary.iter().count() + plan.matrices.iter().map(|m| m.points.len()).sum::<usize>();
-    let gpu_h: f64 = plan
-        .canary
-        .iter()
-        .chain(plan.matrices.iter().flat_map(|m| m.points.iter()))
-        .map(|p| p.gpus as f64 * p.duration_s.unwrap_or(0) as f64 / 3600.0)
-        .sum();
-    o.push_str(&format!("\n{n_tp} throughput point(s), {:.1} GPU-hours of profiling on real hardware", gpu_h));
+    o.push_str(&totals(plan));
+    o
+}
+
+/// The table's columns: the sequence length (`SEQ`) only when the plan has fixed-seq-len points.
+struct Columns {
+    id: usize,
+    arm: usize,
+    seq: Option<usize>,
+    show_commands: bool,
+}
+
+impl Columns {
+    fn of(plan: &Plan, show_commands: bool) -> Columns {
+        let id = plan.points().map(|p| p.id.len()).max().unwrap_or(10).max(5);
+        let arm = plan.points().map(|p| p.arm.len()).max().unwrap_or(3).max(3);
+        let seq = plan.points().filter_map(|p| p.seq_len()).map(|(i, o)| SeqLen::new(i, o).label().len()).max().map(|w| w.max(3));
+        Columns { id, arm, seq, show_commands }
+    }
+
+    fn row(&self, id: &str, arm: &str, seq: &str, conc: &str, gpus: &str, duration: &str) -> String {
+        let (w, a) = (self.id, self.arm);
+        let seq = self.seq.map(|s| format!("  {seq:<s$}")).unwrap_or_default();
+        format!("  {id:<w$}  {arm:<a$}{seq}  {conc:>5}  {gpus:>4}  {duration:>8}\n")
+    }
+
+    fn header(&self) -> String {
+        self.row("POINT", "ARM", "SEQ", "CONC", "GPUS", "DURATION")
+    }
+
+    /// A point: its duration (agentic), or the requests it sends (fixed-seq-len).
+    fn line(&self, p: &PlanPoint) -> String {
+        let d = match (p.duration_s, &p.fixed) {
+            (Some(d), _) => format!("{d} s"),
+            (None, Some(f)) => format!("{} req", f.num_prompts),
+            (None, None) => "-".into(),
+        };
+        let seq = p.seq_len().map(|(i, o)| SeqLen::new(i, o).label()).unwrap_or_else(|| "-".into());
+        let mut o = self.row(&p.id, &p.arm, &seq, &p.conc.to_string(), &p.gpus.to_string(), &d);
+        if self.show_commands {
+            o.push_str(&commands(p));
+        }
+        o
+    }
+}
+
+/// The closing line: throughput points, the GPU-hours of their profiling (agentic points run
+/// for their duration; a fixed-seq-len point sends a number of requests, so its time is the
+/// server's: its requests are counted instead), eval points.
+fn totals(plan: &Plan) -> String {
+    let tp: Vec<&PlanPoint> = plan.canary.iter().chain(plan.matrices.iter().flat_map(|m| m.points.iter())).collect();
+    let gpu_h: f64 = tp.iter().map(|p| p.gpus as f64 * p.duration_s.unwrap_or(0) as f64 / 3600.0).sum();
+    let fixed: Vec<u32> = tp.iter().filter_map(|p| p.fixed.map(|f| f.num_prompts)).collect();
+    let mut o = format!("\n{} throughput point(s)", tp.len());
+    if fixed.len() < tp.len() {
+        let agentic = if fixed.is_empty() { "" } else { "agentic " };
+        o.push_str(&format!(", {gpu_h:.1} GPU-hours of {agentic}profiling on real hardware"));
+    }
+    if !fixed.is_empty() {
+        let and = if fixed.len() < tp.len() { " plus" } else { ":" };
+        let reqs = thousands(fixed.iter().map(|&n| n as u64).sum());
+        o.push_str(&format!(
+            "{and} {} fixed-seq-len point(s) sending {reqs} requests ({} × conc each)",
+            fixed.len(),
+            crate::plan::matrix::PROMPTS_PER_CONC
+        ));
+    }
     let n_ev: usize = plan.evals.iter().map(|m| m.points.len()).sum();
     if n_ev > 0 {
         o.push_str(&format!(", {n_ev} eval point(s)"));
     }
     o.push('\n');
     o
+}
+
+/// `4,450`.
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn commands(p: &PlanPoint) -> String {

@@ -131,7 +131,7 @@ fn check_recipes(repo: &Repo, m: &Master, golden: Option<&GoldenAl>, s: &mut Val
                 if let Err(err) = crate::targets::sim::engine_config(&launch) {
                     p.push(Problem::new(
                         &f,
-                        None,
+                        r.line(&a.points[pi].path),
                         format!("arms[{ai}].points[{pi}]"),
                         format!("{} c{}: {err}", a.name, launch.conc),
                         "fix or remove the flag in the recipe (`sweep engine serve --help` lists the flags the engine reads)",

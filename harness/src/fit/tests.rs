@@ -32,6 +32,7 @@ fn one_point() -> (PlanPoint, MeasuredPoint) {
         matrix: "m".into(),
         duration_s: None,
         warmup_per_lane: None,
+        fixed: None,
         row: Default::default(),
         launch: None,
     };

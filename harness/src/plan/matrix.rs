@@ -13,6 +13,13 @@ use std::collections::BTreeMap;
 pub const AGENTIC_DURATION_S: u64 = 3600;
 /// `agentx-fast` profile duration.
 pub const AGENTX_FAST_DURATION_S: u64 = 1200;
+/// InferenceX's `RANDOM_RANGE_RATIO` (its benchmark workflow's): fixed-seq-len prompt lengths are
+/// drawn in [0.8 × ISL, ISL] and [0.8 × OSL, OSL] unless a recipe sets `random-range-ratio`.
+pub const RANDOM_RANGE_RATIO: f64 = 0.8;
+/// A fixed-seq-len point sends `--num-prompts` = 10 × conc requests (the launch scripts' `CONC * 10`).
+pub const PROMPTS_PER_CONC: u32 = 10;
+/// ... after `--num-warmups` = 2 × conc (`benchmark_lib.sh`'s `run_benchmark_serving`).
+pub const WARMUPS_PER_CONC: u32 = 2;
 /// Eval selection ignores rows below this concurrency.
 pub const MIN_EVAL_CONC: u32 = 16;
 /// 3 TB (decimal) expressed in MiB: the DRAM offload cap.
@@ -91,12 +98,9 @@ impl Row {
     }
 }
 
+/// InferenceX's name of a sequence length: `1k1k`, `8k1k`, `<isl>_<osl>`.
 pub fn seq_name(isl: u32, osl: u32) -> String {
-    match (isl, osl) {
-        (1024, 1024) => "1k1k".into(),
-        (8192, 1024) => "8k1k".into(),
-        _ => format!("{isl}_{osl}"),
-    }
+    crate::recipe::SeqLen::new(isl, osl).name()
 }
 
 /// Canonical JSON: sorted keys, `,`/`:` separators, non-ASCII escaped (Python's

@@ -36,9 +36,35 @@ pub struct PlanPoint {
     /// Warmup requests per lane (10 by default, 1 with `agentx-fast`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warmup_per_lane: Option<u32>,
+    /// Fixed-seq-len throughput points: what the client sends (`isl`, `osl`, ...).
+    #[serde(flatten)]
+    pub fixed: Option<FixedSeqLen>,
     pub row: Map<String, Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub launch: Option<Launch>,
+}
+
+/// A fixed-seq-len point's requests, as InferenceX's `benchmark_serving` sends them: random
+/// prompts of ISL input and OSL output tokens, each length drawn in [ratio × length, length],
+/// `num_prompts` of them at `conc` in flight after `num_warmups` warmup requests.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct FixedSeqLen {
+    pub isl: u32,
+    pub osl: u32,
+    /// The recipe's `random-range-ratio`, else [`matrix::RANDOM_RANGE_RATIO`].
+    pub random_range_ratio: f64,
+    /// [`matrix::PROMPTS_PER_CONC`] × conc.
+    pub num_prompts: u32,
+    /// [`matrix::WARMUPS_PER_CONC`] × conc.
+    pub num_warmups: u32,
+}
+
+impl PlanPoint {
+    /// (ISL, OSL) of a fixed-seq-len point (its eval points included), from its matrix row.
+    pub fn seq_len(&self) -> Option<(u32, u32)> {
+        let n = |k: &str| self.row.get(k).and_then(Value::as_u64).and_then(|v| u32::try_from(v).ok());
+        (self.scenario == Scenario::FixedSeqLen).then(|| Some((n("isl")?, n("osl")?))).flatten()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -76,6 +102,8 @@ impl Plan {
                 m.insert("arm".into(), json!(p.arm));
                 m.insert("gpus".into(), json!(p.gpus));
                 if let Some(d) = p.duration_s { m.insert("profile-duration".into(), json!(d)); }
+                // InferenceX's benchmark workflow input of the same name.
+                if let Some(f) = &p.fixed { m.insert("random-range-ratio".into(), json!(f.random_range_ratio)); }
                 Value::Object(m)
             }).collect::<Vec<_>>()})
         };
@@ -177,6 +205,7 @@ pub fn build(repo: &Repo, inputs: &Inputs, req: &PlanRequest) -> Result<Plan, Pr
                 // An eval answers gsm8k; it replays no trace.
                 p.duration_s = None;
                 p.warmup_per_lane = None;
+                p.fixed = None;
                 p
             })
             .collect();

@@ -2,10 +2,10 @@
 //! resolved from its config's serving recipe.
 
 use super::matrix::{self, Row, Scenario};
-use super::{Inputs, PlanPoint};
+use super::{FixedSeqLen, Inputs, PlanPoint};
 use crate::problem::Problems;
 use crate::recipe::master::{Entry, Topology};
-use crate::recipe::serving::{Launch, PointMap, Recipe};
+use crate::recipe::serving::{Block, Launch, PointMap, Recipe};
 use crate::repo::Repo;
 use std::collections::{BTreeMap, HashMap};
 
@@ -81,6 +81,7 @@ impl<'a> PointMaker<'a> {
         let (arm, launch) = self.resolve_launch(entry, &r, problems);
         let agentic = r.origin.scenario == Scenario::AgenticCoding;
         let id = self.ids.alloc(&r.origin.config_key, &arm_slug(entry, &r), r.conc());
+        let fixed = self.fixed_seq_len(entry, &r);
         PlanPoint {
             id,
             config_key: r.origin.config_key.clone(),
@@ -91,15 +92,33 @@ impl<'a> PointMaker<'a> {
             matrix: bucket.to_string(),
             duration_s: agentic.then_some(if fast { matrix::AGENTX_FAST_DURATION_S } else { matrix::AGENTIC_DURATION_S }),
             warmup_per_lane: agentic.then_some(if fast { 1 } else { 10 }),
+            fixed,
             row: r.fields,
             launch,
         }
     }
 
+    /// A single-node fixed-seq-len row's requests: its block's ISL and OSL, the recipe's range
+    /// ratio (else InferenceX's), 10 × conc prompts after 2 × conc warmups.
+    fn fixed_seq_len(&self, entry: &Entry, r: &Row) -> Option<FixedSeqLen> {
+        if r.origin.scenario != Scenario::FixedSeqLen || r.origin.multinode {
+            return None;
+        }
+        let b = entry.fixed.iter().find(|b| b.index == r.origin.block)?;
+        let recipe_ratio = self.recipes.get(&entry.key).and_then(|m| m.as_ref()).and_then(|(recipe, _)| recipe.random_range_ratio);
+        Some(FixedSeqLen {
+            isl: b.isl,
+            osl: b.osl,
+            random_range_ratio: recipe_ratio.unwrap_or(matrix::RANDOM_RANGE_RATIO),
+            num_prompts: matrix::PROMPTS_PER_CONC * r.conc(),
+            num_warmups: matrix::WARMUPS_PER_CONC * r.conc(),
+        })
+    }
+
     /// Arm name and resolved launch from the config's serving recipe, when it has one.
     fn resolve_launch(&mut self, entry: &Entry, r: &Row, problems: &mut Problems) -> (String, Option<Launch>) {
         let fallback = arm_label(entry, r);
-        if r.origin.scenario != Scenario::AgenticCoding || r.origin.multinode {
+        if r.origin.multinode {
             return (fallback, None);
         }
         let repo = self.repo;
@@ -109,7 +128,11 @@ impl<'a> PointMaker<'a> {
             Some((recipe, map))
         });
         let Some((recipe, map)) = matched else { return (fallback, None) };
-        let Some(&(ai, pi)) = map.get(&(r.origin.block, r.origin.row, r.conc())) else { return (fallback, None) };
+        let block = match r.origin.scenario {
+            Scenario::FixedSeqLen => Block::Fixed(r.origin.block),
+            Scenario::AgenticCoding => Block::Agentic(r.origin.block),
+        };
+        let Some(&(ai, pi)) = map.get(&(block, r.origin.row, r.conc())) else { return (fallback, None) };
         match recipe.resolve(ai, pi, &entry.model_prefix, self.inputs.golden.as_ref()) {
             Ok(l) => (l.arm.clone(), Some(l)),
             Err(e) => {

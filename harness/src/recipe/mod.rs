@@ -3,7 +3,9 @@
 pub mod master;
 pub mod runners;
 pub(crate) mod schema;
+pub mod seq_len;
 pub mod serving;
 
 pub use master::{Conc, Entry, Master, SearchRow, Topology};
 pub use runners::Runners;
+pub use seq_len::SeqLen;

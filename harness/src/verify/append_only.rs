@@ -10,24 +10,9 @@ use crate::plan::matrix;
 use std::collections::BTreeSet;
 
 pub fn check(ctx: &Ctx) -> Check {
-    let app = match &ctx.appended {
+    let app = match appended(ctx) {
         Ok(a) => a,
-        Err(p) => {
-            let f: Vec<Finding> =
-                p.0.iter().map(|x| Finding::new(x.file.display().to_string(), x.line, "perf-changelog.yaml", &x.message)).collect();
-            let any_append_only = ctx.head.changelog.as_ref().is_some_and(|c| c.entries.iter().rev().take(5).any(|e| e.append_only));
-            return if any_append_only {
-                Check::fail(12, format!("the changelog is not a valid append: {}", super::summarise(&f)), f)
-            } else {
-                Check::na(
-                    12,
-                    format!(
-                        "no new append-only entry (the changelog is not a valid append: {})",
-                        p.0.first().map(|x| x.message.as_str()).unwrap_or("")
-                    ),
-                )
-            };
-        }
+        Err(c) => return c,
     };
     if !app.iter().any(|e| e.append_only) {
         return Check::na(12, "no new perf-changelog entry sets append-only: true");
@@ -76,49 +61,51 @@ pub fn check(ctx: &Ctx) -> Check {
     // Every existing point's complete recipe is unchanged (this project's serving recipes).
     if ctx.head.layout == Layout::Sweep {
         for key in &selected {
-            let (Some(br), Some(hr), Some(be), Some(he)) =
-                (ctx.base.recipes.get(key), ctx.head.recipes.get(key), ctx.base.master.get(key), ctx.head.master.get(key))
-            else {
-                continue;
-            };
-            let bg = ctx.base.golden.as_ref();
-            let hg = ctx.head.golden.as_ref();
-            for (ai, a) in br.arms.iter().enumerate() {
-                for (pi, p) in a.points.iter().enumerate() {
-                    let Ok(old) = br.resolve(ai, pi, &be.model_prefix, bg) else { continue };
-                    let here = hr
-                        .arms
-                        .iter()
-                        .enumerate()
-                        .find(|(_, x)| x.name == a.name)
-                        .and_then(|(hai, x)| x.points.iter().position(|q| q.conc == p.conc).map(|hpi| (hai, hpi)));
-                    let label = format!("{key} {} c{}", a.name, p.conc);
-                    match here {
-                        None => bad.push(Finding::new(
-                            hr.file.display().to_string(),
-                            None,
-                            &label,
-                            format!("existing point {label} was removed from the recipe"),
-                        )),
-                        Some((hai, hpi)) => {
-                            let line = hr.line(&hr.arms[hai].points[hpi].path);
-                            match hr.resolve(hai, hpi, &he.model_prefix, hg) {
-                                Ok(new) if new == old => {}
-                                Ok(new) => bad.push(Finding::new(
-                                    hr.file.display().to_string(),
-                                    line,
-                                    &label,
-                                    format!("existing point {label} changed: {}", launch_diff(&old, &new)),
-                                )),
-                                Err(p) => bad.push(Finding::new(hr.file.display().to_string(), line, &label, p.to_string())),
-                            }
-                        }
-                    }
-                }
-            }
+            unchanged_recipe_points(ctx, key, &mut bad);
         }
     }
     // Other benchmark-affecting changes: their reach cannot be proven from the diff.
+    unprovable_changes(ctx, &selected, &mut bad);
+    if bad.is_empty() {
+        Check::pass(
+            12,
+            format!(
+                "{} appends {added_points} new point(s); every base point unchanged",
+                selected.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        )
+    } else {
+        Check::from_findings(12, bad, "")
+    }
+}
+
+/// The appended entries, or the check's verdict when the changelog is not a valid append (a
+/// failure when its last entries are append-only, else not applicable).
+fn appended<'a>(ctx: &'a Ctx) -> Result<&'a [crate::changelog::Entry], Check> {
+    match &ctx.appended {
+        Ok(a) => Ok(a),
+        Err(p) => {
+            let f: Vec<Finding> =
+                p.0.iter().map(|x| Finding::new(x.file.display().to_string(), x.line, "perf-changelog.yaml", &x.message)).collect();
+            let any_append_only = ctx.head.changelog.as_ref().is_some_and(|c| c.entries.iter().rev().take(5).any(|e| e.append_only));
+            Err(if any_append_only {
+                Check::fail(12, format!("the changelog is not a valid append: {}", super::summarise(&f)), f)
+            } else {
+                Check::na(
+                    12,
+                    format!(
+                        "no new append-only entry (the changelog is not a valid append: {})",
+                        p.0.first().map(|x| x.message.as_str()).unwrap_or("")
+                    ),
+                )
+            })
+        }
+    }
+}
+
+/// Benchmark-affecting changes other than the changelog, the master config and the selected
+/// configs' recipes and golden curves: their reach cannot be shown from the diff.
+fn unprovable_changes(ctx: &Ctx, selected: &BTreeSet<String>, bad: &mut Vec<Finding>) {
     for c in &ctx.changes {
         let own = |p: &str| {
             p == "perf-changelog.yaml"
@@ -142,16 +129,40 @@ pub fn check(ctx: &Ctx) -> Check {
             ));
         }
     }
-    if bad.is_empty() {
-        Check::pass(
-            12,
-            format!(
-                "{} appends {added_points} new point(s); every base point unchanged",
-                selected.into_iter().collect::<Vec<_>>().join(", ")
-            ),
-        )
-    } else {
-        Check::from_findings(12, bad, "")
+}
+
+/// Every point of `key`'s base recipe is in the head's (same arm, concurrency and `seq-len`) and
+/// resolves to the same launch.
+fn unchanged_recipe_points(ctx: &Ctx, key: &str, bad: &mut Vec<Finding>) {
+    let (Some(br), Some(hr), Some(be), Some(he)) =
+        (ctx.base.recipes.get(key), ctx.head.recipes.get(key), ctx.base.master.get(key), ctx.head.master.get(key))
+    else {
+        return;
+    };
+    let bg = ctx.base.golden.as_ref();
+    let hg = ctx.head.golden.as_ref();
+    for (ai, a) in br.arms.iter().enumerate() {
+        for (pi, p) in a.points.iter().enumerate() {
+            let Ok(old) = br.resolve(ai, pi, &be.model_prefix, bg) else { continue };
+            let seq = br.seq_len(ai, pi);
+            let here = hr.arms.iter().enumerate().find(|(_, x)| x.name == a.name).and_then(|(hai, x)| {
+                (0..x.points.len()).find(|&q| x.points[q].conc == p.conc && hr.seq_len(hai, q) == seq).map(|hpi| (hai, hpi))
+            });
+            let label = format!("{key} {} c{}{}", a.name, p.conc, seq.map(|s| format!(" {s}")).unwrap_or_default());
+            let file = hr.file.display().to_string();
+            let Some((hai, hpi)) = here else {
+                bad.push(Finding::new(file, None, &label, format!("existing point {label} was removed from the recipe")));
+                continue;
+            };
+            let line = hr.line(&hr.arms[hai].points[hpi].path);
+            match hr.resolve(hai, hpi, &he.model_prefix, hg) {
+                Ok(new) if new == old => {}
+                Ok(new) => {
+                    bad.push(Finding::new(file, line, &label, format!("existing point {label} changed: {}", launch_diff(&old, &new))))
+                }
+                Err(p) => bad.push(Finding::new(file, line, &label, p.to_string())),
+            }
+        }
     }
 }
 
