@@ -34,6 +34,10 @@ pub struct PointResult {
     pub conc: u32,
     pub gpus: u32,
     pub matrix: String,
+    /// A fixed-seq-len point's sequence (`1k1k`), also when it runs as the canary (runs written
+    /// before this field: read from the matrix name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<String>,
     pub status: Status,
     /// `measured` or `predicted`.
     pub result_kind: String,
@@ -66,7 +70,7 @@ impl PointResult {
     /// The fixed-seq-len sequence of the point's matrix (`1k1k`, `8k1k`, `<isl>_<osl>`); none for
     /// AgentX points.
     pub fn seq(&self) -> Option<&str> {
-        seq_of_matrix(&self.matrix)
+        self.seq.as_deref().or_else(|| seq_of_matrix(&self.matrix))
     }
 
     /// The Pareto curve the point belongs to: its config, and for fixed-seq-len points its
@@ -88,9 +92,7 @@ impl PointResult {
             let kind = p.get("hardware_profile_kind").and_then(|v| v.as_str()).map(|k| format!(" ({k})")).unwrap_or_default();
             // How far the profile was from published points when it was made: a prediction on a
             // GPU with no fitted point says so.
-            let standing = engine::GpuSpec::lookup(&s("hardware_profile"))
-                .map(|g| format!(" [{}]", crate::published::profile_residuals(&g)))
-                .unwrap_or_default();
+            let standing = p.get("hardware_profile_standing").and_then(|v| v.as_str()).map(|t| format!(" [{t}]")).unwrap_or_default();
             format!(
                 "predicted with model profile {} on hardware profile {}{kind}{standing}{traces}",
                 s("model_profile"),

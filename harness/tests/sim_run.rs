@@ -396,7 +396,15 @@ fn a_fixed_seq_len_block_of_an_agentic_config_runs_its_recipe_points() {
     assert!(summary.points.iter().all(|p| matches!(p.status, harness::results::Status::Done)), "{so}\n{se}");
     let plan: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("plan.json")).unwrap()).unwrap();
     let argv = |id: &str| -> String {
-        let p = plan["matrices"].as_array().unwrap().iter().flat_map(|m| m["points"].as_array().unwrap()).find(|p| p["id"] == id).unwrap();
+        // The lowest concurrency is the narrowed sweep's canary.
+        let p = plan["matrices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["points"].as_array().unwrap())
+            .chain(std::iter::once(&plan["canary"]))
+            .find(|p| p["id"] == id)
+            .unwrap();
         p["launch"]["worker_argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect::<Vec<_>>().join(" ")
     };
     assert!(argv(c4).contains("--max-running-requests 64 "), "{}", argv(c4));

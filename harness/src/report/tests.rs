@@ -37,6 +37,7 @@ pub fn fake_run_of(curves: &[(&str, usize, f64)]) -> RunSummary {
             conc: p.conc,
             gpus: 4,
             matrix: "single_node.agentic".into(),
+            seq: None,
             status: Status::Done,
             result_kind: "predicted".into(),
             profiles: serde_json::json!({"engine": "deepseek-v4.1-flash", "hardware": "gb300"}),

@@ -196,6 +196,9 @@ impl<'a> Execution<'a> {
             return Ok(None);
         }
         let reason = match &self.results.lock().expect("lock")[&c.id].status {
+            // An interrupted canary failed nothing: the points after it stay pending (a resume
+            // runs them), the interrupt stops the run.
+            Status::Interrupted { .. } => return Ok(None),
             Status::Failed { reason } => reason.clone(),
             other => format!("{other:?}"),
         };

@@ -173,6 +173,7 @@ fn pending(p: &PlanPoint) -> PointResult {
         conc: p.conc,
         gpus: p.gpus,
         matrix: p.matrix.clone(),
+        seq: p.seq_len().map(|(i, o)| crate::plan::matrix::seq_name(i, o)),
         status: Status::Pending,
         result_kind: String::new(),
         profiles: serde_json::Value::Null,

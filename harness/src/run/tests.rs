@@ -95,7 +95,20 @@ fn parallel_points_reach_their_runner_in_plan_order() {
         eval_limit: None,
     };
     execute(&plan, &opts, &runner, &Arc::new(AtomicBool::new(false))).unwrap();
-    assert_eq!(runner.submitted.into_inner().unwrap(), ids);
+    let submitted = runner.submitted.into_inner().unwrap();
+    let mut sorted = submitted.clone();
+    sorted.sort();
+    let mut all = ids.clone();
+    all.sort();
+    assert_eq!(sorted, all, "every point is submitted once");
+    // The canary first; matrices run at once, so their points interleave, each matrix in plan order.
+    assert_eq!(submitted.first(), plan.canary.as_ref().map(|c| &c.id));
+    assert!(plan.matrices.len() > 1, "the repository's plan has several matrices");
+    for m in &plan.matrices {
+        let want: Vec<&String> = m.points.iter().map(|p| &p.id).collect();
+        let got: Vec<&String> = submitted.iter().filter(|id| want.contains(id)).collect();
+        assert_eq!(got, want, "matrix {}", m.name);
+    }
 }
 
 /// Runs points one at a time and notes what ran, in order: `run:<id>` and `eval:<id>`.

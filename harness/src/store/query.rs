@@ -397,6 +397,7 @@ fn point_result(p: &PointRow, profiles: serde_json::Value, launch: Option<crate:
         conc: p.conc as u32,
         gpus: p.gpus as u32,
         matrix: p.matrix.clone().unwrap_or_default(),
+        seq: None,
         status,
         result_kind: p.result_kind.clone(),
         profiles,

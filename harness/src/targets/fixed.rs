@@ -12,21 +12,21 @@ use crate::results::Status;
 use crate::run::Outcome as PointOutcome;
 use crate::workload::fixed::{Api, FixedConfig, FixedWorkload};
 
-/// InferenceX's workflow default (`RANDOM_RANGE_RATIO: 0.8`).
-pub const DEFAULT_RANGE_RATIO: f64 = 0.8;
-
-/// The fixed-length workload of a plan point (`None` for an AgentX point): ISL and OSL from its
-/// matrix row, the recipe's range ratio, InferenceX's prompt and warmup counts.
+/// The fixed-length workload of a plan point (`None` for an AgentX point): its ISL and OSL, the
+/// recipe's range ratio, InferenceX's prompt and warmup counts (`PlanPoint::fixed`).
 pub fn point_config(p: &PlanPoint) -> Option<Result<FixedConfig, String>> {
     if p.scenario != Scenario::FixedSeqLen {
         return None;
     }
-    let num = |k: &str| p.row.get(k).and_then(serde_json::Value::as_u64);
-    let (Some(isl), Some(osl)) = (num("isl"), num("osl")) else {
+    let Some(f) = p.fixed else {
         return Some(Err(format!("point {}: a fixed-seq-len row needs `isl` and `osl`", p.id)));
     };
-    let ratio = p.row.get("random-range-ratio").and_then(serde_json::Value::as_f64).unwrap_or(DEFAULT_RANGE_RATIO);
-    let cfg = FixedConfig { range_ratio: ratio, ..FixedConfig::inferencex(isl as u32, osl as u32, p.conc.max(1)) };
+    let cfg = FixedConfig {
+        range_ratio: f.random_range_ratio,
+        num_prompts: f.num_prompts,
+        num_warmups: f.num_warmups,
+        ..FixedConfig::inferencex(f.isl, f.osl, p.conc.max(1))
+    };
     Some(cfg.validate().map(|()| cfg).map_err(|e| format!("point {}: {e}", p.id)))
 }
 
