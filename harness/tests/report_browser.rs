@@ -139,7 +139,7 @@ fn chromium_renders_the_report_verdict_first_with_clear_labels_and_point_pages()
         &root,
     );
     let (stdout, stderr) = text(&o);
-    assert!(stdout.contains("13/13 point(s) finished"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("39/39 point(s) finished"), "{stdout}\n{stderr}");
 
     let r = probe(&run.join("report.html"));
     let ord = |k: &str| r["order"][k].as_i64().unwrap();
@@ -148,10 +148,11 @@ fn chromium_renders_the_report_verdict_first_with_clear_labels_and_point_pages()
         "{r}"
     );
     assert!(r["verdict"].as_str().unwrap().starts_with("Gate: "), "{r}");
-    assert_eq!(r["rows"], 13, "every point in the table");
-    // Five charts, two panels each (dsv41flash on GB300, dsv3 on H200), every point on each.
-    assert_eq!(r["svgs"], 10, "{r}");
-    assert_eq!(r["points"], 65, "{r}");
+    assert_eq!(r["rows"], 39, "every point in the table");
+    // Five charts, six panels each (the agentic dsv41flash on GB300 and dsv3 on H200; DeepSeek-R1
+    // on B200 and on H200, each at 1k/1k and at 8k/1k), every point on each.
+    assert_eq!(r["svgs"], 30, "{r}");
+    assert_eq!(r["points"], 195, "{r}");
     assert_eq!(r["no_whiskers"], serde_json::json!([]), "{r}");
     assert!(r["labels"].as_u64().unwrap() >= 60, "labels drawn (a few may be key numbers): {r}");
     assert_eq!(r["overlaps"], serde_json::json!([]), "labels overprint in the browser: {r}");

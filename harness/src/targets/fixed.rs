@@ -83,7 +83,7 @@ pub fn run_point(
 ) -> PointOutcome {
     ctx.profiles = super::sim::profiles_json(engine);
     ctx.benchmark_id = format!("random-{}-{}-c{}", cfg.isl, cfg.osl, cfg.concurrency);
-    ctx.trace_set = format!("random {}/{} (range ratio {}, {} prompts)", cfg.isl, cfg.osl, cfg.range_ratio, cfg.num_prompts);
+    ctx.trace_set = format!("random {}/{} (range ratio {})", cfg.isl, cfg.osl, cfg.range_ratio);
     let fail = |ctx: PointContext, reason: String| PointOutcome { status: Status::Failed { reason }, records: Vec::new(), ctx };
     let limits = engine.limits();
     match check_limits(&cfg, Some(limits.context_length), Some(limits.max_running_requests)) {
