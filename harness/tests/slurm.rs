@@ -157,6 +157,38 @@ fn slurm_three_point_plan_merges_to_the_same_aggregates_as_a_local_run() {
     assert_eq!(jobs_named(&name).len(), 3, "one job per point");
 }
 
+/// Fixed-seq-len points go through Slurm as AgentX points do: one job each, the same
+/// `benchmark_serving.json` and aggregate as a local run.
+#[test]
+#[ignore = "needs a running Slurm (scripts/slurm/start-local.sh); .ci/run starts one"]
+fn slurm_fixed_seq_len_points_match_a_local_run() {
+    let _turn = require_slurm();
+    let tmp = tempfile::tempdir().unwrap();
+    let slurm = unique_out(tmp.path(), "slurmfixed");
+    let local = tmp.path().join("local");
+    let ids = ["dsr1-fp8-h200-sglang/1k1k-tp8-c4", "dsr1-fp8-h200-sglang/8k1k-tp8-c4"];
+    let mut common = args(&["run", "full-sweep-fail-fast", "--configs", "dsr1-fp8-h200-*", "--seed-replicates", "0", "--only"]);
+    common.extend(args(&ids));
+    let mut a = common.clone();
+    a.extend(args(&["--target", "slurm", "--slurm-poll", "0.5", "--out", slurm.to_str().unwrap()]));
+    let o = run_sweep(&a, &workspace_root());
+    let (so, se) = text(&o);
+    assert!(so.contains("2/2 point(s) finished"), "{so}\n{se}");
+    let mut a = common;
+    a.extend(args(&["--target", "sim", "--out", local.to_str().unwrap()]));
+    let o = run_sweep(&a, &workspace_root());
+    assert!(text(&o).0.contains("2/2 point(s) finished"), "{}", text(&o).1);
+    for id in ids {
+        let read = |run: &Path, f: &str| std::fs::read(harness::results::point_dir(run, id).join(f)).unwrap();
+        assert_eq!(read(&local, "benchmark_serving.json"), read(&slurm, "benchmark_serving.json"), "{id}");
+        assert_eq!(read(&local, "agg.json"), read(&slurm, "agg.json"), "{id}: aggregates differ");
+        let bs: serde_json::Value = serde_json::from_slice(&read(&slurm, "benchmark_serving.json")).unwrap();
+        assert_eq!(bs["completed"], 40, "{id}");
+    }
+    let name = format!("sweep-{}", slurm.file_name().unwrap().to_str().unwrap());
+    assert_eq!(jobs_named(&name).len(), 2, "one job per point");
+}
+
 #[test]
 #[ignore = "needs a running Slurm (scripts/slurm/start-local.sh); .ci/run starts one"]
 fn slurm_failed_canary_leaves_no_other_job_submitted() {
