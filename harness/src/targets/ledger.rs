@@ -130,6 +130,12 @@ impl Ledger {
         }
     }
 
+    /// The profiling window as it stands at `now`: a window still open (a fixed-length run
+    /// stopped before its last request) ends at `now`.
+    pub fn window_at(&self, now: u64) -> Option<(u64, u64)> {
+        self.profiling.map(|(a, d)| (a, if d == crate::workload::fixed::OPEN_DEADLINE { now.max(a) } else { d }))
+    }
+
     /// When the workload wants to be woken next (until [`Ledger::woke`]).
     pub fn wake(&self) -> Option<u64> {
         self.wake
@@ -265,5 +271,21 @@ mod tests {
         assert!(!l.update(&p, 1.0), "a line before it is due");
         let mut l = ProgressLines::new("x", std::time::Duration::ZERO);
         assert!(l.update(&p, 1.0) && l.update(&p, 2.0));
+    }
+
+    /// A fixed-length run's window is open until its last request ends: stopped before that, it
+    /// ends where the run stopped, not at the end of time; closed, it is the machine's.
+    #[test]
+    fn an_open_window_ends_where_the_run_stopped() {
+        use crate::workload::Machine;
+        use crate::workload::fixed::{FixedConfig, FixedWorkload, OPEN_DEADLINE};
+        let mut wl = FixedWorkload::new(FixedConfig { num_warmups: 0, ..FixedConfig::inferencex(64, 8, 2) }).unwrap();
+        let (mut l, mut actions, mut cmds) = (Ledger::new(), Vec::new(), Vec::new());
+        wl.handle(5, Event::Start, &mut actions);
+        l.apply(5, &mut actions, &mut cmds);
+        assert_eq!(l.profiling, Some((5, OPEN_DEADLINE)));
+        assert_eq!(l.window_at(905), Some((5, 905)));
+        l.apply(1000, &mut vec![Action::ProfilingEnded { at: 1000 }], &mut cmds);
+        assert_eq!(l.window_at(2000), Some((5, 1000)));
     }
 }

@@ -451,7 +451,7 @@ impl Sim<'_> {
     /// The run's records (requests still open at an interruption are recorded as cancelled),
     /// outcome and end, and a last progress report.
     fn finish(mut self, mut run: SimRun, mut progress: impl FnMut(&Progress)) -> SimRun {
-        run.profiling = self.ledger.profiling;
+        run.profiling = self.ledger.window_at(self.now);
         run.outcome = self.ledger.outcome.take();
         let mut prog = self.ledger.progress;
         run.records = self.ledger.finish(self.now, Close::Cancelled);

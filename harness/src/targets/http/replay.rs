@@ -345,7 +345,7 @@ impl Live<'_> {
         for (_, f) in self.inflight.drain() {
             f.task.abort();
         }
-        let profiling = self.ledger.profiling;
+        let profiling = self.ledger.window_at(now);
         let outcome = self.ledger.outcome.take();
         let records = self.ledger.finish(now, if self.stopped.is_some() { Close::ServerGone } else { Close::Cancelled });
         scraper.abort();
