@@ -100,6 +100,7 @@ pub fn seeds(workspace: &Path, shared: Option<&Path>) -> Vec<Seed> {
             add(Kind::SharedYaml, &s.join("inferencex").join(f));
         }
         add(Kind::SharedYaml, &s.join("agentx-traces/cc-traces-weka-062126.stats.yaml"));
+        add(Kind::SharedYaml, &s.join("published/points.yaml"));
     }
     let mut traces = vec![SUBAGENT_TRACE.to_string()];
     if let Some(s) = shared {
@@ -251,13 +252,15 @@ pub fn run_shared(path: &Path, name: &str) -> Outcome {
         }
         too_long(&e).unwrap_or(Outcome::Refused)
     };
-    let loader = ["nvidia-master.yaml", "perf-changelog.yaml", "thresholds.yaml"].into_iter().find(|n| name.ends_with(n));
+    let loader = ["nvidia-master.yaml", "perf-changelog.yaml", "thresholds.yaml", "points.yaml"].into_iter().find(|n| name.ends_with(n));
     let r: Result<(), Outcome> = match loader.unwrap_or("stats") {
         "nvidia-master.yaml" => {
             harness::recipe::Master::load(&[path.to_path_buf()]).map(|_| ()).map_err(|p| problems_name_files(&p, Some(path)))
         }
         "perf-changelog.yaml" => harness::changelog::Changelog::load(path).map(|_| ()).map_err(|p| problems_name_files(&p, Some(path))),
         "thresholds.yaml" => harness::gate::Thresholds::load(path).map(|_| ()).map_err(named),
+        // Published points (`sweep predict --points`).
+        "points.yaml" => harness::published::load(path).map(|_| ()).map_err(|p| problems_name_files(&p, Some(path))),
         _ => harness::trace::published::PublishedStats::load(path).map(|_| ()).map_err(|p| problems_name_files(&p, Some(path))),
     };
     r.err().unwrap_or(Outcome::Accepted)
