@@ -119,130 +119,9 @@ pub fn utc_stamp(unix: u64) -> String {
     humantime::format_rfc3339_seconds(t).to_string().replace(['-', ':'], "")
 }
 
-/// `*` and `?` glob match.
-pub fn glob_match(pat: &str, s: &str) -> bool {
-    crate::changelog::wildcard(pat, s, true)
-}
+pub use crate::plan::narrow::glob_match;
 
-fn filter_configs(plan: &mut Plan, glob: &str) {
-    let lost_canary = plan.canary.as_ref().is_some_and(|c| !glob_match(glob, &c.config_key));
-    if lost_canary {
-        plan.canary = None;
-    }
-    for m in plan.matrices.iter_mut().chain(plan.evals.iter_mut()) {
-        m.points.retain(|p| glob_match(glob, &p.config_key));
-    }
-    plan.matrices.retain(|m| !m.points.is_empty());
-    if lost_canary {
-        promote_canary(plan);
-    }
-    plan.matrices.retain(|m| !m.points.is_empty());
-    plan.evals.retain(|m| !m.points.is_empty());
-}
-
-/// The canary of the configs that are left, chosen as the plan chooses it: the lowest
-/// concurrency of the first of the 1k/1k, 8k/1k and agentic single-node matrices. A narrowed
-/// sweep keeps its canary when the plan's own belonged to a config left out.
-fn promote_canary(plan: &mut Plan) {
-    for name in ["single_node.1k1k", "single_node.8k1k", "single_node.agentic"] {
-        if let Some(m) = plan.matrices.iter_mut().find(|m| m.name == name)
-            && let Some((i, _)) = m.points.iter().enumerate().min_by_key(|(i, p)| (p.conc, *i))
-        {
-            let mut c = m.points.remove(i);
-            c.matrix = "canary".into();
-            plan.canary = Some(c);
-            return;
-        }
-    }
-}
-
-/// The summary table printed at the end of a run: points grouped under their config, the
-/// frontier's own x (P90 E2E-normalised interactivity) beside tok/s/GPU so that "dominated by"
-/// reads right, and every column as wide as its widest cell.
-pub fn summary_table(run: &RunSummary) -> String {
-    const HEAD: [&str; 9] = [
-        "point",
-        "tok/s/GPU",
-        "out tok/s/GPU",
-        "E2E-norm intvty",
-        "P90 intvty",
-        "TTFT p50/p90 s",
-        "E2EL p90 s",
-        "frontier (tok/s/GPU × E2E-norm intvty)",
-        "status",
-    ];
-    // Left-aligned: point, frontier, status; numbers right-aligned.
-    const LEFT: [bool; 9] = [true, false, false, false, false, false, false, true, true];
-    let mut configs: Vec<&str> = Vec::new();
-    for p in &run.points {
-        if !configs.contains(&p.config_key.as_str()) {
-            configs.push(&p.config_key);
-        }
-    }
-    let row = |p: &crate::results::PointResult| -> [String; 9] {
-        let short = p.id.strip_prefix(&format!("{}/", p.config_key)).unwrap_or(&p.id).to_string();
-        let (t, o, en, i, tt, e) = match &p.summary {
-            Some(s) => (
-                crate::gate::fmt_num(s.tput_per_gpu),
-                crate::gate::fmt_num(s.output_tput_per_gpu),
-                format!("{:.1}", s.e2e_norm_intvty_p90),
-                format!("{:.1}", s.intvty_p90),
-                format!("{:.2} / {:.2}", s.ttft.p50, s.ttft.p90),
-                format!("{:.2}", s.e2el.p90),
-            ),
-            None => Default::default(),
-        };
-        let dash = |x: String| if x.is_empty() { "-".to_string() } else { x };
-        [
-            format!("  {short}"),
-            dash(t),
-            dash(o),
-            dash(en),
-            dash(i),
-            dash(tt),
-            dash(e),
-            crate::report::frontier_cell(run, p),
-            crate::report::status_text(p),
-        ]
-    };
-    let rows: Vec<(&str, Vec<[String; 9]>)> =
-        configs.iter().map(|c| (*c, run.points.iter().filter(|p| p.config_key == *c).map(row).collect())).collect();
-    let mut w: [usize; 9] = HEAD.map(|h| h.chars().count());
-    for r in rows.iter().flat_map(|(_, r)| r) {
-        for (k, cell) in r.iter().enumerate() {
-            w[k] = w[k].max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| -> String {
-        let mut o = String::new();
-        for (k, c) in cells.iter().enumerate() {
-            let pad = w[k].saturating_sub(c.chars().count());
-            if k == cells.len() - 1 {
-                o.push_str(c);
-            } else if LEFT[k] {
-                o.push_str(&format!("{c}{}  ", " ".repeat(pad)));
-            } else {
-                o.push_str(&format!("{}{c}  ", " ".repeat(pad)));
-            }
-        }
-        o.trim_end().to_string() + "\n"
-    };
-    let mut o = line(&HEAD.map(String::from));
-    for (config, rs) in rows {
-        let kinds: Vec<&str> = {
-            let mut k: Vec<&str> =
-                run.points.iter().filter(|p| p.config_key == config && !p.result_kind.is_empty()).map(|p| p.result_kind.as_str()).collect();
-            k.dedup();
-            k
-        };
-        o.push_str(&format!("{config}{}\n", if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) }));
-        for r in rs {
-            o.push_str(&line(&r));
-        }
-    }
-    o.push_str("frontier: per config, the points no other beats on both tok/s/GPU and E2E-norm intvty (1 / P90 of E2EL/OSL, tok/s/user); p = share of bootstrap replicates on it\n");
-    o
-}
+pub use crate::report::summary::summary_table;
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let Some((repo, plan)) = plan_for(args)? else { return Ok(ExitCode::FAILURE) };
@@ -394,7 +273,7 @@ fn plan_for(args: &Args) -> anyhow::Result<Option<(Repo, Plan)>> {
         }
     };
     if let Some(g) = &args.configs {
-        filter_configs(&mut plan, g);
+        crate::plan::narrow::filter_configs(&mut plan, g);
         if plan.points().next().is_none() {
             anyhow::bail!("--configs {g}: no config key in the plan matches (see `sweep plan {}`)", args.labels.join(" "));
         }

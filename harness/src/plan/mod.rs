@@ -3,6 +3,7 @@
 
 pub mod labels;
 pub mod matrix;
+pub mod narrow;
 mod points;
 mod select;
 

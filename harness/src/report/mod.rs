@@ -16,6 +16,7 @@ mod html;
 mod labels;
 mod point;
 mod scene;
+pub mod summary;
 
 pub use chart::{Chart, Group, figures, groups, point_href};
 pub use html::html;

@@ -119,6 +119,34 @@ pub fn load(spec: &str, seed: u64) -> Result<Vec<Arc<TracePlan>>, PoolError> {
     Ok(pool)
 }
 
+/// The most tokens any request of a trace needs (input, marker and output).
+pub fn trace_max_tokens(t: &TracePlan) -> u64 {
+    t.streams
+        .iter()
+        .flat_map(|s| s.prompts.turns.iter())
+        .map(|turn| turn.input_tokens + turn.output_tokens + crate::prompt::MARKER_TOKENS as u64)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The whole-trace filter at the server's context length (AgentX `--max-context-length`): a
+/// trace with a request that cannot fit is left out, so that a short-context model is measured on
+/// the sessions it can serve instead of aborting on the first overflowing root turn. Returns the
+/// pool and a note when traces were dropped.
+pub fn fit_pool(pool: &[Arc<TracePlan>], context: u64) -> Result<(Vec<Arc<TracePlan>>, Option<String>), super::sim::SimError> {
+    let kept: Vec<Arc<TracePlan>> = pool.iter().filter(|t| trace_max_tokens(t) <= context).cloned().collect();
+    if kept.len() == pool.len() {
+        return Ok((kept, None));
+    }
+    if kept.is_empty() {
+        return Err(super::sim::SimError::Workload(format!(
+            "no trace fits the server's context length of {context} tokens; use a model with a longer context or shorter traces"
+        )));
+    }
+    let note = format!("whole-trace filter at the context length {context}: {} of {} traces", kept.len(), pool.len());
+    Ok((kept, Some(note)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,91 @@
+//! The summary table a run prints at its end (`sweep run`, `sweep predict`): reads results only.
+
+use crate::results::RunSummary;
+
+/// The summary table printed at the end of a run: points grouped under their config, the
+/// frontier's own x (P90 E2E-normalised interactivity) beside tok/s/GPU so that "dominated by"
+/// reads right, and every column as wide as its widest cell.
+pub fn summary_table(run: &RunSummary) -> String {
+    const HEAD: [&str; 9] = [
+        "point",
+        "tok/s/GPU",
+        "out tok/s/GPU",
+        "E2E-norm intvty",
+        "P90 intvty",
+        "TTFT p50/p90 s",
+        "E2EL p90 s",
+        "frontier (tok/s/GPU × E2E-norm intvty)",
+        "status",
+    ];
+    // Left-aligned: point, frontier, status; numbers right-aligned.
+    const LEFT: [bool; 9] = [true, false, false, false, false, false, false, true, true];
+    let mut configs: Vec<&str> = Vec::new();
+    for p in &run.points {
+        if !configs.contains(&p.config_key.as_str()) {
+            configs.push(&p.config_key);
+        }
+    }
+    let row = |p: &crate::results::PointResult| -> [String; 9] {
+        let short = p.id.strip_prefix(&format!("{}/", p.config_key)).unwrap_or(&p.id).to_string();
+        let (t, o, en, i, tt, e) = match &p.summary {
+            Some(s) => (
+                crate::gate::fmt_num(s.tput_per_gpu),
+                crate::gate::fmt_num(s.output_tput_per_gpu),
+                format!("{:.1}", s.e2e_norm_intvty_p90),
+                format!("{:.1}", s.intvty_p90),
+                format!("{:.2} / {:.2}", s.ttft.p50, s.ttft.p90),
+                format!("{:.2}", s.e2el.p90),
+            ),
+            None => Default::default(),
+        };
+        let dash = |x: String| if x.is_empty() { "-".to_string() } else { x };
+        [
+            format!("  {short}"),
+            dash(t),
+            dash(o),
+            dash(en),
+            dash(i),
+            dash(tt),
+            dash(e),
+            crate::report::frontier_cell(run, p),
+            crate::report::status_text(p),
+        ]
+    };
+    let rows: Vec<(&str, Vec<[String; 9]>)> =
+        configs.iter().map(|c| (*c, run.points.iter().filter(|p| p.config_key == *c).map(row).collect())).collect();
+    let mut w: [usize; 9] = HEAD.map(|h| h.chars().count());
+    for r in rows.iter().flat_map(|(_, r)| r) {
+        for (k, cell) in r.iter().enumerate() {
+            w[k] = w[k].max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        let mut o = String::new();
+        for (k, c) in cells.iter().enumerate() {
+            let pad = w[k].saturating_sub(c.chars().count());
+            if k == cells.len() - 1 {
+                o.push_str(c);
+            } else if LEFT[k] {
+                o.push_str(&format!("{c}{}  ", " ".repeat(pad)));
+            } else {
+                o.push_str(&format!("{}{c}  ", " ".repeat(pad)));
+            }
+        }
+        o.trim_end().to_string() + "\n"
+    };
+    let mut o = line(&HEAD.map(String::from));
+    for (config, rs) in rows {
+        let kinds: Vec<&str> = {
+            let mut k: Vec<&str> =
+                run.points.iter().filter(|p| p.config_key == config && !p.result_kind.is_empty()).map(|p| p.result_kind.as_str()).collect();
+            k.dedup();
+            k
+        };
+        o.push_str(&format!("{config}{}\n", if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) }));
+        for r in rs {
+            o.push_str(&line(&r));
+        }
+    }
+    o.push_str("frontier: per config, the points no other beats on both tok/s/GPU and E2E-norm intvty (1 / P90 of E2EL/OSL, tok/s/user); p = share of bootstrap replicates on it\n");
+    o
+}
