@@ -412,9 +412,14 @@ fn point_result(p: &PointRow, profiles: serde_json::Value, launch: Option<crate:
 
 /// Frontiers and coverage per curve from the stored flags.
 fn rebuild_curves(points: &[PointRow]) -> Vec<pareto::CurveResult> {
-    let mut curves: BTreeMap<&str, Vec<&PointRow>> = BTreeMap::new();
+    // A config's curve, per ISL/OSL for fixed-seq-len points (`PointResult::curve_key`).
+    let mut curves: BTreeMap<String, Vec<&PointRow>> = BTreeMap::new();
     for p in points.iter().filter(|p| !p.frontier.is_empty()) {
-        curves.entry(&p.config_key).or_default().push(p);
+        let key = match p.matrix.as_deref().and_then(crate::results::seq_of_matrix) {
+            Some(seq) => format!("{} {seq}", p.config_key),
+            None => p.config_key.clone(),
+        };
+        curves.entry(key).or_default().push(p);
     }
     curves
         .into_iter()

@@ -186,7 +186,7 @@ fn point_row(run: &RunSummary, p: &PointResult, row: Option<&Value>, digest: Opt
         launch_hash: None,
         trace_set: Some(p.trace_set.clone()).filter(|t| !t.is_empty()),
         invalid_reasons: p.summary.as_ref().map(|s| s.invalid_reasons.clone()).unwrap_or_default(),
-        frontier: if p.pareto.is_some() { frontier_of(&run.curves, &p.config_key, &p.id) } else { BTreeMap::new() },
+        frontier: if p.pareto.is_some() { frontier_of(&run.curves, &p.curve_key(), &p.id) } else { BTreeMap::new() },
         p_frontier: p.pareto.as_ref().map(|x| x.p_frontier),
         seeds: p.seeds.clone(),
         files: Vec::new(),
