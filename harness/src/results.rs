@@ -60,6 +60,14 @@ pub struct PointResult {
     pub wall_s: f64,
 }
 
+/// A Pareto curve's key: the config, and a fixed-seq-len sequence after it.
+pub fn curve_key(config_key: &str, seq: Option<&str>) -> String {
+    match seq {
+        Some(s) => format!("{config_key} {s}"),
+        None => config_key.to_string(),
+    }
+}
+
 /// The fixed-seq-len sequence of a matrix name (`single_node.1k1k` → `1k1k`); none for AgentX.
 pub fn seq_of_matrix(matrix: &str) -> Option<&str> {
     let rest = matrix.strip_prefix("single_node.").or_else(|| matrix.strip_prefix("multi_node."))?;
@@ -76,10 +84,7 @@ impl PointResult {
     /// The Pareto curve the point belongs to: its config, and for fixed-seq-len points its
     /// sequence lengths too (a 1k/1k and an 8k/1k point are never on one frontier).
     pub fn curve_key(&self) -> String {
-        match self.seq() {
-            Some(s) => format!("{} {s}", self.config_key),
-            None => self.config_key.clone(),
-        }
+        curve_key(&self.config_key, self.seq())
     }
 
     /// What a result rests on, in words: `predicted with model M on hardware H (kind), traces T`

@@ -122,22 +122,24 @@ fn show(bar: &Bar, p: &Progress, clock: &str, secs: f64) {
 }
 
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
-    let fixed = a.fixed.config(a.concurrency)?;
-    a.fixed.goodput()?;
-    // The fixed-length scenario replays no traces.
+    // Parsed once: the fixed-length scenario (with its goodput SLOs) replays no traces.
+    let fixed = match a.fixed.config(a.concurrency)? {
+        Some(f) => Some((f, a.fixed.goodput()?)),
+        None => None,
+    };
     let pool = match fixed {
         Some(_) => Vec::new(),
         None => crate::targets::pools::load(&a.traces, a.seed).map_err(anyhow::Error::msg)?,
     };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let name = match &fixed {
-        Some(f) => format!("replay-{}-{}-c{}", f.isl, f.osl, a.concurrency),
+        Some((f, _)) => format!("replay-{}-{}-c{}", f.isl, f.osl, a.concurrency),
         None => format!("replay-c{}", a.concurrency),
     };
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-{name}", super::run::utc_stamp(now))));
     let created = !out.exists();
     std::fs::create_dir_all(&out).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
-    let r = replay_into(a, &pool, &out);
+    let r = replay_into(a, &pool, fixed, &out);
     if r.is_err() && created {
         // A replay that never started leaves no empty folder behind (remove_dir keeps a folder
         // that holds anything).
@@ -147,7 +149,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
 }
 
 /// The replay and its files in `out`.
-fn replay_into(a: &Args, pool: &[Arc<TracePlan>], out: &Path) -> anyhow::Result<ExitCode> {
+fn replay_into(a: &Args, pool: &[Arc<TracePlan>], fixed: Option<(FixedConfig, Goodput)>, out: &Path) -> anyhow::Result<ExitCode> {
     let cfg = workload_config(a);
     let mut ctx = PointContext {
         num_gpus: a.gpus.max(1),
@@ -161,8 +163,8 @@ fn replay_into(a: &Args, pool: &[Arc<TracePlan>], out: &Path) -> anyhow::Result<
     let b = bar();
     let interrupt = Arc::new(AtomicBool::new(false));
     super::install_interrupt(interrupt.clone(), "stopping the replay; the records so far are kept");
-    let scenario = match a.fixed.config(a.concurrency)? {
-        Some(f) => Scenario::Fixed(f),
+    let scenario = match fixed {
+        Some((f, goodput)) => Scenario::Fixed(f, goodput),
         None => Scenario::Agentx(pool, cfg),
     };
     let (records, status) = match &a.engine {
@@ -219,8 +221,11 @@ fn workload_config(a: &Args) -> WorkloadConfig {
 /// What the replay plays: AgentX traces, or the fixed-length random workload.
 enum Scenario<'p> {
     Agentx(&'p [Arc<TracePlan>], WorkloadConfig),
-    Fixed(FixedConfig),
+    Fixed(FixedConfig, Goodput),
 }
+
+/// `--goodput` SLOs in ms by metric.
+type Goodput = std::collections::BTreeMap<String, f64>;
 
 /// benchmark_serving's result lines (its own labels, ms).
 fn print_serving(bs: &serde_json::Value) {
@@ -276,12 +281,10 @@ fn replay_engine(
     let progress = |p: &Progress| show(b, p, "virtual", p.now_ns as f64 / 1e9);
     let o = match scenario {
         Scenario::Agentx(pool, cfg) => sim::run_point(&mut engine, pool, cfg, ctx.clone(), cancel, progress),
-        Scenario::Fixed(f) => {
-            let mut c = ctx.clone();
-            c.fixed = None;
-            let mut o = crate::targets::fixed::run_point(&mut engine, f, c, cancel, progress);
+        Scenario::Fixed(f, goodput) => {
+            let mut o = crate::targets::fixed::run_point(&mut engine, f, ctx.clone(), cancel, progress);
             if let Some(m) = o.ctx.fixed.as_mut() {
-                m.goodput = a.fixed.goodput()?;
+                m.goodput = goodput;
             }
             o
         }
@@ -309,10 +312,10 @@ fn replay_url(
         let mut t = HttpTarget::connect(&url, &url, &opts, ctx).await.map_err(anyhow::Error::msg)?;
         let mut wl: Box<dyn crate::workload::Machine> = match scenario {
             Scenario::Agentx(pool, cfg) => Box::new(t.workload(cfg, pool, ctx).map_err(anyhow::Error::msg)?),
-            Scenario::Fixed(f) => {
+            Scenario::Fixed(f, goodput) => {
                 let w = t.fixed_workload(f, ctx).map_err(anyhow::Error::msg)?;
                 if let Some(m) = ctx.fixed.as_mut() {
-                    m.goodput = a.fixed.goodput()?;
+                    m.goodput = goodput;
                 }
                 Box::new(w)
             }

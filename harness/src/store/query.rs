@@ -415,10 +415,7 @@ fn rebuild_curves(points: &[PointRow]) -> Vec<pareto::CurveResult> {
     // A config's curve, per ISL/OSL for fixed-seq-len points (`PointResult::curve_key`).
     let mut curves: BTreeMap<String, Vec<&PointRow>> = BTreeMap::new();
     for p in points.iter().filter(|p| !p.frontier.is_empty()) {
-        let key = match p.matrix.as_deref().and_then(crate::results::seq_of_matrix) {
-            Some(seq) => format!("{} {seq}", p.config_key),
-            None => p.config_key.clone(),
-        };
+        let key = crate::results::curve_key(&p.config_key, p.matrix.as_deref().and_then(crate::results::seq_of_matrix));
         curves.entry(key).or_default().push(p);
     }
     curves

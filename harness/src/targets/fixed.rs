@@ -52,6 +52,11 @@ pub fn check_limits(cfg: &FixedConfig, context_length: Option<u64>, max_running:
     }))
 }
 
+/// What a fixed-length point "replays", in its results' `trace_set`.
+pub fn trace_set(cfg: &FixedConfig) -> String {
+    format!("random {}/{} (range ratio {})", cfg.isl, cfg.osl, cfg.range_ratio)
+}
+
 /// The aggregate's scenario parameters of `wl`.
 pub fn meta(wl: &FixedWorkload, model_id: &str) -> FixedMeta {
     let cfg = wl.config();
@@ -83,7 +88,7 @@ pub fn run_point(
 ) -> PointOutcome {
     ctx.profiles = super::sim::profiles_json(engine);
     ctx.benchmark_id = format!("random-{}-{}-c{}", cfg.isl, cfg.osl, cfg.concurrency);
-    ctx.trace_set = format!("random {}/{} (range ratio {})", cfg.isl, cfg.osl, cfg.range_ratio);
+    ctx.trace_set = trace_set(&cfg);
     let fail = |ctx: PointContext, reason: String| PointOutcome { status: Status::Failed { reason }, records: Vec::new(), ctx };
     let limits = engine.limits();
     match check_limits(&cfg, Some(limits.context_length), Some(limits.max_running_requests)) {

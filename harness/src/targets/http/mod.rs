@@ -209,7 +209,7 @@ impl HttpTarget {
         if let Some(w) = crate::targets::fixed::check_limits(&cfg, self.context_length, None).map_err(HttpError::Fixed)? {
             eprintln!("warning: {w}");
         }
-        ctx.trace_set = format!("random {}/{} (range ratio {})", cfg.isl, cfg.osl, cfg.range_ratio);
+        ctx.trace_set = crate::targets::fixed::trace_set(&cfg);
         let wl = crate::workload::fixed::FixedWorkload::new(cfg).map_err(|e| HttpError::Fixed(e.to_string()))?;
         ctx.fixed = Some(crate::targets::fixed::meta(&wl, &self.model));
         Ok(wl)
