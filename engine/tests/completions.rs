@@ -8,84 +8,11 @@ use engine::server::engine_core::EngineCore;
 use engine::server::{ServeConfig, Server};
 use engine::tokenize::Tokenizer;
 use serde_json::{Value, json};
+#[path = "common/http.rs"]
+mod http;
+use http::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-struct Resp {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Resp {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
-    }
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-    /// SSE `data:` payloads in order (engine-time comments skipped).
-    fn events(&self) -> Vec<String> {
-        let t = self.text();
-        assert!(t.ends_with("\n\n"), "events end with a blank line: {t:?}");
-        t.split("\n\n")
-            .filter(|e| !e.is_empty())
-            .map(|e| {
-                let data = e.lines().find(|l| !l.starts_with(": t=")).unwrap_or_else(|| panic!("no data in {e:?}"));
-                data.strip_prefix("data: ").unwrap_or_else(|| panic!("bad event {e:?}")).to_string()
-            })
-            .collect()
-    }
-}
-
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
-        let size = usize::from_str_radix(std::str::from_utf8(&b[..eol]).unwrap().split(';').next().unwrap().trim(), 16).unwrap();
-        if size == 0 {
-            break;
-        }
-        out.extend_from_slice(&b[eol + 2..eol + 2 + size]);
-        b = &b[eol + 2 + size + 2..];
-    }
-    out
-}
-
-fn request_bytes(path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
-    let mut req = format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-    let mut bytes = req.into_bytes();
-    bytes.extend_from_slice(body);
-    bytes
-}
-
-async fn http(addr: std::net::SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    let mut req = request_bytes(path, headers, body);
-    if method != "POST" {
-        req.splice(..4, method.bytes());
-    }
-    s.write_all(&req).await.unwrap();
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw).await;
-    let split =
-        raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(&raw)));
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers: Vec<(String, String)> = lines.filter_map(|l| l.split_once(": ")).map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let mut body = raw[split + 4..].to_vec();
-    if headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked")) {
-        body = dechunk(&body);
-    }
-    Resp { status, headers, body }
-}
 
 const JSON: (&str, &str) = ("Content-Type", "application/json");
 
@@ -141,7 +68,7 @@ async fn assert_serving(addr: std::net::SocketAddr) {
 fn chunks(r: &Resp) -> Vec<Value> {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.header("content-type"), Some("text/event-stream"));
-    let ev = r.events();
+    let ev = r.data_events();
     assert_eq!(ev.last().unwrap(), "[DONE]");
     let chunks: Vec<Value> = ev[..ev.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
     let id = chunks[0]["id"].as_str().unwrap();
@@ -162,7 +89,7 @@ async fn inferencex_stream_has_sglang_shape_and_exact_usage() {
     let r = complete(s.addr, &inferencex_body(&prompt, 64)).await;
     let chunks = chunks(&r);
     assert_eq!(chunks[0]["model"], "deepseek-ai/DeepSeek-V4-Flash");
-    let ev = r.events();
+    let ev = r.data_events();
     // SGLang's key order; `usage` is written as null on content chunks.
     assert!(ev[0].starts_with(r#"{"id":""#), "{}", ev[0]);
     assert!(ev[0].contains(r#","object":"text_completion","created":"#), "{}", ev[0]);
@@ -360,7 +287,7 @@ async fn dropped_stream_aborts_the_request() {
     let s = start_at("--enable-metrics").await;
     let body = inferencex_body("long one", 100_000).to_string();
     let mut sock = TcpStream::connect(s.addr).await.unwrap();
-    sock.write_all(&request_bytes("/v1/completions", &[JSON], body.as_bytes())).await.unwrap();
+    sock.write_all(&request_bytes("POST", "/v1/completions", &[JSON], body.as_bytes())).await.unwrap();
     let mut buf = vec![0u8; 4096];
     let mut seen = Vec::new();
     while !String::from_utf8_lossy(&seen).contains("\"text_completion\"") {
