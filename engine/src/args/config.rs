@@ -106,6 +106,14 @@ pub struct EngineConfig {
     pub disable_overlap_schedule: bool,
     pub disable_radix_cache: bool,
     pub stream_interval: u32,
+    /// `--scheduler-recv-interval`: decode steps between polls for new requests.
+    pub scheduler_recv_interval: u32,
+    /// `--swa-prefix-tails N`: sliding-window KV kept at the last N tokens of each prompt, so a
+    /// later request may branch there (0: only at the ends of cached sequences).
+    pub swa_prefix_tails: u32,
+    /// `--enable-decoder-swa-bounded-replay`: a prefix whose window KV is gone is reused by
+    /// recomputing a bounded tail instead of the whole prefix.
+    pub swa_bounded_replay: bool,
     pub cuda_graph_max_bs_decode: Option<u32>,
     pub cuda_graph_bs_decode: Option<Vec<u32>>,
     pub disable_cuda_graph_decode: bool,
@@ -156,6 +164,9 @@ impl Default for EngineConfig {
             disable_overlap_schedule: false,
             disable_radix_cache: false,
             stream_interval: 1,
+            scheduler_recv_interval: 1,
+            swa_prefix_tails: 0,
+            swa_bounded_replay: false,
             cuda_graph_max_bs_decode: None,
             cuda_graph_bs_decode: None,
             disable_cuda_graph_decode: false,

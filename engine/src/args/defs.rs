@@ -137,14 +137,14 @@ const FLAGS: &[(&str, &[&str], Arity, FlagStatus)] = &[
     ("quantization", &[], Value, AcceptedNotModelled),
     ("dtype", &[], Value, AcceptedNotModelled),
     ("attention-backend", &[], Value, AcceptedNotModelled),
-    ("enable-decoder-swa-bounded-replay", &[], Bool, AcceptedNotModelled),
-    ("swa-prefix-tails", &[], Value, AcceptedNotModelled),
+    ("enable-decoder-swa-bounded-replay", &[], Bool, Modelled),
+    ("swa-prefix-tails", &[], Value, Modelled),
     ("swa-full-tokens-ratio", &[], Value, AcceptedNotModelled),
     ("skip-server-warmup", &[], Bool, AcceptedNotModelled),
     // InferenceX's DeepSeek-R1 FP8 B200 launch script (kernel choices and scheduler polling).
     ("enable-flashinfer-allreduce-fusion", &[], Bool, AcceptedNotModelled),
     ("moe-runner-backend", &[], Value, AcceptedNotModelled),
-    ("scheduler-recv-interval", &[], Value, AcceptedNotModelled),
+    ("scheduler-recv-interval", &[], Value, Modelled),
     ("allow-unknown-flags", &[], Bool, FrontEnd),
 ];
 
@@ -158,6 +158,10 @@ pub(super) const ENVS: &[(&str, FlagStatus)] = &[
     ("SGLANG_SIMULATE_UNIFORM_EXPERTS", AcceptedNotModelled),
     ("SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS", AcceptedNotModelled),
     ("SGLANG_INIT_NEW_TOKEN_RATIO", Modelled),
+    ("SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DEFAULT", Modelled),
+    ("SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DECODE", Modelled),
+    ("SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_TARGET_VERIFY", Modelled),
+    ("SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_NONE", AcceptedNotModelled),
     ("SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR", Modelled),
     ("SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS", Modelled),
     ("SGLANG_RETRACT_DECODE_STEPS", Modelled),

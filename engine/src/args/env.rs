@@ -21,6 +21,11 @@ pub struct EngineEnv {
     pub radix_force_miss: bool,
     pub in_batch_prefix_caching_check_threshold: u64,
     pub in_batch_prefix_caching_deprioritize_threshold: u64,
+    /// `SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_{DEFAULT,DECODE,TARGET_VERIFY}`: what an extend,
+    /// a decode and a verify step add to the recv-interval counter.
+    pub recv_skipper_weight_default: u32,
+    pub recv_skipper_weight_decode: u32,
+    pub recv_skipper_weight_target_verify: u32,
     /// Raw values, for model-specific switches (e.g. where extra weight tables live).
     pub raw: BTreeMap<String, String>,
 }
@@ -40,6 +45,9 @@ impl Default for EngineEnv {
             radix_force_miss: false,
             in_batch_prefix_caching_check_threshold: 32,
             in_batch_prefix_caching_deprioritize_threshold: 32,
+            recv_skipper_weight_default: 1000,
+            recv_skipper_weight_decode: 1,
+            recv_skipper_weight_target_verify: 1,
             raw: BTreeMap::new(),
         }
     }
@@ -82,6 +90,9 @@ impl EngineConfig {
                 "SGLANG_RADIX_FORCE_MISS" => e.radix_force_miss = parse_bool_env(v),
                 "IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD" => e.in_batch_prefix_caching_check_threshold = parse_num(k, v)?,
                 "IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD" => e.in_batch_prefix_caching_deprioritize_threshold = parse_num(k, v)?,
+                "SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DEFAULT" => e.recv_skipper_weight_default = parse_num(k, v)?,
+                "SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DECODE" => e.recv_skipper_weight_decode = parse_num(k, v)?,
+                "SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_TARGET_VERIFY" => e.recv_skipper_weight_target_verify = parse_num(k, v)?,
                 _ => {}
             }
             e.raw.insert(k.clone(), v.clone());

@@ -254,7 +254,10 @@ impl EngineConfig {
                 self.warnings.push(format!("--radix-eviction-policy {v} is simulated as lru"));
             }
             "disable-radix-cache" => self.disable_radix_cache = true,
+            "enable-decoder-swa-bounded-replay" => self.swa_bounded_replay = true,
             "stream-interval" => self.stream_interval = parse_num::<u32>(&flag, v)?.max(1),
+            "scheduler-recv-interval" => self.scheduler_recv_interval = parse_num::<u32>(&flag, v)?.max(1),
+            "swa-prefix-tails" => self.swa_prefix_tails = parse_num(&flag, v)?,
             "cuda-graph-max-bs-decode" => self.cuda_graph_max_bs_decode = Some(parse_num(&flag, v)?),
             "cuda-graph-bs-decode" => self.cuda_graph_bs_decode = Some(batch_sizes(&flag, v)?),
             "disable-cuda-graph" => self.disable_cuda_graph_decode = true,

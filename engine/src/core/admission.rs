@@ -142,8 +142,12 @@ impl Engine {
         let hrrn_mark = self.ranks[rank as usize].prefill_tokens_done;
         let slot = self.store(Req::queued(&req, key, max_new, rank, now, seq, hrrn_mark));
         self.by_id.insert(req.id, slot);
+        if self.recv.skips() {
+            self.recv.inbox.push(slot);
+        } else {
+            self.ranks[rank as usize].waiting.push(slot);
+        }
         let rk = &mut self.ranks[rank as usize];
-        rk.waiting.push(slot);
         rk.assigned_reqs += 1;
         rk.assigned_tokens += req.prompt.len();
         if self.in_flight.is_none() && self.wake_at.is_none() {

@@ -27,6 +27,7 @@ mod kv_pressure;
 mod pool;
 mod prefill;
 mod queue;
+mod recv;
 mod stats;
 mod step;
 
@@ -261,6 +262,10 @@ pub struct Engine {
     batch_hit: u64,
     batch_computed: u64,
     kv_tally: kv_pressure::KvTally,
+    recv: recv::RecvSkipper,
+    /// Prefix matches end at cached sequence ends only (see [`RadixTree::match_tail_hinted`]):
+    /// a sliding-window model without `--swa-prefix-tails` or bounded replay.
+    swa_tails_only: bool,
 }
 
 fn round_up(x: u64, page: u64) -> u64 {
@@ -290,6 +295,9 @@ impl Engine {
                 ideal: IdealCache::new(),
             })
             .collect();
+        let config_recv_interval = config.scheduler_recv_interval;
+        let swa_tails_only =
+            matches!(model.kv, crate::profiles::KvLayout::Dsv4 { .. }) && config.swa_prefix_tails == 0 && !config.swa_bounded_replay;
         Ok(Engine {
             rng: Rng::new(config.random_seed.unwrap_or(seed)),
             cfg: config,
@@ -320,6 +328,8 @@ impl Engine {
             batch_hit: 0,
             batch_computed: 0,
             kv_tally: Default::default(),
+            recv: recv::RecvSkipper::new(config_recv_interval),
+            swa_tails_only,
         })
     }
 
@@ -379,6 +389,7 @@ impl Engine {
         match r.phase {
             Phase::Waiting => {
                 self.ranks[rank].waiting.retain(|&s| s != slot);
+                self.recv.inbox.retain(|&s| s != slot);
                 self.finish(slot, now, FinishReason::Abort, Some(RequestError::Aborted), true);
             }
             // In the current batch: removed at the step boundary, reported now.

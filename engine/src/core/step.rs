@@ -1,6 +1,7 @@
 //! One step: launching it (batches on every rank, its cost, speculative accept draws)
 //! and completing it (tokens streamed, prefills joining the running batch).
 
+use super::recv::LastMode;
 use super::{Engine, FinishReason, InFlight, Output, Phase, RankBatch, RequestError};
 use crate::cost::{DraftLoad, RankLoad};
 use crate::time::Time;
@@ -14,6 +15,7 @@ impl Engine {
         for r in &mut self.ranks {
             r.batch = RankBatch::default();
         }
+        self.poll_inbox();
         // Prefill-decode interval: decode-only rounds after a prefill while the
         // running batches are large enough.
         let min_bs = self.cfg.prefill_decode_interval_min_bs.max(1) as usize;
@@ -30,9 +32,20 @@ impl Engine {
             return self.launch(t);
         }
         if !any_prefill && !any_decode {
+            if !self.recv.inbox.is_empty() {
+                // The idle loop polls at once.
+                self.recv.last_mode = LastMode::Idle;
+                return self.launch(t);
+            }
+            self.recv.last_mode = LastMode::Idle;
             self.go_idle(t);
             return;
         }
+        self.recv.last_mode = match (any_prefill, self.limits.speculative.is_some()) {
+            (true, _) => LastMode::Extend,
+            (false, true) => LastMode::Verify,
+            (false, false) => LastMode::Decode,
+        };
         if hold_prefill && any_decode {
             self.decode_interval_left -= 1;
         } else if any_prefill && self.cfg.prefill_decode_interval > 0 {
