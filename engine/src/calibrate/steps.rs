@@ -60,7 +60,8 @@ pub fn rank_load(cm: &CostModel, s: &StepMeasurement) -> RankLoad {
 pub fn predict_gpu_us(cm: &CostModel, s: &StepMeasurement) -> f64 {
     let load = rank_load(cm, s);
     let c = &cm.gpu.cost;
-    let host = c.tau_step_us + if load.graph { 0.0 } else { c.eager_overhead_us };
+    let eager = c.eager_overhead_us + cm.model.layers as f64 * c.eager_layer_us;
+    let host = c.tau_step_us + if load.graph { 0.0 } else { eager };
     cm.step(&[load]).total.as_secs_f64() * 1e6 - host
 }
 

@@ -2,7 +2,7 @@
 //! fixed per-layer / per-step costs and communication latency (engine spec §7).
 //!
 //! ```text
-//! t_rank = L·τ_layer + τ_step (+ eager overhead)
+//! t_rank = L·τ_layer + τ_step (+ eager overhead + L·eager per layer)
 //!        + max(bytes / (BW·η_bw), FLOPs / (F·η_f), comm_bytes / BW_nvl)   (roofline: max)
 //!        + comm latency
 //! t_step = max over attention-DP ranks (lockstep), + draft passes under speculation
@@ -264,7 +264,7 @@ impl CostModel {
         let mut fixed = if measured.is_some() { c.tau_step_us * 1e-6 } else { layers * c.tau_layer_us * 1e-6 + c.tau_step_us * 1e-6 };
         // Lockstep: an eager rank makes the whole step eager.
         if s.any_eager {
-            fixed += c.eager_overhead_us * 1e-6;
+            fixed += (c.eager_overhead_us + layers * c.eager_layer_us) * 1e-6;
         }
         let bytes = self.dense_read + s.expert_read + r.kv_read_bytes;
         let mut mem = bytes / self.bw;

@@ -25,6 +25,10 @@ pub struct Datasheet {
     /// Per direction, bytes/s.
     pub nvlink_bandwidth: f64,
     pub gpus_per_node: u32,
+    /// GPU architecture (`hopper`, `blackwell`): a GPU with no published point borrows the
+    /// fitted cost parameters of one of the same architecture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,10 +50,19 @@ pub struct CostParams {
     pub tau_layer_us: f64,
     pub tau_step_us: f64,
     pub eager_overhead_us: f64,
+    /// Host cost per layer of a step outside CUDA graphs (the framework's Python and
+    /// launches, paid layer by layer): what makes an eager prefill of a deep model slow
+    /// whatever its size. 0 in profiles fitted before it existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub eager_layer_us: f64,
     pub allreduce_latency_us: f64,
     pub a2a_latency_us: f64,
     #[serde(default)]
     pub calibrated: bool,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// A hardware profile.
