@@ -136,8 +136,9 @@ fn repeated_prefix_is_served_from_cache() {
 
 #[test]
 fn cached_tokens_are_page_multiples() {
-    // Checklist 11: page 256, 1,000 shared tokens -> 768 cached.
-    let mut e = engine(&["--tp", "8"], &[], V4, "h200");
+    // Checklist 11: page 256, 1,000 shared tokens -> 768 cached. The branch is inside the first
+    // prompt, where V4's window KV survives only with prefix tails (tests/mechanisms.rs).
+    let mut e = engine(&["--tp", "8", "--swa-prefix-tails", "4096"], &[], V4, "h200");
     let a: Vec<u32> = (0..1500).collect();
     let mut b: Vec<u32> = (0..1000).collect();
     b.extend(5000..5600);

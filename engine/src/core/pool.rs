@@ -54,6 +54,9 @@ impl Engine {
         let tree = &mut self.ranks[rank].tree;
         if relock {
             tree.lock(m.node);
+        } else {
+            // A finished sequence keeps its last window's KV.
+            tree.mark_tail(m.node);
         }
         if let Some(n) = old_lock {
             tree.unlock(n);

@@ -208,8 +208,14 @@ impl Engine {
             let r = &self.reqs[slot as usize];
             (r.key.clone(), Match { units: (r.match_tokens / self.unit_tokens) as u32, node: r.match_node })
         };
-        let m = self.ranks[rank].tree.match_prefix_hinted(&key, (prefix / self.unit_tokens) as u32, hint, true);
-        self.ranks[rank].tree.lock(m.node);
+        let max = (prefix / self.unit_tokens) as u32;
+        let tree = &mut self.ranks[rank].tree;
+        let m = if self.swa_tails_only {
+            tree.match_tail_hinted(&key, max, hint, true)
+        } else {
+            tree.match_prefix_hinted(&key, max, hint, true)
+        };
+        tree.lock(m.node);
         // Locking takes the prefix out of the evictable budget: check again
         // (SGLang PrefillAdder re-checks under `_lock_node`).
         if !self.kv_fits(rank, need, alone, reserved) {

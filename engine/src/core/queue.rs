@@ -120,7 +120,12 @@ impl Engine {
         let key = r.key.clone();
         let rank = r.rank as usize;
         let hint = Match { units: (r.match_tokens / self.unit_tokens) as u32, node: r.match_node };
-        let m = self.ranks[rank].tree.match_prefix_hinted(&key, max, hint, true);
+        let tree = &mut self.ranks[rank].tree;
+        let m = if self.swa_tails_only {
+            tree.match_tail_hinted(&key, max, hint, true)
+        } else {
+            tree.match_prefix_hinted(&key, max, hint, true)
+        };
         self.reqs[slot as usize].match_tokens = m.units as u64 * self.unit_tokens;
         self.reqs[slot as usize].match_node = m.node;
     }
