@@ -59,3 +59,38 @@ fn published_points_are_predicted_beside_their_values() {
     let (so, se) = text(&o);
     assert!(!o.status.success() && se.contains("ttft_mean") && se.contains("line"), "{so}\n{se}");
 }
+
+/// The committed profiles against every published point (`../shared/data/published/points.yaml`):
+/// the medians the joint fit reached (docs/calibration.md) must hold, each point's profile is its
+/// GPU's joint fit, and a fidelity regression anywhere in the engine shows here.
+#[test]
+#[ignore = "needs the shared data (SWEEP_SHARED_DATA)"]
+fn the_published_points_are_predicted_within_the_fits_medians() {
+    let points = shared_data().join("published/points.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let o = sweep(&["predict", "--points", points.to_str().unwrap(), "--json", "--duration", "1200"], dir.path());
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}\n{se}");
+    let v: serde_json::Value = serde_json::from_str(&so).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 16);
+    let median = |k: &str| {
+        let mut r: Vec<f64> = rows.iter().map(|p| p["residual_pct"][k].as_f64().unwrap().abs()).collect();
+        r.sort_by(f64::total_cmp);
+        (r[7] + r[8]) / 2.0
+    };
+    for (k, bound) in [("tput_total_per_gpu", 10.0), ("tpot_mean_ms", 10.0), ("ttft_mean_ms", 20.0)] {
+        assert!(median(k) <= bound, "median |residual| {k} {:.1} % > {bound} %", median(k));
+    }
+    for p in rows {
+        let want = if p["config"].as_str().unwrap().contains("h200") { "h200-fitted" } else { "b200-fitted" };
+        assert_eq!(p["profile"], want);
+        // Every DeepSeek-R1 point's throughput and TPOT within 10 %.
+        if p["scenario"] == "fixed-seq-len" {
+            for k in ["tput_total_per_gpu", "tpot_mean_ms"] {
+                let r = p["residual_pct"][k].as_f64().unwrap();
+                assert!(r.abs() <= 10.0, "{} c{} {k}: {r:+.1} %", p["config"], p["conc"]);
+            }
+        }
+    }
+}

@@ -112,7 +112,14 @@ fn available(spec: &str) -> bool {
 
 pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
     if let Some(points) = &a.points {
-        return super::predict_points::run(points, a.json, a.seed, a.duration.unwrap_or(3600.0), a.traces.as_deref());
+        let o = super::predict_points::PointsOptions {
+            json: a.json,
+            seed: a.seed,
+            duration_s: a.duration.unwrap_or(3600.0),
+            traces: a.traces.clone(),
+            profile: Some(a.profile.clone()),
+        };
+        return super::predict_points::run(points, &o);
     }
     let config = a.config.clone().expect("clap requires --config or --points");
     let (repo, plan) = config_plan(a, &config)?;

@@ -13,35 +13,45 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
-use crate::metrics::{self, PointContext};
+use crate::metrics;
 use crate::published::{self, Compared, PublishedConfig, PublishedPoint};
-use crate::recipe::serving::Launch;
-use crate::targets::sim::{self, ProfileChoice};
-use crate::workload::fixed::FixedConfig;
-use crate::workload::{TracePlan, WorkloadConfig};
+use crate::targets::published as published_point;
+use crate::targets::sim;
+use crate::workload::TracePlan;
 
 /// Predicts every point of `path`; prints a table (or `--json`), exits 1 when a point could not
 /// be predicted (the reason names the flag or profile).
-pub fn run(path: &Path, json: bool, seed: u64, duration_s: f64, traces: Option<&str>) -> anyhow::Result<ExitCode> {
+/// How `sweep predict --points` runs.
+#[derive(Clone, Debug)]
+pub struct PointsOptions {
+    pub json: bool,
+    pub seed: u64,
+    /// Profiling seconds of an AgentX point.
+    pub duration_s: f64,
+    pub traces: Option<String>,
+    /// A profile name or YAML for every point (`None` or `best`: the best for each point's GPU).
+    pub profile: Option<String>,
+}
+
+pub fn run(path: &Path, o: &PointsOptions) -> anyhow::Result<ExitCode> {
     let file = published::load(path).map_err(|p| anyhow::anyhow!("{p}"))?;
     let mut pools: BTreeMap<String, Arc<Vec<Arc<TracePlan>>>> = BTreeMap::new();
     let mut out = Vec::new();
     for c in &file.configs {
         for p in &c.points {
             let mut row = compared(c, p);
-            if let Err(e) = predict(c, p, seed, duration_s, traces, &mut pools, &mut row) {
+            if let Err(e) = predict(c, p, o, &mut pools, &mut row) {
                 row.error = Some(e);
             }
             row.compare();
-            if !json {
+            if !o.json {
                 eprintln!("{}", line(&row));
             }
             out.push(row);
         }
     }
-    if json {
+    if o.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print!("{}", table(&out));
@@ -74,83 +84,30 @@ fn compared(c: &PublishedConfig, p: &PublishedPoint) -> Compared {
 fn predict(
     c: &PublishedConfig,
     p: &PublishedPoint,
-    seed: u64,
-    duration_s: f64,
-    traces: Option<&str>,
+    o: &PointsOptions,
     pools: &mut BTreeMap<String, Arc<Vec<Arc<TracePlan>>>>,
     row: &mut Compared,
 ) -> Result<(), String> {
     let model = engine::ModelSpec::lookup(&c.model).map_err(|e| format!("model {}: {e}", c.model))?;
-    let gpu = sim::best_for_runner(&c.hardware, Some(&model)).map_err(|e| e.to_string())?;
+    let gpu = match o.profile.as_deref() {
+        None | Some("best") => sim::best_for_runner(&c.hardware, Some(&model)).map_err(|e| e.to_string())?,
+        Some(name) => engine::GpuSpec::lookup(name).map_err(|e| format!("--profile {name}: {e}"))?,
+    };
     row.profile = gpu.name.clone();
     row.profile_residuals = published::profile_residuals(&gpu);
-    let mut argv = vec!["--model-path".to_string(), c.model.clone()];
-    argv.extend(p.args.iter().cloned());
-    let launch = Launch {
-        arm: String::new(),
-        conc: p.conc,
-        worker_argv: argv,
-        env: p.env.clone(),
-        router_argv: None,
-        router_env: Default::default(),
-        golden_al: None,
-        client_args: Vec::new(),
+    let engine = published_point::engine(c, p, &model, &gpu, o.seed)?;
+    let pool = if c.scenario == "fixed-seq-len" {
+        None
+    } else {
+        let spec = published_point::trace_spec(&model, o.traces.as_deref());
+        if !pools.contains_key(&spec) {
+            let loaded = crate::targets::pools::load(&spec, o.seed).map_err(|e| e.to_string())?;
+            pools.insert(spec.clone(), Arc::new(loaded));
+        }
+        Some(spec)
     };
-    let choice = ProfileChoice { model: None, hardware: Some(gpu.name.clone()) };
-    let mut engine = sim::build_engine(&launch, Some(&c.model), Some(&c.hardware), &choice, seed).map_err(|e| e.to_string())?;
-    let ctx = PointContext {
-        num_gpus: row.gpus,
-        concurrency: p.conc,
-        result_kind: "predicted".into(),
-        target: "sim".into(),
-        seed,
-        ..Default::default()
-    };
-    let cancel = AtomicBool::new(false);
-    let o = match (p.isl, p.osl) {
-        (Some(isl), Some(osl)) if c.scenario == "fixed-seq-len" => {
-            crate::targets::fixed::run_point(&mut engine, FixedConfig::inferencex(isl, osl, p.conc), ctx, &cancel, |_| {})
-        }
-        _ => {
-            let spec = traces.map(str::to_string).unwrap_or_else(|| crate::targets::pools::family_corpus(&model.family).to_string());
-            let pool = match pools.get(&spec) {
-                Some(p) => p.clone(),
-                None => {
-                    let loaded = Arc::new(crate::targets::pools::load(&spec, seed).map_err(|e| e.to_string())?);
-                    pools.insert(spec.clone(), loaded.clone());
-                    loaded
-                }
-            };
-            let cfg = WorkloadConfig {
-                concurrency: p.conc.max(1),
-                seed,
-                run_id: format!("{}-c{}", c.key, p.conc),
-                duration_ns: (duration_s * 1e9) as u64,
-                ..WorkloadConfig::default()
-            };
-            let mut ctx = ctx;
-            ctx.trace_set = spec;
-            sim::run_point(&mut engine, &pool, cfg, ctx, &cancel, |_| {})
-        }
-    };
-    if let crate::results::Status::Failed { reason } = &o.status {
-        return Err(reason.clone());
-    }
-    let (agg, s) = metrics::aggregate(&o.records, &o.ctx).map_err(|e| e.to_string())?;
-    let bs = &agg["benchmark_serving"];
-    let pred = &mut row.predicted;
-    pred.insert("tput_total_per_gpu".into(), s.tput_per_gpu);
-    pred.insert("tput_out_per_gpu".into(), s.output_tput_per_gpu);
-    match bs.as_object() {
-        Some(_) => {
-            pred.insert("ttft_mean_ms".into(), bs["mean_ttft_ms"].as_f64().unwrap_or(f64::NAN));
-            pred.insert("tpot_mean_ms".into(), bs["mean_tpot_ms"].as_f64().unwrap_or(f64::NAN));
-        }
-        None => {
-            pred.insert("ttft_mean_ms".into(), s.ttft.mean * 1e3);
-            pred.insert("tpot_mean_ms".into(), s.itl.mean * 1e3);
-        }
-    }
+    let pool = pool.as_ref().map(|s| (s.as_str(), &pools[s]));
+    row.predicted = published_point::simulate(c, p, engine, pool, o.seed, o.duration_s)?;
     Ok(())
 }
 

@@ -8,6 +8,8 @@ pub mod fixed;
 pub mod http;
 pub mod ledger;
 pub mod pools;
+pub mod profiles;
+pub mod published;
 pub mod scrape;
 pub mod sim;
 

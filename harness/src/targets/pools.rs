@@ -154,19 +154,27 @@ mod tests {
     use engine::{GpuSpec, ModelSpec};
 
     #[test]
-    fn the_best_profile_is_fitted_then_measured_then_datasheet() {
+    fn the_best_profile_is_fitted_then_joint_then_measured_then_borrowed_then_datasheet() {
         let v41 = ModelSpec::lookup("deepseek-ai/DeepSeek-V4.1-Flash").unwrap();
         let v3 = ModelSpec::lookup("deepseek-ai/DeepSeek-V3").unwrap();
         let best = |hw: &str, m: &ModelSpec| best_hardware(GpuSpec::lookup(hw).unwrap(), m);
         let g = best("gb300", &v41);
         assert_eq!((g.name.as_str(), hardware_kind(&g)), ("gb300-fitted-dsv41flash", "fitted"));
-        // The GB300 fit is of V4.1-Flash: another model on GB300 keeps the datasheet.
+        // The GB300 fit is of V4.1-Flash: another model on GB300 borrows the fitted B200's cost.
         let g = best("gb300", &v3);
-        assert_eq!((g.name.as_str(), hardware_kind(&g)), ("gb300", "datasheet"));
+        assert_eq!((g.name.as_str(), hardware_kind(&g)), ("gb300-from-b200-fitted", "fitted"));
+        assert_eq!(g.datasheet, GpuSpec::lookup("gb300").unwrap().datasheet, "its own datasheet");
+        assert_eq!(g.cost, GpuSpec::lookup("b200-fitted").unwrap().cost, "the fitted B200's cost");
+        // The joint fits apply to every model on their GPU, before the measured curves.
         let g = best("h200", &v3);
-        assert_eq!((g.name.as_str(), hardware_kind(&g)), ("h200-measured", "measured"));
-        let g = best("b200", &v3);
-        assert_eq!((g.name.as_str(), hardware_kind(&g)), ("b200", "datasheet"));
+        assert_eq!((g.name.as_str(), hardware_kind(&g)), ("h200-fitted", "fitted"));
+        let g = best("b200", &v41);
+        assert_eq!((g.name.as_str(), hardware_kind(&g)), ("b200-fitted", "fitted"));
+        let g = best("h100", &v3);
+        assert_eq!(g.name, "h100-from-h200-fitted");
+        // The standing says a borrowed profile was fitted to no point of its GPU.
+        let s = crate::published::profile_residuals(&g);
+        assert!(s.starts_with("fitted to no published point of this GPU: cost parameters of h200-fitted"), "{s}");
     }
 
     #[test]

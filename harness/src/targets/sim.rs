@@ -53,53 +53,7 @@ pub(crate) fn flags_only(argv: &[String]) -> &[String] {
     &argv[i..]
 }
 
-/// The hardware profile for a master-config runner label: `cluster:gb300-nv` → `gb300`,
-/// `h200-dgxc` → `h200`, `b200` → `b200` (tries the whole label, then shorter `-` prefixes).
-pub fn hardware_for_runner(runner: &str) -> Result<GpuSpec, SimError> {
-    let label = runner.rsplit(':').next().unwrap_or(runner);
-    let parts: Vec<&str> = label.split(['-', '_']).collect();
-    for n in (1..=parts.len()).rev() {
-        if let Ok(g) = GpuSpec::lookup(&parts[..n].join("-")) {
-            return Ok(g);
-        }
-    }
-    let known: Vec<String> = GpuSpec::builtin().into_iter().map(|g| g.name).collect();
-    Err(SimError::Profile(format!(
-        "no hardware profile matches runner `{runner}` (known: {}); pass --hardware NAME or a profile .yaml",
-        known.join(", ")
-    )))
-}
-
-/// The best built-in hardware profile for a model on `base`'s hardware: one fitted to measured
-/// serving results of this model on it, else one measured on the GPU (`<base>-measured`), else
-/// the datasheet profile itself.
-pub fn best_hardware(base: GpuSpec, model: &ModelSpec) -> GpuSpec {
-    let all = GpuSpec::builtin();
-    let fitted = all.iter().find(|g| g.fit.as_ref().is_some_and(|f| f.base_profile == base.name && f.model_profile == model.name));
-    let measured = || all.iter().find(|g| g.measured.is_some() && g.name.starts_with(&format!("{}-", base.name)));
-    fitted.or_else(measured).cloned().unwrap_or(base)
-}
-
-/// The best profile on a runner's GPU for a model (the datasheet one when the model is unknown).
-pub fn best_for_runner(runner: &str, model: Option<&ModelSpec>) -> Result<GpuSpec, SimError> {
-    let base = hardware_for_runner(runner)?;
-    Ok(match model {
-        Some(m) => best_hardware(base, m),
-        None => base,
-    })
-}
-
-/// What a hardware profile rests on: `fitted` (to measured serving results), `measured` (GPU
-/// operator curves) or `datasheet`.
-pub fn hardware_kind(gpu: &GpuSpec) -> &'static str {
-    if gpu.fit.is_some() {
-        "fitted"
-    } else if gpu.measured.is_some() {
-        "measured"
-    } else {
-        "datasheet"
-    }
-}
+pub use super::profiles::{best_for_runner, best_hardware, hardware_for_runner, hardware_kind};
 
 /// Profile choices for building an engine; `None` = derive from the point.
 #[derive(Clone, Debug, Default)]
