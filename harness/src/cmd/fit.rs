@@ -10,18 +10,32 @@ use engine::profiles::WorkloadScales;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("measured").required(true).args(["results", "points"])))]
 pub struct FitArgs {
     /// Measured results: a `sweep run` directory (its measured points) or a YAML file with a
     /// `calibration-results` list (arm, conc, tput_per_gpu, e2el_p75/p90, interactivity_p90, ttft_*).
-    #[arg(long)]
-    pub results: PathBuf,
+    #[arg(long, requires = "config")]
+    pub results: Option<PathBuf>,
     /// Config key whose recipes are replayed (e.g. dsv41flash-fp4-gb300-sglang-agentic-dspark).
-    #[arg(long)]
-    pub config: String,
+    #[arg(long, requires = "results")]
+    pub config: Option<String>,
+    /// Published points files (the schema of shared/data/published/points.yaml; repeat or
+    /// comma-separate): one joint fit across their configs, GPUs and models, each point built
+    /// from its own server flags. Writes `<gpu>-fitted.yaml` per GPU.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["results", "config"])]
+    pub points: Vec<PathBuf>,
+    /// With --points: points left out of the fit (still predicted and tabled), each a point id
+    /// as the table prints it (`config cN`, `config ISL/OSL cN`) or a whole config key.
+    #[arg(long, value_delimiter = ',', requires = "points")]
+    pub exclude: Vec<String>,
+    /// With --points: parameters shared by every GPU (the framework's host costs).
+    #[arg(long, value_delimiter = ',', requires = "points", default_values_t = fit::JOINT_SHARED_PARAMS.iter().map(|s| s.to_string()).collect::<Vec<_>>())]
+    pub shared_params: Vec<String>,
     /// Trace set replayed: `synthetic[:N[:SEED]]` or Weka/mooncake files (use the set the
     /// measured runs used).
-    #[arg(long, default_value = "synthetic")]
-    pub traces: String,
+    /// Default `synthetic`; with --points, each AgentX point's model family's corpus.
+    #[arg(long)]
+    pub traces: Option<String>,
     /// Profiling seconds per simulated point (the measured runs' own duration is most faithful;
     /// shorter is faster and noisier).
     #[arg(long, default_value_t = 1200.0)]
@@ -39,10 +53,12 @@ pub struct FitArgs {
     /// Seed of the replays and of the restarts.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Parameters to fit (comma-separated). Cost: eta_bw, eta_flops, tau_layer_us, tau_step_us,
-    /// eager_overhead_us, allreduce_latency_us, a2a_latency_us; workload: osl_scale, osl_exp,
-    /// isl_scale, delay_scale, delay_cap_s (docs/calibration.md says what each means).
-    #[arg(long, value_delimiter = ',', default_values_t = fit::DEFAULT_PARAMS.iter().map(|s| s.to_string()).collect::<Vec<_>>())]
+    /// Parameters to fit (comma-separated; with --points, per GPU). Cost: eta_bw, eta_flops,
+    /// tau_layer_us, tau_step_us, eager_overhead_us, eager_layer_us, allreduce_latency_us,
+    /// a2a_latency_us; workload: osl_scale, osl_exp, isl_scale, delay_scale, delay_cap_s
+    /// (docs/calibration.md says what each means). Default: eta_bw, eta_flops, tau_layer_us,
+    /// tau_step_us, a2a_latency_us; with --points eta_bw, tau_layer_us, tau_step_us.
+    #[arg(long, value_delimiter = ',')]
     pub params: Vec<String>,
     /// Loss weight overrides, `metric=weight` (comma-separated), e.g. `ttft_p99=0,e2el_p90=2`.
     #[arg(long, value_delimiter = ',')]
@@ -115,11 +131,17 @@ pub fn config_points(repo_args: &RepoArgs, key: &str) -> anyhow::Result<(crate::
 }
 
 pub fn run(a: &FitArgs) -> anyhow::Result<()> {
+    if !a.points.is_empty() {
+        return super::fit_points::run(a);
+    }
+    let (Some(results), Some(config)) = (&a.results, &a.config) else {
+        bail!("give --results and --config (one config's measured points), or --points FILE (a joint fit)");
+    };
     let t0 = std::time::Instant::now();
-    let (repo, plan_points) = config_points(&a.repo, &a.config)?;
-    let measured = fit::load_measured(&a.results, &a.config)?;
+    let (repo, plan_points) = config_points(&a.repo, config)?;
+    let measured = fit::load_measured(results, config)?;
     let points = fit::match_points(&plan_points, &measured)?;
-    let params = a.params.iter().map(|p| fit::param(p.trim())).collect::<Result<Vec<_>, _>>()?;
+    let params = params_or(&a.params, fit::DEFAULT_PARAMS)?;
     let runner = points[0].0.row.get("runner").and_then(|v| v.as_str()).unwrap_or_default().to_string();
     let base = match &a.base {
         Some(b) => GpuSpec::lookup(b).with_context(|| format!("--base {b}"))?,
@@ -129,7 +151,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     let name = a.name.clone().unwrap_or_else(|| format!("{}-fitted-{prefix}", base.name));
     let aliases = if a.alias.is_empty() { vec![format!("{}-fitted", base.name)] } else { a.alias.clone() };
     let out = a.out.clone().unwrap_or_else(|| repo.root.join("engine/profiles/hardware").join(format!("{name}.yaml")));
-    eprintln!("sweep calibrate fit: loading traces {}", a.traces);
+    eprintln!("sweep calibrate fit: loading traces {}", trace_spec(a));
     let t_load = std::time::Instant::now();
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
     let (traces, cache, n_traces) = load_traces(a, &params, jobs)?;
@@ -137,7 +159,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     let model_profile = model_profile(&points[0].0, a.model.as_deref())?;
     let problem = FitProblem {
         points,
-        trace_set: format!("{} ({} traces)", a.traces, n_traces),
+        trace_set: format!("{} ({} traces)", trace_spec(a), n_traces),
         traces,
         model: a.model.clone(),
         base: base.clone(),
@@ -163,7 +185,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         opts.params.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
         base.name,
         problem.points.len(),
-        a.config,
+        config,
         a.duration,
         problem.orders,
         opts.restarts,
@@ -195,6 +217,17 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The trace set of a one-config fit (`--traces`, default `synthetic`).
+fn trace_spec(a: &FitArgs) -> &str {
+    a.traces.as_deref().unwrap_or("synthetic")
+}
+
+/// `--params`, else `default`, as parameters.
+pub fn params_or(given: &[String], default: &[&str]) -> anyhow::Result<Vec<fit::Param>> {
+    let names: Vec<&str> = if given.is_empty() { default.to_vec() } else { given.iter().map(|s| s.trim()).collect() };
+    Ok(names.into_iter().map(fit::param).collect::<Result<Vec<_>, _>>()?)
+}
+
 /// The trace set: read as traces when a workload scale is fitted (each candidate compiles its
 /// own scaled set), else compiled while reading into the cache's recorded pool. Returns the
 /// traces (empty in the second case), the cache and how many traces were read.
@@ -202,11 +235,11 @@ fn load_traces(a: &FitArgs, params: &[fit::Param], jobs: usize) -> anyhow::Resul
     // Without a workload scale to fit, every candidate replays the traces as recorded: compile
     // them while reading and keep only the plans.
     if params.iter().any(fit::Param::is_workload) {
-        let t = fit::load_traces(&a.traces)?;
+        let t = fit::load_traces(trace_spec(a))?;
         let n = t.len();
         Ok((t, fit::FitCache::default(), n))
     } else {
-        let (pool, n) = fit::load_pool(&a.traces, a.seed, jobs)?;
+        let (pool, n) = fit::load_pool(trace_spec(a), a.seed, jobs)?;
         Ok((Vec::new(), fit::FitCache::with_pool(pool), n))
     }
 }
@@ -270,16 +303,16 @@ fn provenance(a: &FitArgs, name: &str, aliases: Vec<String>, model_profile: Stri
     FitProvenance {
         name: name.to_string(),
         aliases,
-        config_key: a.config.clone(),
+        config_key: a.config.clone().unwrap_or_default(),
         model_profile,
-        results: a.results.display().to_string(),
+        results: a.results.as_ref().map(|r| r.display().to_string()).unwrap_or_default(),
         restarts,
         wall_s: wall,
         corpus: a.traces_like.as_ref().map(|like| engine::profiles::CorpusRecord {
             like: like.clone(),
             seed: a.traces_seed,
-            bytes: std::fs::metadata(&a.traces).map(|m| m.len()).unwrap_or(0),
-            command: format!("sweep trace gen --like {like} --seed {} -o {}", a.traces_seed, a.traces),
+            bytes: std::fs::metadata(trace_spec(a)).map(|m| m.len()).unwrap_or(0),
+            command: format!("sweep trace gen --like {like} --seed {} -o {}", a.traces_seed, trace_spec(a)),
         }),
     }
 }
@@ -298,10 +331,10 @@ fn fit_markdown(
     let table = fit::fit_table(&problem.points, &outcome.base_evaluation, &outcome.evaluation);
     let mut md = format!(
         "Fit of `{}` ({} → `{name}`) on {} point(s) of `{}`, traces {}, seed {}, {} s per point, metrics averaged over {} trace order(s): loss {:.4} (datasheet profile {:.4}), {} evaluations in {:.0} s; restarts ended at [{}].\n\n",
-        a.results.display(),
+        a.results.as_ref().map(|r| r.display().to_string()).unwrap_or_default(),
         base_name,
         problem.points.len(),
-        a.config,
+        a.config.as_deref().unwrap_or_default(),
         problem.trace_set,
         a.seed,
         a.duration,

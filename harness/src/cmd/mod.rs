@@ -4,6 +4,7 @@ pub mod changelog;
 pub mod client_args;
 pub mod eval;
 pub mod fit;
+pub mod fit_points;
 pub mod fixed_args;
 pub mod plan;
 pub mod predict;

@@ -23,6 +23,7 @@
 
 mod cache;
 mod error;
+pub mod joint;
 mod measured;
 pub mod nelder_mead;
 mod objective;
@@ -50,5 +51,5 @@ pub use output::{FitProvenance, fit_points, fit_table, fitted_profile, profile_y
 pub use problem::FitProblem;
 pub use search::{CoarseOptions, FitOptions, FitOutcome, fit};
 pub use simulate::{mean_summary, rotated, simulate_point, simulate_point_orders, simulate_point_timed};
-pub use space::{Candidate, DEFAULT_PARAMS, PARAMS, Param, param};
+pub use space::{Candidate, DEFAULT_PARAMS, JOINT_GPU_PARAMS, JOINT_SHARED_PARAMS, PARAMS, Param, param};
 pub use traces::{compile, compile_one, load_pool, load_traces, scale_trace, scaled_block};

@@ -85,6 +85,8 @@ pub fn fitted_profile(problem: &FitProblem, opts: &FitOptions, out: &FitOutcome,
             .collect(),
         points: fit_points(&problem.points, &out.evaluation, &problem.weights),
         corpus: prov.corpus.clone(),
+        models: Vec::new(),
+        borrowed_from: None,
         coarse: match (opts.coarse, out.coarse_evaluations) {
             (Some(c), Some((e, f))) => Some(CoarseRecord { duration_s: c.duration_s, evaluations: e, full_evaluations: f }),
             _ => None,
@@ -97,11 +99,28 @@ pub fn fitted_profile(problem: &FitProblem, opts: &FitOptions, out: &FitOutcome,
 pub fn profile_yaml(g: &GpuSpec) -> Result<String, FitError> {
     let body = crate::yaml::to_string(g)?;
     let f = g.fit.as_ref();
+    if let Some(src) = f.and_then(|f| f.borrowed_from.as_deref()) {
+        let header = format!(
+            "# Hardware profile with BORROWED cost: {} has no published point, so `sweep calibrate fit --points`\n\
+             # gave its datasheet the cost parameters of {src} (same architecture: the GPU efficiency terms\n\
+             # and the framework's host costs). fit: the source's record (its points, not this GPU's).\n\
+             # Results predicted with it are `predicted` and name this profile.\n",
+            f.map_or("?", |f| f.base_profile.as_str())
+        );
+        return Ok(header + &body);
+    }
+    let joint = f.is_some_and(|f| !f.models.is_empty());
     let header = format!(
-        "# Hardware profile FITTED by `sweep calibrate fit` to measured serving results: {} on {} (config {}),\n\
+        "# Hardware profile FITTED by `sweep calibrate fit{}` to {}: {} on {} (config {}),\n\
          # traces {}, seed {}. datasheet: the base profile's published facts (unchanged); cost: fitted\n\
          # parameters; fit: the points, loss and per-point residuals. Results predicted with it are\n\
          # `predicted` and name this profile.\n",
+        if joint { " --points" } else { "" },
+        if joint {
+            "published points, jointly with the other GPUs' (its parameters are the GPU's, for every model)"
+        } else {
+            "measured serving results"
+        },
         f.map_or("?", |f| f.results.as_str()),
         f.map_or("?", |f| f.base_profile.as_str()),
         f.map_or("?", |f| f.config_key.as_str()),

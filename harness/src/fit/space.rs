@@ -26,11 +26,17 @@ impl Param {
 /// Every parameter a fit can move. Bounds span the spec's ranges (engine spec §7.4) with room
 /// on both sides; all are positive, so they are searched on a log scale.
 pub const PARAMS: &[Param] = &[
-    Param { name: "eta_bw", lower: 0.3, upper: 1.0, what: "HBM bandwidth efficiency (memory-bound steps: decode)" },
+    Param {
+        name: "eta_bw",
+        lower: 0.3,
+        upper: 0.95,
+        what: "HBM bandwidth efficiency (memory-bound steps: decode; no kernel streams above ~95 % of the datasheet)",
+    },
     Param { name: "eta_flops", lower: 0.05, upper: 1.0, what: "FLOP efficiency (compute-bound steps: prefill)" },
     Param { name: "tau_layer_us", lower: 5.0, upper: 200.0, what: "fixed cost per layer per step (kernel launches, norms, mHC)" },
     Param { name: "tau_step_us", lower: 50.0, upper: 20000.0, what: "fixed cost per step (sampling, scheduling, streaming)" },
     Param { name: "eager_overhead_us", lower: 100.0, upper: 300000.0, what: "extra cost of a step outside CUDA graphs (prefill)" },
+    Param { name: "eager_layer_us", lower: 50.0, upper: 10000.0, what: "host cost per layer of a step outside CUDA graphs (framework)" },
     Param { name: "allreduce_latency_us", lower: 2.0, upper: 100.0, what: "latency per all-reduce (TP)" },
     Param { name: "a2a_latency_us", lower: 5.0, upper: 300.0, what: "latency per all-to-all / DP gather (EP, DP attention)" },
     Param { name: "osl_scale", lower: 0.5, upper: 20.0, what: "workload: output tokens relative to the trace's recorded out" },
@@ -47,6 +53,12 @@ pub const PARAMS: &[Param] = &[
 
 /// The default parameter set: the cost model's efficiencies, fixed costs and the EP/DP latency.
 pub const DEFAULT_PARAMS: &[&str] = &["eta_bw", "eta_flops", "tau_layer_us", "tau_step_us", "a2a_latency_us"];
+
+/// A joint fit's default per-GPU parameters (`sweep calibrate fit --points`).
+pub const JOINT_GPU_PARAMS: &[&str] = &["eta_bw", "tau_layer_us", "tau_step_us"];
+
+/// A joint fit's default parameters shared by every GPU: the framework's host costs.
+pub const JOINT_SHARED_PARAMS: &[&str] = &["eager_layer_us"];
 
 pub fn param(name: &str) -> Result<Param, FitError> {
     PARAMS.iter().copied().find(|p| p.name == name).ok_or_else(|| {
@@ -75,6 +87,7 @@ impl Candidate {
             "tau_layer_us" => c.tau_layer_us,
             "tau_step_us" => c.tau_step_us,
             "eager_overhead_us" => c.eager_overhead_us,
+            "eager_layer_us" => c.eager_layer_us,
             "allreduce_latency_us" => c.allreduce_latency_us,
             "a2a_latency_us" => c.a2a_latency_us,
             "osl_scale" => self.scales.osl_scale,
@@ -95,6 +108,7 @@ impl Candidate {
             "tau_layer_us" => c.tau_layer_us = v,
             "tau_step_us" => c.tau_step_us = v,
             "eager_overhead_us" => c.eager_overhead_us = v,
+            "eager_layer_us" => c.eager_layer_us = v,
             "allreduce_latency_us" => c.allreduce_latency_us = v,
             "a2a_latency_us" => c.a2a_latency_us = v,
             "osl_scale" => self.scales.osl_scale = v,
