@@ -74,11 +74,14 @@ fn records_carry_usage_timing_and_cache_hits_from_the_engine() {
 }
 
 #[test]
-fn h200_recipe_maps_to_the_measured_h200_profile() {
-    // No fit for DeepSeek-V3 on H200: the profile measured on an H200 beats the datasheet.
+fn h200_recipe_maps_to_the_jointly_fitted_h200_profile() {
+    // No fit of DeepSeek-V3 on H200 alone: the H200's joint fit (its parameters are the GPU's,
+    // for every model) beats the measured curves and the datasheet, and says what it rests on.
     let out = run_point("dsv3-fp8-h200-sglang-agentic/tp8-c1", 42, 60.0);
-    assert_eq!(out.ctx.profiles["hardware_profile"], "h200-measured");
-    assert_eq!(out.ctx.profiles["hardware_profile_kind"], "measured");
+    assert_eq!(out.ctx.profiles["hardware_profile"], "h200-fitted");
+    assert_eq!(out.ctx.profiles["hardware_profile_kind"], "fitted");
+    let standing = out.ctx.profiles["hardware_profile_standing"].as_str().unwrap();
+    assert!(standing.starts_with("fitted to 5 published point(s) of dsr1-fp8-h200-sglang"), "{standing}");
     assert_eq!(out.ctx.profiles["model_profile"], "deepseek-v3");
 }
 

@@ -32,8 +32,17 @@ const EMBEDDED_MODELS: &[(&str, &str)] = &[
 const EMBEDDED_HARDWARE: &[(&str, &str)] = &[
     ("profiles/hardware/h200.yaml", include_str!("../../profiles/hardware/h200.yaml")),
     ("profiles/hardware/h200-measured.yaml", include_str!("../../profiles/hardware/h200-measured.yaml")),
+    ("profiles/hardware/h200-fitted.yaml", include_str!("../../profiles/hardware/h200-fitted.yaml")),
     ("profiles/hardware/b200.yaml", include_str!("../../profiles/hardware/b200.yaml")),
+    ("profiles/hardware/b200-fitted.yaml", include_str!("../../profiles/hardware/b200-fitted.yaml")),
+    ("profiles/hardware/h100.yaml", include_str!("../../profiles/hardware/h100.yaml")),
+    ("profiles/hardware/h100-from-h200-fitted.yaml", include_str!("../../profiles/hardware/h100-from-h200-fitted.yaml")),
+    ("profiles/hardware/b300.yaml", include_str!("../../profiles/hardware/b300.yaml")),
+    ("profiles/hardware/b300-from-b200-fitted.yaml", include_str!("../../profiles/hardware/b300-from-b200-fitted.yaml")),
+    ("profiles/hardware/gb200.yaml", include_str!("../../profiles/hardware/gb200.yaml")),
+    ("profiles/hardware/gb200-from-b200-fitted.yaml", include_str!("../../profiles/hardware/gb200-from-b200-fitted.yaml")),
     ("profiles/hardware/gb300.yaml", include_str!("../../profiles/hardware/gb300.yaml")),
+    ("profiles/hardware/gb300-from-b200-fitted.yaml", include_str!("../../profiles/hardware/gb300-from-b200-fitted.yaml")),
     ("profiles/hardware/gb300-fitted-dsv41flash.yaml", include_str!("../../profiles/hardware/gb300-fitted-dsv41flash.yaml")),
 ];
 
