@@ -143,4 +143,16 @@ fn a_joint_fit_refuses_what_it_cannot_do_by_name() {
     let o = sweep(&["calibrate", "fit", "--points", f.to_str().unwrap(), "--params", "tau_layr_us", "--out", d.to_str().unwrap()], d);
     let (_, se) = text(&o);
     assert!(!o.status.success() && se.contains("unknown parameter tau_layr_us"), "{se}");
+    let o = sweep(
+        &["calibrate", "fit", "--points", f.to_str().unwrap(), "--params", "tau_layer_us,osl_scale", "--out", d.to_str().unwrap()],
+        d,
+    );
+    let (_, se) = text(&o);
+    assert!(!o.status.success() && se.contains("osl_scale: a workload scale"), "{se}");
+    let o = sweep(&["calibrate", "fit", "--points", f.to_str().unwrap(), "--params", "eager_layer_us", "--out", d.to_str().unwrap()], d);
+    let (_, se) = text(&o);
+    assert!(!o.status.success() && se.contains("in both --params and --shared-params"), "{se}");
+    let o = sweep(&["calibrate", "fit", "--points", f.to_str().unwrap(), "--weights", "ttft_p50=0", "--base", "h200"], d);
+    let (_, se) = text(&o);
+    assert!(!o.status.success() && se.contains("--weights, --base") && se.contains("not used by a joint fit"), "{se}");
 }

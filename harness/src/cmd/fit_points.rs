@@ -13,6 +13,7 @@ use crate::published;
 use crate::targets::published as point_sim;
 
 pub fn run(a: &FitArgs) -> anyhow::Result<()> {
+    refuse_single_config_options(a)?;
     let t0 = std::time::Instant::now();
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
     let problem = problem(a, jobs)?;
@@ -82,6 +83,30 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The options of a one-config fit have no meaning here: say so rather than ignore them.
+fn refuse_single_config_options(a: &FitArgs) -> anyhow::Result<()> {
+    let given: Vec<&str> = [
+        (!a.weights.is_empty(), "--weights"),
+        (!a.start.is_empty(), "--start"),
+        (a.base.is_some(), "--base (each GPU starts from its datasheet profile)"),
+        (a.model.is_some(), "--model (each config names its model)"),
+        (a.name.is_some(), "--name (profiles are named <gpu>-fitted)"),
+        (!a.alias.is_empty(), "--alias"),
+        (a.coarse_duration.is_some(), "--coarse-duration"),
+        (a.traces_like.is_some(), "--traces-like"),
+        (a.trace_orders != 1, "--trace-orders"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    anyhow::ensure!(
+        given.is_empty(),
+        "{} not used by a joint fit (--points); drop it, or fit one config with --results and --config",
+        given.join(", ")
+    );
+    Ok(())
+}
+
 /// The points of every file, grouped by GPU (each group's base: the GPU's datasheet profile), and
 /// the trace sets their AgentX points replay, loaded once.
 fn problem(a: &FitArgs, jobs: usize) -> anyhow::Result<joint::JointProblem> {
@@ -133,14 +158,13 @@ fn problem(a: &FitArgs, jobs: usize) -> anyhow::Result<joint::JointProblem> {
     anyhow::ensure!(points.iter().any(|p| !p.excluded), "--exclude leaves no point to fit");
     // The slowest points (AgentX replays) first, so the parallel evaluation ends together.
     points.sort_by_key(|p| (p.traces.is_none(), std::cmp::Reverse(p.point.conc)));
-    Ok(joint::JointProblem {
-        points,
-        groups,
-        gpu_params: params_or(&a.params, fit::JOINT_GPU_PARAMS)?,
-        shared_params: params_or(&a.shared_params, fit::JOINT_SHARED_PARAMS)?,
-        pools,
-        seed: a.seed,
-        duration_s: a.duration,
-        jobs,
-    })
+    let gpu_params = params_or(&a.params, fit::JOINT_GPU_PARAMS)?;
+    let shared_params = params_or(&a.shared_params, fit::JOINT_SHARED_PARAMS)?;
+    if let Some(w) = gpu_params.iter().chain(&shared_params).find(|p| p.is_workload()) {
+        anyhow::bail!("{}: a workload scale, not fitted by a joint fit (published points replay their scenario as published)", w.name);
+    }
+    if let Some(p) = gpu_params.iter().find(|p| shared_params.iter().any(|q| q.name == p.name)) {
+        anyhow::bail!("{} is in both --params and --shared-params: a parameter is either each GPU's or shared", p.name);
+    }
+    Ok(joint::JointProblem { points, groups, gpu_params, shared_params, pools, seed: a.seed, duration_s: a.duration, jobs })
 }
