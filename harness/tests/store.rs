@@ -385,7 +385,7 @@ fn history_filters_runs_by_config_label_hardware_kind_and_date() {
         assert_eq!(ids(&["--label", "full-sweep-fail-fast"]), vec![old.clone()]);
         assert!(ids(&["--label", "full-sweep"]).is_empty(), "labels match whole");
         assert_eq!(ids(&["--hardware", "H200"]).len(), 2);
-        assert_eq!(ids(&["--hardware", "h200-measured"]).len(), 2);
+        assert_eq!(ids(&["--hardware", "h200-fitted"]).len(), 2);
         assert!(ids(&["--hardware", "gb300"]).is_empty());
         assert_eq!(ids(&["--since", "2026-11-10"]), vec![new.clone()]);
         assert_eq!(ids(&["--until", "2026-11-01"]), vec![old.clone()]);

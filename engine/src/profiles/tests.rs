@@ -3,7 +3,28 @@ use super::*;
 #[test]
 fn embedded_profiles_parse_and_look_up_by_alias() {
     assert_eq!(ModelSpec::builtin().len(), 4);
-    assert_eq!(GpuSpec::builtin().len(), 5);
+    let gpus = GpuSpec::builtin();
+    let mut names: Vec<&str> = gpus.iter().map(|g| g.name.as_str()).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), gpus.len(), "profile names are unique: {names:?}");
+    // Every datasheet GPU, each with its architecture; every fitted or borrowed profile keeps
+    // the datasheet of the GPU it is for.
+    for (gpu, arch) in [
+        ("h100", "hopper"),
+        ("h200", "hopper"),
+        ("b200", "blackwell"),
+        ("b300", "blackwell"),
+        ("gb200", "blackwell"),
+        ("gb300", "blackwell"),
+    ] {
+        let g = GpuSpec::lookup(gpu).unwrap();
+        assert_eq!((g.datasheet.architecture.as_deref(), g.fit.is_none()), (Some(arch), true), "{gpu}");
+    }
+    for g in gpus.iter().filter(|g| g.fit.is_some()) {
+        let base = GpuSpec::lookup(&g.fit.as_ref().unwrap().base_profile).unwrap();
+        assert_eq!(g.datasheet, base.datasheet, "{}", g.name);
+    }
     let m = ModelSpec::lookup("deepseek-ai/DeepSeek-V4.1-Flash").unwrap();
     assert_eq!(m.name, "deepseek-v4.1-flash");
     assert!(m.unconfirmed.iter().any(|u| u == "kv"));

@@ -72,7 +72,7 @@ pub struct HistoryArgs {
     /// Runs carrying this label (e.g. full-sweep-fail-fast).
     #[arg(long)]
     pub label: Option<String>,
-    /// Runs with a point on this hardware: part of a runner label or hardware profile (gb300, h200-measured).
+    /// Runs with a point on this hardware: part of a runner label or hardware profile (gb300, h200-fitted).
     #[arg(long)]
     pub hardware: Option<String>,
     /// Runs with results of this kind.

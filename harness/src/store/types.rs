@@ -191,7 +191,7 @@ pub struct RunFilter {
     pub config: Option<String>,
     /// Runs carrying this label.
     pub label: Option<String>,
-    /// A substring (any case) of a point's runner label or hardware profile (`gb300`, `h200-measured`).
+    /// A substring (any case) of a point's runner label or hardware profile (`gb300`, `h200-fitted`).
     pub hardware: Option<String>,
     /// `measured` or `predicted`: runs with a point of that kind.
     pub kind: Option<String>,
