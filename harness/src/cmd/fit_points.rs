@@ -144,15 +144,14 @@ fn problem(a: &FitArgs, jobs: usize) -> anyhow::Result<joint::JointProblem> {
                     traces: traces.clone(),
                     excluded: false,
                 };
-                let id = jp.id();
-                jp.excluded = a.exclude.iter().any(|x| id == *x || id.starts_with(&format!("{x} ")));
+                jp.excluded = a.exclude.iter().any(|x| jp.is_named(x));
                 points.push(jp);
             }
         }
     }
     anyhow::ensure!(!points.is_empty(), "the points files hold no point");
     for x in &a.exclude {
-        let hit = points.iter().any(|p| p.id() == *x || p.id().starts_with(&format!("{x} ")));
+        let hit = points.iter().any(|p| p.is_named(x));
         anyhow::ensure!(hit, "--exclude {x}: no point has this id or config key (ids look like `dsr1-fp8-h200-sglang 1024/1024 c4`)");
     }
     anyhow::ensure!(points.iter().any(|p| !p.excluded), "--exclude leaves no point to fit");

@@ -57,6 +57,23 @@ impl JointPoint {
             _ => format!("{} c{}", self.config.key, self.point.conc),
         }
     }
+
+    /// Whether `pattern` names this point: its id, or its config key.
+    pub fn is_named(&self, pattern: &str) -> bool {
+        let id = self.id();
+        id == pattern || id.starts_with(&format!("{pattern} "))
+    }
+}
+
+/// `items` without repeats, in first-seen order (the points are sorted by cost, not by config).
+fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for x in items {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
 }
 
 /// The fit: its points, the GPUs (each a base profile), the parameters and the settings.
@@ -224,13 +241,10 @@ impl JointProblem {
         p.aliases = Vec::new();
         p.cost.calibrated = true;
         let mine: Vec<&JointPoint> = self.points.iter().filter(|jp| jp.group == g && !jp.excluded).collect();
-        let mut keys: Vec<String> = mine.iter().map(|jp| jp.config.key.clone()).collect();
-        keys.dedup();
-        let mut models: Vec<String> = mine.iter().map(|jp| jp.model.name.clone()).collect();
+        let keys = unique(mine.iter().map(|jp| jp.config.key.clone()));
+        let mut models = unique(mine.iter().map(|jp| jp.model.name.clone()));
         models.sort();
-        models.dedup();
-        let mut traces: Vec<String> = mine.iter().filter_map(|jp| jp.traces.clone()).collect();
-        traces.dedup();
+        let traces = unique(mine.iter().filter_map(|jp| jp.traces.clone()));
         let start = Candidate { gpu: base.clone(), scales: WorkloadScales::default() };
         let fitted = Candidate { gpu: p.clone(), scales: WorkloadScales::default() };
         let parameters = self
