@@ -1,6 +1,7 @@
 //! Mechanisms the published points of other GPUs and models show (docs/calibration.md, "What the
 //! published points show"): when a request is received, what an eager step costs on a deep
-//! model, and when a sliding-window model can reuse a cached prefix.
+//! model, when a sliding-window model can reuse a cached prefix, and what DeepSeek-V4's
+//! lightning indexer costs over a long context.
 
 mod common;
 use common::*;
@@ -106,4 +107,38 @@ fn full_attention_models_reuse_any_cached_prefix() {
     let p2 = Prompt::from_block_ids(&b2, 16, 3_520).unwrap();
     let out = run(&mut e, vec![(Time::ZERO, Request::new(1, p1, 600)), (Time::from_secs(60), Request::new(2, p2, 5))]);
     assert_eq!(finish_of(&out, 2).unwrap().2.cached_tokens, 3_200);
+}
+
+/// TTFT of one 131,072-token prompt on DeepSeek-V4-Flash (H200) at `tp`, with the lightning
+/// indexer's heads as in the model or removed.
+fn long_prefill_ttft(tp: &str, indexer: bool) -> f64 {
+    let mut model = ModelSpec::lookup(V4).unwrap();
+    if let (false, engine::profiles::KvLayout::Dsv4 { indexer_heads, .. }) = (indexer, &mut model.kv) {
+        *indexer_heads = 0;
+    }
+    let cfg = engine::EngineConfig::from_args(&["--tp", tp], &Default::default()).unwrap();
+    let mut e = engine::Engine::new(cfg, model, GpuSpec::lookup("h200").unwrap(), 42).unwrap();
+    let out = run(&mut e, vec![(Time::ZERO, Request::new(1, Prompt::unique(1, 64, 131_072), 2))]);
+    first_token_time(&out, 1).unwrap().as_secs_f64()
+}
+
+#[test]
+fn the_lightning_indexer_scores_the_whole_context_on_every_gpu_in_fp8() {
+    // Every query token scores every compressed row (context / 4) of every CSA layer with all
+    // 64 index heads of 128 dims. SGLang's indexer is built from replicated linears: each GPU of
+    // the TP group runs all heads, so TP does not shorten it, and its logits run in FP8.
+    let model = ModelSpec::lookup(V4).unwrap();
+    let gpu = GpuSpec::lookup("h200").unwrap();
+    let engine::profiles::KvLayout::Dsv4 { csa_layers, csa_ratio, indexer_heads, indexer_dim, .. } = model.kv else {
+        panic!("V4-Flash has the dsv4 KV layout")
+    };
+    let l = 131_072f64;
+    // Σ over query positions of the compressed rows before them (causal).
+    let rows = l * l / 2.0 / csa_ratio as f64;
+    let flops = rows * csa_layers as f64 * 2.0 * (indexer_heads * indexer_dim) as f64;
+    let expected = flops / (gpu.datasheet.flops.fp8 * gpu.cost.eta_flops);
+    for tp in ["4", "8"] {
+        let extra = long_prefill_ttft(tp, true) - long_prefill_ttft(tp, false);
+        assert!((extra / expected - 1.0).abs() < 0.05, "TP{tp}: the indexer adds {extra:.3} s, {expected:.3} s expected");
+    }
 }

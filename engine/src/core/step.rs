@@ -156,6 +156,7 @@ impl Engine {
             }
             l.kv_read_bytes += self.cost.kv_read_bytes(end);
             l.attn_flops += self.cost.attn_flops(take, end, true);
+            l.indexer_flops += self.cost.indexer_flops(take, end);
             l.prefix += end - take;
         }
         if rk.batch.decode {
@@ -167,6 +168,7 @@ impl Engine {
                 l.logits += 1;
                 l.kv_read_bytes += self.cost.kv_read_bytes(c);
                 l.attn_flops += self.cost.attn_flops(1, c + 1, false);
+                l.indexer_flops += self.cost.indexer_flops(1, c + 1);
             }
         }
         l.graph = false;
@@ -181,18 +183,28 @@ impl Engine {
         let (bs, graph) = self.limits.padded_decode_bs(b);
         let width = spec.map_or(1, |s| s.num_draft_tokens) as u64;
         let mut kv_read = 0.0;
-        let mut attn = 0.0;
+        let (mut attn, mut indexer) = (0.0, 0.0);
         for &s in &rk.running {
             let r = &self.reqs[s as usize];
             let c = r.prompt_len + r.generated as u64;
             kv_read += self.cost.kv_read_bytes(c);
             attn += self.cost.attn_flops(width, c + width, false);
+            indexer += self.cost.indexer_flops(width, c + width);
         }
         let draft = spec.map(|s| match s.dspark_block_size {
             Some(g) => DraftLoad { passes: 1, tokens: bs as u64 * g as u64 },
             None => DraftLoad { passes: s.num_steps + 1, tokens: bs as u64 * s.eagle_topk as u64 },
         });
-        RankLoad { tokens: bs as u64 * width, logits: bs as u64 * width, kv_read_bytes: kv_read, attn_flops: attn, prefix: 0, graph, draft }
+        RankLoad {
+            tokens: bs as u64 * width,
+            logits: bs as u64 * width,
+            kv_read_bytes: kv_read,
+            attn_flops: attn,
+            indexer_flops: indexer,
+            prefix: 0,
+            graph,
+            draft,
+        }
     }
 
     /// Speculative accept length: one draw per rank's verify step.

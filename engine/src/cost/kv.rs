@@ -60,7 +60,9 @@ impl CostModel {
         }
     }
 
-    /// Attention score FLOPs (whole rank) for `q` query tokens ending at context `c`.
+    /// Attention score FLOPs (whole rank, split by attention TP) for `q` query tokens
+    /// ending at context `c`. DeepSeek-V4's lightning indexer is not in it: see
+    /// [`indexer_flops`](Self::indexer_flops).
     pub fn attn_flops(&self, q: u64, c: u64, prefill: bool) -> f64 {
         let heads = self.model.heads as f64;
         let avg = c as f64 - q as f64 / 2.0;
@@ -71,27 +73,27 @@ impl CostModel {
                 2.0 * heads * dim * qf * avg * *layers as f64
             }
             KvLayout::Gqa { layers, head_dim, .. } => 2.0 * heads * 2.0 * *head_dim as f64 * qf * avg * *layers as f64,
-            KvLayout::Dsv4 {
-                window,
-                window_layers,
-                csa_layers,
-                csa_ratio,
-                csa_topk,
-                indexer_heads,
-                indexer_dim,
-                hca_layers,
-                hca_ratio,
-                qk_dim,
-                v_dim,
-                ..
-            } => {
+            KvLayout::Dsv4 { window, window_layers, csa_layers, csa_ratio, csa_topk, hca_layers, hca_ratio, qk_dim, v_dim, .. } => {
                 let compressed = avg / *csa_ratio as f64;
                 let rows = *window_layers as f64 * avg.min(*window as f64)
                     + *csa_layers as f64 * compressed.min(*csa_topk as f64)
                     + *hca_layers as f64 * avg / *hca_ratio as f64;
-                let idx = *csa_layers as f64 * 2.0 * (*indexer_heads * *indexer_dim) as f64 * compressed;
-                qf * (2.0 * heads * (*qk_dim + *v_dim) as f64 * rows + idx)
+                qf * 2.0 * heads * (*qk_dim + *v_dim) as f64 * rows
             }
+        }
+    }
+
+    /// Lightning-indexer FLOPs on *each* GPU of an attention-TP group for `q` query
+    /// tokens ending at context `c`: every query scores every compressed row of every CSA
+    /// layer with all index heads. SGLang builds the indexer from replicated linears and
+    /// runs all heads on every rank (FP8 MQA logits), so TP does not split this work.
+    pub fn indexer_flops(&self, q: u64, c: u64) -> f64 {
+        match &self.model.kv {
+            KvLayout::Dsv4 { csa_layers, csa_ratio, indexer_heads, indexer_dim, .. } => {
+                let avg = c as f64 - q as f64 / 2.0;
+                q as f64 * *csa_layers as f64 * 2.0 * (*indexer_heads * *indexer_dim) as f64 * avg / *csa_ratio as f64
+            }
+            _ => 0.0,
         }
     }
 }
