@@ -15,6 +15,7 @@ pub mod html;
 pub mod kv;
 pub mod metrics;
 pub mod noise;
+pub mod out;
 pub mod pareto;
 pub mod plan;
 pub mod problem;

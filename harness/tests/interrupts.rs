@@ -154,3 +154,30 @@ fn sigkill_of_sweep_run_takes_the_server_it_launched_with_it() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn a_reader_that_stops_early_neither_fails_the_run_nor_loses_it() {
+    // `sweep run … | head -n 1` once head has exited: every write of the summary meets a closed
+    // pipe. The read end is closed before the run prints anything, so this does not depend on
+    // how much of the summary fits in the pipe's buffer.
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, store) = (tmp.path().join("run"), tmp.path().join("sweep.db"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sweep"))
+        .args(["run", "full-sweep-fail-fast", "--configs", "dsr1-fp8-h200-sglang", "--seed-replicates", "0", "--out"])
+        .arg(&out)
+        .arg("--store")
+        .arg(&store)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{:?}\n{stderr}", o.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.join("gate.json").is_file() && out.join("summary.json").is_file(), "{stderr}");
+    let h = Command::new(env!("CARGO_BIN_EXE_sweep")).args(["history", "--json", "--store"]).arg(&store).output().unwrap();
+    let runs: serde_json::Value = serde_json::from_slice(&h.stdout).unwrap();
+    assert_eq!(runs.as_array().map(Vec::len), Some(1), "the run is recorded: {runs}");
+}

@@ -501,3 +501,25 @@ fn an_eval_points_scores_are_stored_against_the_throughput_point_whose_server_it
     assert_eq!((rows[0].2.as_str(), rows[0].3), ("exact_match,flexible-extract", 0.97));
     assert_eq!((rows[1].2.as_str(), rows[1].3), ("exact_match,strict-match", 0.975));
 }
+
+#[test]
+fn store_check_names_a_damaged_file_instead_of_saying_ok() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("damaged.db");
+    let store_s = store.to_str().unwrap();
+    sweep_ok(&["import", base_run(42).to_str().unwrap(), "--store", store_s]);
+    check_ok(store_s);
+    // Scribble over the last pages (the tables' leaves), leaving the header and schema pages.
+    let mut bytes = std::fs::read(&store).unwrap();
+    let n = bytes.len();
+    assert!(n > 16 * 4096, "{n} bytes");
+    for b in &mut bytes[n - 8 * 4096..n - 4096] {
+        *b = 0xA5;
+    }
+    std::fs::write(&store, &bytes).unwrap();
+    let o = sweep(&["store", "check", "--store", store_s], &workspace_root());
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}\n{err}");
+    assert!(!out.trim_end().ends_with("ok"), "{out}");
+    assert!(format!("{out}{err}").contains("damaged") || err.contains("malformed"), "{out}\n{err}");
+}

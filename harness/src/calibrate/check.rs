@@ -95,7 +95,7 @@ pub(super) fn check(a: CheckArgs) -> Result<()> {
     }
     let rows = steps::compare(&model, &all, &measured, &datasheet);
     let md = comparison_markdown(&rows, &datasheet);
-    print!("{md}");
+    harness::out!("{md}");
     if let Some(p) = &a.markdown {
         write_atomic(p, &md)?;
     }

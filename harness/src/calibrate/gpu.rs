@@ -71,8 +71,8 @@ pub(super) fn gpu(a: GpuArgs) -> Result<()> {
     write_atomic(&a.out, &profile_yaml(&gpu)?)?;
     let steps_out = a.steps_out.unwrap_or_else(|| a.out.with_file_name(format!("{}-steps.json", a.name)));
     write_atomic(&steps_out, &serde_json::to_string_pretty(&run.steps)?)?;
-    println!("measured profile written to {} (steps: {})", a.out.display(), steps_out.display());
-    println!(
+    harness::outln!("measured profile written to {} (steps: {})", a.out.display(), steps_out.display());
+    harness::outln!(
         "copy {:.0} GB/s (eta_bw {:.2}); bf16 peak {:.0} TFLOP/s (eta {:.2}); fp8 peak {:.0} TFLOP/s (eta {:.2}); \
          tau_layer {:.1} µs, elementwise {:.1} µs per layer",
         f.eta_bw * ds.hbm_bandwidth / 1e9,

@@ -141,6 +141,6 @@ pub(super) fn import_peer(a: ImportPeerArgs) -> Result<()> {
         }
     }
     write_atomic(&a.profile, &profile_yaml(&g)?)?;
-    println!("{}: peer run and prefill-attention curve imported", path);
+    harness::outln!("{}: peer run and prefill-attention curve imported", path);
     Ok(())
 }

@@ -201,7 +201,7 @@ fn attention_table(s: &mut String, m: &MeasuredCurves, pname: &str) {
 pub(super) fn report(a: ReportArgs) -> Result<()> {
     let g = load_profile(&a.profile)?;
     let md = report_markdown(&g, &a.ms)?;
-    print!("{md}");
+    harness::out!("{md}");
     if let Some(p) = &a.markdown {
         write_atomic(p, &md)?;
     }

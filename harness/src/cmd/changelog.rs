@@ -170,7 +170,7 @@ pub fn run(cmd: &Command) -> anyhow::Result<std::process::ExitCode> {
     };
     match res {
         Ok(msg) => {
-            println!("{msg}");
+            crate::outln!("{msg}");
             Ok(std::process::ExitCode::SUCCESS)
         }
         Err(p) => {

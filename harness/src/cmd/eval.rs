@@ -174,18 +174,18 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     };
     let g = gate::check_eval(&rec, &rec.meta.label(), &thr, None);
     write::reports(&out, &rec, Some(&g)).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
-    println!("{}", summary_line(&rec));
+    crate::outln!("{}", summary_line(&rec));
     let verdict = match (g.applicable, g.check.passed) {
         (false, _) => "N/A",
         (true, true) => "PASS",
         (true, false) => "FAIL",
     };
     if rec.status == EvalStatus::Interrupted {
-        println!("gate: not judged, the eval was interrupted (run it again with the same --out to resume)");
+        crate::outln!("gate: not judged, the eval was interrupted (run it again with the same --out to resume)");
     } else {
-        println!("gate {verdict}: {} (thresholds: {thr_source})", g.check.detail);
+        crate::outln!("gate {verdict}: {} (thresholds: {thr_source})", g.check.detail);
     }
-    println!("wrote {}", out.display());
+    crate::outln!("wrote {}", out.display());
     Ok(match rec.status {
         EvalStatus::Interrupted => ExitCode::from(130),
         EvalStatus::Failed => ExitCode::FAILURE,

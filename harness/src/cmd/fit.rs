@@ -209,8 +209,8 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     GpuSpec::from_yaml(&out.display().to_string(), &yaml).context("the fitted profile does not read back")?;
     crate::problem::atomic_write(&out, yaml.as_bytes()).with_context(|| format!("writing {}", out.display()))?;
     let md = fit_markdown(a, &base.name, &name, &problem, &opts, &outcome, wall);
-    println!("{md}");
-    println!("wrote {}", out.display());
+    crate::outln!("{md}");
+    crate::outln!("wrote {}", out.display());
     if let Some(m) = &a.markdown {
         crate::problem::atomic_write(m, md.as_bytes()).with_context(|| format!("writing {}", m.display()))?;
     }

@@ -76,7 +76,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
     }
     md.push('\n');
     md.push_str(&joint::table(&problem, &base, &outcome.evaluation));
-    println!("{md}");
+    crate::outln!("{md}");
     if let Some(m) = &a.markdown {
         crate::problem::atomic_write(m, md.as_bytes()).with_context(|| format!("writing {}", m.display()))?;
     }

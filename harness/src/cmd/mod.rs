@@ -82,7 +82,12 @@ impl RepoArgs {
 /// written.
 pub fn reader_may_stop(r: anyhow::Result<()>) -> anyhow::Result<()> {
     match r {
-        Err(e) if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) => {
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+                    || c.downcast_ref::<serde_json::Error>().is_some_and(|j| j.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe))
+            }) =>
+        {
             Ok(())
         }
         r => r,

@@ -56,9 +56,9 @@ pub fn run(args: &Args) -> anyhow::Result<std::process::ExitCode> {
         }
     };
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&plan)?),
-        Format::Github => println!("{}", serde_json::to_string(&plan.github())?),
-        Format::Table => print!("{}", table(&plan, args.show_commands)),
+        Format::Json => crate::outln!("{}", serde_json::to_string_pretty(&plan)?),
+        Format::Github => crate::outln!("{}", serde_json::to_string(&plan.github())?),
+        Format::Table => crate::out!("{}", table(&plan, args.show_commands)),
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -167,18 +167,18 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
     if let Some(f) = &gpu.fit {
         append_fit_section(&out, &gpu.name, f)?;
     }
-    println!();
-    print!("{}", super::run::summary_table(&summary));
-    println!();
-    println!(
+    crate::outln!();
+    crate::out!("{}", super::run::summary_table(&summary));
+    crate::outln!();
+    crate::outln!(
         "{} point(s) predicted in {:.1} s (result_kind predicted; hardware profile {}, traces {trace_set})",
         summary.points.len(),
         t0.elapsed().as_secs_f64(),
         gpu.name
     );
-    println!("report: {}", files.first().map(|f| f.display().to_string()).unwrap_or_default());
+    crate::outln!("report: {}", files.first().map(|f| f.display().to_string()).unwrap_or_default());
     if let Some(line) = super::store::record_quietly(&out, &a.record, Some(&repo.root), "predict") {
-        println!("{line}");
+        crate::outln!("{line}");
     }
     Ok(if summary.points.iter().all(|p| p.ok()) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

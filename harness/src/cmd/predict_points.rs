@@ -52,9 +52,9 @@ pub fn run(path: &Path, o: &PointsOptions) -> anyhow::Result<ExitCode> {
         }
     }
     if o.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", table(&out));
+        crate::out!("{}", table(&out));
     }
     let failed: Vec<&Compared> = out.iter().filter(|r| r.error.is_some()).collect();
     for r in &failed {

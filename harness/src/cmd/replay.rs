@@ -196,7 +196,7 @@ fn replay_into(a: &Args, pool: &[Arc<TracePlan>], fixed: Option<(FixedConfig, Go
         print_serving(bs);
     }
     print_result(&ctx, &status, &s);
-    println!("wrote {}", out.display());
+    crate::outln!("wrote {}", out.display());
     Ok(match status {
         Status::Interrupted { .. } => ExitCode::from(130),
         Status::Done if s.valid => ExitCode::SUCCESS,
@@ -230,19 +230,19 @@ type Goodput = std::collections::BTreeMap<String, f64>;
 /// benchmark_serving's result lines (its own labels, ms).
 fn print_serving(bs: &serde_json::Value) {
     let f = |k: &str| bs[k].as_f64().unwrap_or(0.0);
-    println!("{:=^50}", " Serving Benchmark Result ");
-    println!("{:<40} {}", "Successful requests:", bs["completed"]);
-    println!("{:<40} {:.2}", "Benchmark duration (s):", f("duration"));
-    println!("{:<40} {}", "Total input tokens:", bs["total_input_tokens"]);
-    println!("{:<40} {}", "Total generated tokens:", bs["total_output_tokens"]);
-    println!("{:<40} {:.2}", "Request throughput (req/s):", f("request_throughput"));
+    crate::outln!("{:=^50}", " Serving Benchmark Result ");
+    crate::outln!("{:<40} {}", "Successful requests:", bs["completed"]);
+    crate::outln!("{:<40} {:.2}", "Benchmark duration (s):", f("duration"));
+    crate::outln!("{:<40} {}", "Total input tokens:", bs["total_input_tokens"]);
+    crate::outln!("{:<40} {}", "Total generated tokens:", bs["total_output_tokens"]);
+    crate::outln!("{:<40} {:.2}", "Request throughput (req/s):", f("request_throughput"));
     if !bs["request_goodput:"].is_null() {
-        println!("{:<40} {:.2}", "Request goodput (req/s):", f("request_goodput:"));
+        crate::outln!("{:<40} {:.2}", "Request goodput (req/s):", f("request_goodput:"));
     }
-    println!("{:<40} {:.2}", "Output token throughput (tok/s):", f("output_throughput"));
-    println!("{:<40} {:.2}", "Total Token throughput (tok/s):", f("total_token_throughput"));
+    crate::outln!("{:<40} {:.2}", "Output token throughput (tok/s):", f("output_throughput"));
+    crate::outln!("{:<40} {:.2}", "Total Token throughput (tok/s):", f("total_token_throughput"));
     for (k, name) in [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL")] {
-        println!(
+        crate::outln!(
             "{:<40} {:.2} / {:.2} / {:.2}",
             format!("{name} mean / median / P99 (ms):"),
             f(&format!("mean_{k}_ms")),
@@ -250,7 +250,7 @@ fn print_serving(bs: &serde_json::Value) {
             f(&format!("p99_{k}_ms"))
         );
     }
-    println!("{}", "=".repeat(50));
+    crate::outln!("{}", "=".repeat(50));
 }
 
 /// The replay on the reference engine on the virtual clock (`--engine FLAGS`).
@@ -346,20 +346,20 @@ fn replay_url(
 /// The point's status and headline figures.
 fn print_result(ctx: &PointContext, status: &Status, s: &metrics::Summary) {
     match status {
-        Status::Failed { reason } => println!("status: failed: {reason} ({})", ctx.result_kind),
+        Status::Failed { reason } => crate::outln!("status: failed: {reason} ({})", ctx.result_kind),
         Status::Interrupted { .. } => {
-            println!("status: interrupted; the records so far are kept, the aggregate is not valid ({})", ctx.result_kind)
+            crate::outln!("status: interrupted; the records so far are kept, the aggregate is not valid ({})", ctx.result_kind)
         }
-        Status::Done => println!("status: done ({})", ctx.result_kind),
-        st => println!("status: {st:?} ({})", ctx.result_kind),
+        Status::Done => crate::outln!("status: done ({})", ctx.result_kind),
+        st => crate::outln!("status: {st:?} ({})", ctx.result_kind),
     }
     if let Some(cpu) = ctx.client_cpu_seconds {
-        println!("client CPU {cpu:.2} s, peak {:.0} % of the cores", ctx.client_cpu_max.unwrap_or(0.0) * 100.0);
+        crate::outln!("client CPU {cpu:.2} s, peak {:.0} % of the cores", ctx.client_cpu_max.unwrap_or(0.0) * 100.0);
     }
     if let Some(h) = ctx.server_metrics.as_ref().and_then(|m| m["cache_hit_rate"].as_f64()) {
-        println!("server-reported cache hit rate {:.1} %", h * 100.0);
+        crate::outln!("server-reported cache hit rate {:.1} %", h * 100.0);
     }
-    println!(
+    crate::outln!(
         "requests ok {} / errors {}; {} tok/s/GPU; P90 interactivity {:.1} tok/s/user; TTFT p50 {:.2} s p90 {:.2} s; E2EL p90 {:.2} s",
         s.requests_ok,
         s.requests_error,
@@ -370,7 +370,7 @@ fn print_result(ctx: &PointContext, status: &Status, s: &metrics::Summary) {
         s.e2el.p90
     );
     if !s.valid {
-        println!("invalid: {}", s.invalid_reasons.join(", "));
+        crate::outln!("invalid: {}", s.invalid_reasons.join(", "));
     }
 }
 

@@ -59,10 +59,10 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
     let files = crate::report::write_all(&run, &a.run).map_err(anyhow::Error::msg)?;
     let (main, pages) = files.split_at(files.len().min(2));
     for f in main {
-        println!("{}", f.display());
+        crate::outln!("{}", f.display());
     }
     if !pages.is_empty() {
-        println!("{} point page(s): <point>/report.html", pages.len());
+        crate::outln!("{} point page(s): <point>/report.html", pages.len());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -134,28 +134,30 @@ pub fn gate(a: &GateArgs) -> anyhow::Result<ExitCode> {
     let base = match &a.baseline {
         Some(spec) => match super::store::resolve_baseline(spec, &a.run, &a.record.at)? {
             Some(b) => {
-                println!("baseline: {}", b.what);
+                crate::outln!("baseline: {}", b.what);
                 Some(b.summary)
             }
             None => {
-                println!("baseline: none (no earlier run of these recipe fingerprints passed its gate in the store); gating without one");
+                crate::outln!(
+                    "baseline: none (no earlier run of these recipe fingerprints passed its gate in the store); gating without one"
+                );
                 None
             }
         },
         None => None,
     };
     let v = gate_with(&a.run, base.as_ref(), a.thresholds.as_deref())?;
-    print!("{}", gate::human(&v));
-    println!("wrote {}", a.run.join("gate.json").display());
+    crate::out!("{}", gate::human(&v));
+    crate::outln!("wrote {}", a.run.join("gate.json").display());
     // Reports open with the verdict: rewrite them with this one (point pages do not show it).
     // (A folder of evals alone keeps the reports `sweep eval` wrote.)
     if a.run.join("summary.json").is_file() && (a.run.join("report.html").is_file() || a.run.join("report.md").is_file()) {
         let run = RunSummary::load(&a.run).map_err(anyhow::Error::msg)?;
         crate::report::write_main(&run, &a.run).map_err(anyhow::Error::msg)?;
-        println!("updated {} and report.md", a.run.join("report.html").display());
+        crate::outln!("updated {} and report.md", a.run.join("report.html").display());
     }
     if let Some(line) = super::store::record_quietly(&a.run, &a.record, None, "gate") {
-        println!("{line}");
+        crate::outln!("{line}");
     }
     Ok(if v.passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
@@ -163,9 +165,9 @@ pub fn gate(a: &GateArgs) -> anyhow::Result<ExitCode> {
 pub fn collect(a: &CollectArgs) -> anyhow::Result<ExitCode> {
     let run = crate::run::collect::collect(&a.inputs, &a.out).map_err(anyhow::Error::msg)?;
     crate::report::write_all(&run, &a.out).map_err(anyhow::Error::msg)?;
-    println!("collected {} point(s) into {}", run.points.len(), a.out.display());
+    crate::outln!("collected {} point(s) into {}", run.points.len(), a.out.display());
     if let Some(line) = super::store::record_quietly(&a.out, &a.record, None, "collect") {
-        println!("{line}");
+        crate::outln!("{line}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -180,7 +182,7 @@ pub fn compare(a: &CompareArgs) -> anyhow::Result<ExitCode> {
                     n.display()
                 )
             })?;
-            println!("baseline: {}", b.what);
+            crate::outln!("baseline: {}", b.what);
             (b.summary, RunSummary::load(n).map_err(anyhow::Error::msg)?)
         }
         ([_, _], Some(_)) => anyhow::bail!("--baseline replaces the first run: give one run (the new one) with it"),

@@ -243,7 +243,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.point.is_none()
         && let Some(line) = super::store::record_quietly(&out, &args.record, Some(&repo.root), "run")
     {
-        println!("{line}");
+        crate::outln!("{line}");
     }
     if args.append_changelog {
         return append_changelog(args, &repo, &out, passed, code);
@@ -327,7 +327,7 @@ fn runner_for(
 /// After a passing gate, the run's config keys as a new changelog entry; the exit code.
 fn append_changelog(args: &Args, repo: &Repo, out: &Path, passed: bool, code: ExitCode) -> anyhow::Result<ExitCode> {
     if !passed {
-        println!("changelog: not appended (the gate failed)");
+        crate::outln!("changelog: not appended (the gate failed)");
         return Ok(code);
     }
     let entry = crate::changelog::NewEntry {
@@ -340,7 +340,7 @@ fn append_changelog(args: &Args, repo: &Repo, out: &Path, passed: bool, code: Ex
         append_only: false,
     };
     match super::changelog::append_entry(repo, &entry) {
-        Ok(msg) => println!("changelog: {msg}"),
+        Ok(msg) => crate::outln!("changelog: {msg}"),
         Err(p) => {
             eprintln!("{p}");
             return Ok(ExitCode::FAILURE);
@@ -352,25 +352,25 @@ fn append_changelog(args: &Args, repo: &Repo, out: &Path, passed: bool, code: Ex
 /// Reports, gate, summary table; the exit code and whether the gate passed. A `--point` job exits
 /// on its point alone: coverage and the other gate checks belong to the run it is collected into.
 fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool, one_point: bool) -> anyhow::Result<(ExitCode, bool)> {
-    println!();
-    print!("{}", summary_table(summary));
+    crate::outln!();
+    crate::out!("{}", summary_table(summary));
     let done = summary.points.iter().filter(|p| p.status == Status::Done).count();
-    println!();
+    crate::outln!();
     for (config, what) in crate::report::provenance(summary) {
-        println!("{config}: {what}");
+        crate::outln!("{config}: {what}");
     }
     if one_point && !interrupted {
         // A single point cannot cover a frontier: charts, reports and the gate belong to the
         // collected run (`sweep collect` renders them).
         let ok = summary.points.iter().all(|p| p.ok());
-        println!("{done}/{} point(s) finished in {wall_s:.1} s; point {}", summary.points.len(), if ok { "ok" } else { "FAILED" });
-        println!("--point: the exit status is this point's; gate the collected run (`sweep collect`, then `sweep gate`)");
+        crate::outln!("{done}/{} point(s) finished in {wall_s:.1} s; point {}", summary.points.len(), if ok { "ok" } else { "FAILED" });
+        crate::outln!("--point: the exit status is this point's; gate the collected run (`sweep collect`, then `sweep gate`)");
         return Ok((if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }, false));
     }
     // The gate first: the reports open with its verdict.
     let verdict = super::results::gate_run(out, None, None)?;
     let files = crate::report::write_all(summary, out).map_err(anyhow::Error::msg)?;
-    println!(
+    crate::outln!(
         "{done}/{} point(s) finished in {wall_s:.1} s; gate {} ({})",
         summary.points.len(),
         if verdict.passed { "PASSED" } else { "FAILED" },
@@ -378,18 +378,18 @@ fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool, one_
     );
     if !summary.evals.is_empty() {
         let w = summary.evals.iter().map(|e| e.id.len()).max().unwrap_or(0);
-        println!("evals:");
+        crate::outln!("evals:");
         for e in &summary.evals {
-            println!("  {:<w$}  {}", e.id, e.describe());
+            crate::outln!("  {:<w$}  {}", e.id, e.describe());
         }
     }
     for c in verdict.checks.iter().filter(|c| !c.passed) {
-        println!("  failed check: {}: {}", c.name, c.detail);
+        crate::outln!("  failed check: {}: {}", c.name, c.detail);
     }
-    println!("report: {}", files.first().map(|f| f.display().to_string()).unwrap_or_default());
-    println!("gate:   {}", out.join("gate.json").display());
+    crate::outln!("report: {}", files.first().map(|f| f.display().to_string()).unwrap_or_default());
+    crate::outln!("gate:   {}", out.join("gate.json").display());
     if interrupted {
-        println!("interrupted: re-run with --resume --out {} to finish the remaining points", out.display());
+        crate::outln!("interrupted: re-run with --resume --out {} to finish the remaining points", out.display());
         return Ok((ExitCode::from(130), false));
     }
     Ok((if verdict.passed { ExitCode::SUCCESS } else { ExitCode::FAILURE }, verdict.passed))

@@ -360,9 +360,9 @@ pub fn import(a: &ImportArgs) -> anyhow::Result<ExitCode> {
             store::import::Found::Run(d) => d.display().to_string(),
             store::import::Found::Artifacts(root, dirs) => format!("{} ({} result folder(s))", root.display(), dirs.len()),
         };
-        println!("imported run {} ({} point(s), {}) from {from}", rec.run.run_id, rec.points.len(), kind_word(&rec.run.result_kind));
+        crate::outln!("imported run {} ({} point(s), {}) from {from}", rec.run.run_id, rec.points.len(), kind_word(&rec.run.result_kind));
     }
-    println!("store:  {loc}");
+    crate::outln!("store:  {loc}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -380,29 +380,35 @@ pub fn store_cmd(c: &StoreCommand) -> anyhow::Result<ExitCode> {
             if *json {
                 let mut v = serde_json::to_value(&r)?;
                 v["problems"] = serde_json::json!(problems);
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                crate::outln!("{}", serde_json::to_string_pretty(&v)?);
+            } else if !r.integrity.is_empty() {
+                crate::outln!("store {}: the file is damaged; nothing else was checked", r.location);
             } else {
-                println!(
+                crate::outln!(
                     "store {}: schema version {} (this sweep: {}), {} run(s), {} point(s)",
-                    r.location, r.schema_version, r.supported_version, r.runs, r.points
+                    r.location,
+                    r.schema_version,
+                    r.supported_version,
+                    r.runs,
+                    r.points
                 );
                 if r.other_hosts > 0 {
-                    println!("{} run(s) recorded on other machines: their folders were not checked", r.other_hosts);
+                    crate::outln!("{} run(s) recorded on other machines: their folders were not checked", r.other_hosts);
                 }
                 if r.unreferenced_blobs > 0 {
-                    println!("{} stored profile or launch body(ies) no point refers to (space only)", r.unreferenced_blobs);
+                    crate::outln!("{} stored profile or launch body(ies) no point refers to (space only)", r.unreferenced_blobs);
                 }
                 for p in &problems {
-                    println!("problem: {p}");
+                    crate::outln!("problem: {p}");
                 }
-                println!("{}", if problems.is_empty() { "ok".to_string() } else { format!("{} problem(s)", problems.len()) });
+                crate::outln!("{}", if problems.is_empty() { "ok".to_string() } else { format!("{} problem(s)", problems.len()) });
             }
             Ok(if problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         StoreCommand::Migrate { at } => {
             let loc = at.location(None);
             let mut s = Store::open(&loc, Mode::Write)?;
-            println!("store {loc}: schema version {}", s.schema_version()?);
+            crate::outln!("store {loc}: schema version {}", s.schema_version()?);
             Ok(ExitCode::SUCCESS)
         }
         StoreCommand::Remove { runs, at } => {
@@ -411,7 +417,7 @@ pub fn store_cmd(c: &StoreCommand) -> anyhow::Result<ExitCode> {
             let mut missing = Vec::new();
             for r in runs {
                 if s.remove(r)? {
-                    println!("removed run {r}");
+                    crate::outln!("removed run {r}");
                 } else {
                     missing.push(r.as_str());
                 }

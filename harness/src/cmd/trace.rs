@@ -135,15 +135,14 @@ fn gen_cmd(g: &GenArgs) -> anyhow::Result<()> {
             })?;
             eprintln!("wrote {} synthetic traces (seed {}) to {}", traces, g.seed, path.display());
         }
-        None => {
-            let stdout = std::io::stdout();
-            let mut w = std::io::BufWriter::new(stdout.lock());
+        None => super::reader_may_stop((|| {
+            let mut w = std::io::BufWriter::new(std::io::stdout().lock());
             for t in generator.traces() {
                 serde_json::to_writer(&mut w, &t)?;
                 w.write_all(b"\n")?;
             }
-            w.flush()?;
-        }
+            Ok(w.flush()?)
+        })())?,
     }
     Ok(())
 }
@@ -201,11 +200,7 @@ fn like_cmd(g: &GenArgs, like: &Path) -> anyhow::Result<()> {
                 started.elapsed().as_secs_f64()
             );
         }
-        None => {
-            let stdout = std::io::stdout();
-            let mut w = std::io::BufWriter::new(stdout.lock());
-            write_jsonl(&plan, &mut w)?;
-        }
+        None => super::reader_may_stop(write_jsonl(&plan, &mut std::io::BufWriter::new(std::io::stdout().lock())).map_err(Into::into))?,
     }
     Ok(())
 }
@@ -269,9 +264,9 @@ fn stats_cmd(s: &StatsArgs) -> anyhow::Result<ExitCode> {
         sets.push(st);
     }
     if s.json {
-        println!("{}", serde_json::to_string_pretty(&sets)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&sets)?);
     } else {
-        print!("{}", markdown_table(&sets));
+        crate::out!("{}", markdown_table(&sets));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -294,10 +289,10 @@ fn against_cmd(s: &StatsArgs, against: &Path, opts: &ReadOptions) -> anyhow::Res
     }
     let rows = compare(&stats, &m);
     if s.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        println!("{} against {}\n", set, against.display());
-        print!("{}", markdown(&rows));
+        crate::outln!("{} against {}\n", set, against.display());
+        crate::out!("{}", markdown(&rows));
     }
     let missed: Vec<&str> = rows.iter().filter(|r| !r.pass).map(|r| r.row.as_str()).collect();
     if missed.is_empty() {
@@ -346,29 +341,36 @@ fn dry_run_cmd(d: &DryRunArgs) -> anyhow::Result<ExitCode> {
     let (isl, osl) = (DistSummary::of(&mut isl), DistSummary::of(&mut osl));
     let count = |k: RequestKind| log.records.iter().filter(|r| r.spec.kind == k).count();
     let st = wl.stats();
-    println!("dry run: {} at concurrency {} (seed {}), idealised server (predicted, no engine)", source.name(), d.concurrency, d.seed);
-    println!("outcome: {:?}", log.outcome.as_ref().unwrap_or(&Outcome::Completed));
-    println!("warmup: {} primers + {} one-token requests", count(RequestKind::Primer), count(RequestKind::LaneWarmup));
-    println!(
+    crate::outln!("dry run: {} at concurrency {} (seed {}), idealised server (predicted, no engine)", source.name(), d.concurrency, d.seed);
+    crate::outln!("outcome: {:?}", log.outcome.as_ref().unwrap_or(&Outcome::Completed));
+    crate::outln!("warmup: {} primers + {} one-token requests", count(RequestKind::Primer), count(RequestKind::LaneWarmup));
+    crate::outln!(
         "profiling: {} requests completed, {} cancelled at the grace, {} from subagents",
         prof.len(),
         log.records.iter().filter(|r| r.cancelled).count(),
         prof.iter().filter(|r| r.spec.stream > 0).count()
     );
-    println!("plays started: {} ({} recycles)", st.plays_started, st.plays_started.saturating_sub(u64::from(d.concurrency)));
-    println!(
+    crate::outln!("plays started: {} ({} recycles)", st.plays_started, st.plays_started.saturating_sub(u64::from(d.concurrency)));
+    crate::outln!(
         "ISL tokens: mean {:.0}, p50 {:.0}, p90 {:.0}; OSL: mean {:.0}, p50 {:.0}, p90 {:.0}",
-        isl.mean, isl.p50, isl.p90, osl.mean, osl.p50, osl.p90
+        isl.mean,
+        isl.p50,
+        isl.p90,
+        osl.mean,
+        osl.p50,
+        osl.p90
     );
-    println!("theoretical prefix-cache hit: {:.2} %", if blocks == 0 { 0.0 } else { 100.0 * hit as f64 / blocks as f64 });
+    crate::outln!("theoretical prefix-cache hit: {:.2} %", if blocks == 0 { 0.0 } else { 100.0 * hit as f64 / blocks as f64 });
     if let (Some(a), Some(b)) = (log.profiling_start, log.profiling_deadline) {
-        println!("profiling window: {:.0} s to {:.0} s (virtual)", a as f64 / 1e9, b as f64 / 1e9);
+        crate::outln!("profiling window: {:.0} s to {:.0} s (virtual)", a as f64 / 1e9, b as f64 / 1e9);
     }
-    println!(
+    crate::outln!(
         "idle caps: {} global shifts, {} per-tree shifts; short-warmup lanes: {}",
-        st.global_idle_shifts, st.tree_idle_shifts, st.short_warmup_lanes
+        st.global_idle_shifts,
+        st.tree_idle_shifts,
+        st.short_warmup_lanes
     );
-    println!("wall time: {:.3} s for {} events", wall.as_secs_f64(), log.events);
+    crate::outln!("wall time: {:.3} s for {} events", wall.as_secs_f64(), log.events);
     Ok(match log.outcome {
         Some(Outcome::Completed) | None => ExitCode::SUCCESS,
         Some(_) => ExitCode::FAILURE,

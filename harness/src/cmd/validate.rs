@@ -158,7 +158,7 @@ pub fn run(args: &Args) -> anyhow::Result<std::process::ExitCode> {
             if let Some(n) = s.golden_files {
                 parts.push(format!("{n} golden AL files"));
             }
-            println!("ok: {}", parts.join(", "));
+            crate::outln!("ok: {}", parts.join(", "));
             Ok(std::process::ExitCode::SUCCESS)
         }
         Err(p) => {

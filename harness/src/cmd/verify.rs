@@ -84,7 +84,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         Format::Json => output::json(&report) + "\n",
         Format::Github => output::github(&report),
     };
-    print!("{text}");
+    crate::out!("{text}");
     if let Some(out) = &a.out {
         crate::problem::atomic_write(out, text.as_bytes()).with_context(|| format!("writing {}", out.display()))?;
     }

@@ -1,4 +1,4 @@
-//! `sweep store check`: the schema version, rows that lost their run (possible only when a store
+//! `sweep store check`: SQLite's own integrity check, the schema version, rows that lost their run (possible only when a store
 //! was written with foreign keys off, or edited by hand), and runs recorded on this machine whose
 //! folder or per-request files are gone.
 
@@ -11,6 +11,9 @@ use std::path::Path;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct CheckReport {
     pub location: String,
+    /// What SQLite's `PRAGMA quick_check` reported besides "ok" (empty on PostgreSQL): a damaged
+    /// file. The other checks are skipped then, as their queries read the same pages.
+    pub integrity: Vec<String>,
     pub schema_version: i64,
     pub supported_version: i64,
     pub runs: i64,
@@ -34,6 +37,11 @@ impl CheckReport {
     /// Every problem, one line each; empty when the store is sound.
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
+        for line in &self.integrity {
+            out.push(format!(
+                "damaged file (SQLite quick_check): {line}; restore the store from a copy, or record the run folders again into a new store with `sweep import`"
+            ));
+        }
         for (run, point) in &self.orphan_points {
             out.push(format!("orphan point: {point} of run {run}, which is not in the store"));
         }
@@ -58,12 +66,17 @@ impl Store {
     pub fn check(&mut self, this_host: &str) -> Result<CheckReport, StoreError> {
         let count =
             |s: &mut Store, sql: &str| -> Result<i64, StoreError> { Ok(s.rows(sql, &[])?.first().map(|r| Row(r).int(0)).unwrap_or(0)) };
-        let mut r = CheckReport {
-            location: self.location.to_string(),
-            schema_version: self.schema_version()?,
-            supported_version: schema::CURRENT,
-            ..Default::default()
-        };
+        let mut r = CheckReport { location: self.location.to_string(), supported_version: schema::CURRENT, ..Default::default() };
+        if self.conn.kind() == super::backend::Kind::Sqlite {
+            r.integrity = match self.rows("PRAGMA quick_check", &[]) {
+                Ok(rows) => rows.iter().map(|x| Row(x).text(0)).filter(|t| t != "ok").collect(),
+                Err(e) => vec![e.to_string()],
+            };
+            if !r.integrity.is_empty() {
+                return Ok(r);
+            }
+        }
+        r.schema_version = self.schema_version()?;
         r.runs = count(self, "SELECT COUNT(*) FROM runs")?;
         r.points = count(self, "SELECT COUNT(*) FROM points")?;
         r.orphan_points = self
