@@ -523,3 +523,63 @@ fn store_check_names_a_damaged_file_instead_of_saying_ok() {
     assert!(!out.trim_end().ends_with("ok"), "{out}");
     assert!(format!("{out}{err}").contains("damaged") || err.contains("malformed"), "{out}\n{err}");
 }
+
+#[test]
+fn a_store_path_that_is_a_folder_or_a_fifo_is_an_error_not_an_empty_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("stores");
+    std::fs::create_dir(&folder).unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let run = base_run(42).to_str().unwrap();
+    for (path, what) in [(&folder, "is a folder"), (&fifo, "not a regular file")] {
+        let p = path.to_str().unwrap();
+        for args in
+            [vec!["gate", run, "--baseline", "last-pass", "--store", p], vec!["history", "--store", p], vec!["import", run, "--store", p]]
+        {
+            let o = sweep(&args, &workspace_root());
+            let (out, err) = text(&o);
+            assert!(!o.status.success(), "sweep {args:?} passed:\n{out}\n{err}");
+            assert!(err.contains(what) && err.contains("sweep.db"), "sweep {args:?}:\n{err}");
+        }
+    }
+}
+
+#[test]
+fn empty_padded_and_control_character_run_ids_are_refused_before_anything_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("ids.db");
+    let store_s = store.to_str().unwrap();
+    let run = base_run(42).to_str().unwrap();
+    for (id, says) in
+        [("", "empty"), ("  ", "empty"), (" r1", "white space"), ("r\u{1b}[31m1", "control character"), ("r\u{7}", "control character")]
+    {
+        let o = sweep(&["import", run, "--run-id", id, "--store", store_s], &workspace_root());
+        let (out, err) = text(&o);
+        assert!(!o.status.success(), "--run-id {id:?} accepted:\n{out}\n{err}");
+        assert!(err.contains(says), "--run-id {id:?}:\n{err}");
+        assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "the id reached the terminal raw: {err:?}");
+    }
+    // A run folder whose summary names an unusable id is refused by the store itself.
+    let odd = dir.path().join("odd");
+    copy_run(run.as_ref(), &odd, "r\u{7}x", 1_700_000_000);
+    let o = sweep(&["import", odd.to_str().unwrap(), "--store", store_s], &workspace_root());
+    let (out, err) = text(&o);
+    assert!(!o.status.success() && err.contains("control character"), "{out}\n{err}");
+    assert!(!store.exists() || history_json(store_s, &[]).as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_store_without_its_version_row_is_named_in_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let store = d.path().join("unversioned.db");
+    let store_s = store.to_str().unwrap();
+    sweep_ok(&["import", base_run(42).to_str().unwrap(), "--store", store_s]);
+    rusqlite::Connection::open(&store).unwrap().execute("DELETE FROM schema_version", []).unwrap();
+    for args in [vec!["import", base_run(42).to_str().unwrap(), "--store", store_s], vec!["store", "migrate", "--store", store_s]] {
+        let o = sweep(&args, &workspace_root());
+        let (_, err) = text(&o);
+        assert!(!o.status.success(), "{args:?} accepted it");
+        assert!(err.lines().count() == 1 && err.contains("no schema version row") && !err.contains("CREATE TABLE"), "{args:?}: {err}");
+    }
+}

@@ -108,7 +108,7 @@ pub struct ImportArgs {
     #[arg(required = true, num_args = 1..)]
     pub dirs: Vec<PathBuf>,
     /// The run id of imported artifacts (default: the argument folder's name).
-    #[arg(long)]
+    #[arg(long, value_parser = |s: &str| store::check_run_id(s).map(|_| s.to_string()))]
     pub run_id: Option<String>,
     /// The config key of imported artifacts' points (default: the aggregate's point id, else
     /// <model prefix>-<precision>-<hw>-<framework>).

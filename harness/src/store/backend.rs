@@ -62,6 +62,9 @@ pub enum DbError {
     /// A column of a type the store never writes (the schema was changed by hand).
     #[error("{0}")]
     Type(String),
+    /// A schema the store cannot account for (tables without their version row).
+    #[error("{0}")]
+    Schema(String),
 }
 
 /// PostgreSQL's own message with its SQLSTATE and detail (the crate's `Display` says only "db error").

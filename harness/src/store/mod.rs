@@ -210,6 +210,7 @@ impl Store {
 
     /// Records a run in one transaction, replacing any earlier record of the same run id.
     pub fn record(&mut self, rec: &RunRecord) -> Result<(), StoreError> {
+        check_run_id(&rec.run.run_id).map_err(|message| StoreError::Input { path: PathBuf::from(&rec.run.folder), message })?;
         let plans: Vec<Vec<Val>> = rec.plan.iter().map(|p| vec![Val::text(&rec.run.run_id), Val::Bytes(gzip(p))]).collect();
         let run = rec.run.values();
         let mut point_cols = types::POINT_COLS.to_vec();
@@ -314,9 +315,39 @@ fn gunzip(bytes: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// A run id is how every command finds a run again: it must be non-empty and printable (no
+/// control characters that would reach a terminal raw), and not padded with spaces.
+pub fn check_run_id(id: &str) -> Result<(), String> {
+    if id.trim().is_empty() {
+        return Err("the run id is empty: name the run (the run folder's name, or `--run-id NAME`)".into());
+    }
+    if id.trim() != id {
+        return Err(format!("run id {id:?} starts or ends with white space: give it without"));
+    }
+    if let Some(c) = id.chars().find(|c| c.is_control()) {
+        return Err(format!("run id {:?} holds the control character {:?}: give a printable name", id, c));
+    }
+    Ok(())
+}
+
 fn open_sqlite(path: &Path, mode: Mode, name: &str) -> Result<Conn, StoreError> {
     use rusqlite::OpenFlags;
     let open_err = |e: rusqlite::Error| StoreError::Open { location: name.to_string(), message: e.to_string() };
+    // A folder, FIFO or device is not a store that happens to be empty: say so, or a gate
+    // against `last-pass` would find no baseline and pass.
+    if let Ok(m) = std::fs::metadata(path)
+        && !m.is_file()
+    {
+        let what = if m.is_dir() { "a folder" } else { "not a regular file" };
+        return Err(StoreError::Open {
+            location: name.to_string(),
+            message: format!(
+                "{} is {what}; give the store's SQLite file (e.g. {}/sweep.db) or a postgres:// URL",
+                path.display(),
+                path.display()
+            ),
+        });
+    }
     if mode != Mode::Write && !path.is_file() {
         return Err(StoreError::Missing { location: name.to_string() });
     }

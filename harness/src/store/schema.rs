@@ -143,17 +143,19 @@ const VERSION_TABLE: &str =
 /// The highest applied version (0 for an empty store), or `None` when there is no
 /// `schema_version` table at all.
 pub fn version(conn: &mut Conn) -> Result<Option<i64>, DbError> {
-    let exists = match conn.kind() {
-        Kind::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'",
-        Kind::Postgres => {
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'schema_version'"
-        }
-    };
-    if Row(&conn.query(exists, &[])?[0]).int(0) == 0 {
+    if !has_table(conn, "schema_version")? {
         return Ok(None);
     }
     let rows = conn.query("SELECT MAX(version) FROM schema_version", &[])?;
     Ok(Some(rows.first().and_then(|r| Row(r).opt_int(0)).unwrap_or(0)))
+}
+
+fn has_table(conn: &mut Conn, name: &str) -> Result<bool, DbError> {
+    let sql = match conn.kind() {
+        Kind::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = $1",
+        Kind::Postgres => "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1",
+    };
+    Ok(Row(&conn.query(sql, &[Val::text(name)])?[0]).int(0) > 0)
 }
 
 /// Applies the migrations above the store's version, inside the caller's write transaction
@@ -173,6 +175,11 @@ pub fn migrate(conn: &mut Conn, now_unix: i64) -> Result<i64, DbError> {
             0
         }
     };
+    if found == 0 && has_table(conn, "runs")? {
+        return Err(DbError::Schema(
+            "it has sweep's tables but no schema version row, so which migrations it holds is unknown; restore it from a copy, or record the run folders into a new store with `sweep import`".into(),
+        ));
+    }
     for (v, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
         conn.batch(sql)?;
         conn.exec(
