@@ -129,3 +129,95 @@ fn the_gate_reads_inferencex_eval_artifacts_row_score_threshold_and_source() {
     assert!(g.status.success(), "{go}");
     assert!(go.starts_with("gate: PASS (2 checks, 0 failed)"), "{go}");
 }
+
+/// A server on loopback that is healthy (`/health`, `/v1/models`, the one-token readiness
+/// request) and answers every eval question the way `reply` says: a broken server (lm-eval
+/// raises on all of these). Returns its URL.
+fn misbehaving_server(reply: fn(&mut std::net::TcpStream)) -> String {
+    use std::io::{BufRead, BufReader, Read};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let (mut first, mut len) = (String::new(), 0usize);
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if first.is_empty() {
+                        first = line.clone();
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; len];
+                let _ = r.read_exact(&mut body);
+                if first.starts_with("GET /v1/models") {
+                    respond(&mut s, r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#);
+                } else if first.starts_with("GET") {
+                    respond(&mut s, "{}");
+                } else if String::from_utf8_lossy(&body).contains(r#""content":"Hi"}"#) {
+                    respond(&mut s, r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"length"}]}"#);
+                } else {
+                    reply(&mut s);
+                }
+            });
+        }
+    });
+    url
+}
+
+fn respond(s: &mut std::net::TcpStream, body: &str) {
+    use std::io::Write;
+    let _ =
+        write!(s, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+}
+
+#[test]
+fn a_broken_server_is_an_infrastructure_failure_never_wrong_answers() {
+    let endless: fn(&mut std::net::TcpStream) = |s| {
+        use std::io::Write;
+        // 200, then an answer that never ends: it must be cut, not buffered until memory runs out.
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{{\"choices\":[{{\"message\":{{\"content\":\""
+        );
+        let chunk = vec![b'a'; 1 << 16];
+        while s.write_all(&chunk).is_ok() {}
+    };
+    type Reply = fn(&mut std::net::TcpStream);
+    let cases: [(Reply, &str); 5] = [
+        (|s| respond(s, r#"{"error":{"message":"overloaded","code":503}}"#), "error object"),
+        (|s| respond(s, r#"{"id":"x","choices":[]}"#), "no choices"),
+        (|s| respond(s, r#"{"choices":[{"message":{"content":null}}]}"#), "null"),
+        (|s| respond(s, r#"{"choices":[{"message":{"content":{"text":"3"}}}]}"#), "not text"),
+        (endless, "bytes"),
+    ];
+    for (reply, says) in cases {
+        let url = misbehaving_server(reply);
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("eval");
+        let o = sweep(
+            &["eval", "--url", &url, "--limit", "1", "--concurrency", "1", "--max-model-len", "2048", "--out", out.to_str().unwrap()],
+            tmp.path(),
+        );
+        let (so, se) = text(&o);
+        assert!(!o.status.success(), "{says}: a broken server passed\n{so}\n{se}");
+        let rec = read_json(&out.join("eval.json"));
+        assert_eq!(rec["infrastructure_success"], false, "{says}: {rec}");
+        assert_eq!(rec["requests_failed"], 1, "{says}: {rec}");
+        let sample: serde_json::Value =
+            serde_json::from_str(std::fs::read_to_string(out.join("samples.jsonl")).unwrap().lines().next().unwrap()).unwrap();
+        assert!(sample["exact_match"].is_null(), "{says}: scored as an answer: {sample}");
+        assert_eq!(sample["attempts"], 5, "{says}: retried as InferenceX retries: {sample}");
+        assert!(sample["error"].as_str().unwrap().contains(says), "{says}: {sample}");
+    }
+}

@@ -17,6 +17,7 @@ pub mod data;
 pub mod point;
 pub mod pyrandom;
 pub mod record;
+pub mod reply;
 pub mod runner;
 pub mod score;
 pub mod task;

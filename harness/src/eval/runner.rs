@@ -7,6 +7,7 @@
 
 use super::data::Gsm8k;
 use super::record::{EvalRecord, EvalStatus, FilterPair, Meta, SAMPLES_FILE, Sample, read_samples};
+use super::reply::{Reply, excerpt_of, reply_limit, reply_text};
 use super::{score, task, write};
 use crate::targets::dialect::{Dialect, MaxTokensField};
 use crate::targets::http::{HttpTarget, describe};
@@ -138,30 +139,9 @@ pub fn retry_wait(attempt: u32) -> Duration {
     Duration::from_secs_f64(w.clamp(1.0, 10.0))
 }
 
-/// The answer text of a chat-completions reply as InferenceX's lm-eval reads it: `content`,
-/// or `reasoning_content` when `content` is empty; a reply without choices is an empty answer.
-pub fn reply_text(v: &Value) -> (String, bool, Option<String>, Option<u64>) {
-    let choice = &v["choices"][0];
-    let msg = &choice["message"];
-    let finish = choice["finish_reason"].as_str().map(str::to_string);
-    let tokens = v["usage"]["completion_tokens"].as_u64();
-    let empty = |c: &Value| c.is_null() || c.as_str() == Some("") || c.as_array().is_some_and(Vec::is_empty);
-    if !empty(&msg["content"]) {
-        let text = match &msg["content"] {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        return (text, false, finish, tokens);
-    }
-    match msg["reasoning_content"].as_str().filter(|s| !s.is_empty()) {
-        Some(r) => (r.to_string(), true, finish, tokens),
-        None => (String::new(), false, finish, tokens),
-    }
-}
-
-/// One attempt's outcome: the reply, or why it failed.
-async fn attempt(client: &reqwest::Client, url: &str, key: &str, body: &[u8], timeout: Duration) -> Result<Value, String> {
-    let r = client
+/// One attempt's outcome: the answer, or why it failed.
+async fn attempt(client: &reqwest::Client, url: &str, key: &str, body: &[u8], timeout: Duration, limit: usize) -> Result<Reply, String> {
+    let mut r = client
         .post(url)
         .header("content-type", "application/json")
         .header("authorization", format!("Bearer {key}"))
@@ -171,12 +151,19 @@ async fn attempt(client: &reqwest::Client, url: &str, key: &str, body: &[u8], ti
         .await
         .map_err(|e| describe(&e))?;
     let status = r.status();
-    let text = r.text().await.map_err(|e| describe(&e))?;
+    let mut bytes = Vec::new();
+    while let Some(chunk) = r.chunk().await.map_err(|e| describe(&e))? {
+        if bytes.len() + chunk.len() > limit {
+            return Err(format!("the reply passed {limit} bytes (the most max_tokens allows): cut there"));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
     if !status.is_success() {
-        let excerpt: String = text.chars().take(300).collect();
+        let excerpt: String = String::from_utf8_lossy(&bytes).chars().take(300).collect();
         return Err(format!("HTTP {}: {excerpt}", status.as_u16()));
     }
-    serde_json::from_str(&text).map_err(|e| format!("the reply is not JSON ({e})"))
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| format!("the reply is not JSON ({e})"))?;
+    reply_text(&v)
 }
 
 struct Shared<'a> {
@@ -225,13 +212,12 @@ async fn ask(sh: &Shared<'_>, p: task::Prompt) -> Option<Sample> {
     let t0 = Instant::now();
     for n in 1..=sh.cfg.max_attempts.max(1) {
         sample.attempts = n;
-        match attempt(&sh.client, &sh.url, &sh.key, &body, sh.cfg.request_timeout).await {
-            Ok(v) => {
-                let (text, from_reasoning, finish, tokens) = reply_text(&v);
+        match attempt(&sh.client, &sh.url, &sh.key, &body, sh.cfg.request_timeout, reply_limit(sh.max_tokens)).await {
+            Ok((text, from_reasoning, finish, tokens)) => {
                 let s = score::score(&text, &doc.answer);
                 sample.filtered_resps = Some(FilterPair { strict: s.strict, flexible: s.flexible });
                 sample.exact_match = Some(FilterPair { strict: s.strict_match, flexible: s.flexible_match });
-                sample.response = Some(text);
+                sample.response = Some(excerpt_of(text));
                 sample.from_reasoning = from_reasoning;
                 sample.finish_reason = finish;
                 sample.completion_tokens = tokens;
@@ -523,18 +509,6 @@ mod tests {
     fn waits_between_attempts_are_tenacitys() {
         let w: Vec<f64> = (1..=6).map(|n| retry_wait(n).as_secs_f64()).collect();
         assert_eq!(w, [1.0, 1.0, 2.0, 4.0, 8.0, 10.0]);
-    }
-
-    #[test]
-    fn replies_are_read_as_inferencexs_lm_eval_reads_them() {
-        let r = json!({"choices": [{"index": 0, "message": {"content": "#### 3"}, "finish_reason": "stop"}], "usage": {"completion_tokens": 4}});
-        assert_eq!(reply_text(&r), ("#### 3".into(), false, Some("stop".into()), Some(4)));
-        let r = json!({"choices": [{"message": {"content": "", "reasoning_content": "so #### 3"}}]});
-        assert_eq!(reply_text(&r).0, "so #### 3");
-        assert!(reply_text(&r).1);
-        let r = json!({"choices": [{"message": {"content": null}}]});
-        assert_eq!(reply_text(&r).0, "");
-        assert_eq!(reply_text(&json!({"error": "x"})).0, "");
     }
 
     #[test]
