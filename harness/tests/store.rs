@@ -105,6 +105,13 @@ fn run_ids(v: &Value) -> Vec<String> {
     ids
 }
 
+/// A SQLite store `name` in `dir` holding the seed-42 base run.
+fn imported_store(dir: &Path, name: &str) -> PathBuf {
+    let store = dir.join(name);
+    sweep_ok(&["import", base_run(42).to_str().unwrap(), "--store", store.to_str().unwrap()]);
+    store
+}
+
 fn check_ok(store: &str) {
     let o = sweep(&["store", "check", "--store", store], &workspace_root());
     let (out, err) = text(&o);
@@ -505,9 +512,8 @@ fn an_eval_points_scores_are_stored_against_the_throughput_point_whose_server_it
 #[test]
 fn store_check_names_a_damaged_file_instead_of_saying_ok() {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("damaged.db");
+    let store = imported_store(dir.path(), "damaged.db");
     let store_s = store.to_str().unwrap();
-    sweep_ok(&["import", base_run(42).to_str().unwrap(), "--store", store_s]);
     check_ok(store_s);
     // Scribble over the last pages (the tables' leaves), leaving the header and schema pages.
     let mut bytes = std::fs::read(&store).unwrap();
@@ -572,9 +578,8 @@ fn empty_padded_and_control_character_run_ids_are_refused_before_anything_is_sto
 #[test]
 fn a_store_without_its_version_row_is_named_in_one_line() {
     let d = tempfile::tempdir().unwrap();
-    let store = d.path().join("unversioned.db");
+    let store = imported_store(d.path(), "unversioned.db");
     let store_s = store.to_str().unwrap();
-    sweep_ok(&["import", base_run(42).to_str().unwrap(), "--store", store_s]);
     rusqlite::Connection::open(&store).unwrap().execute("DELETE FROM schema_version", []).unwrap();
     for args in [vec!["import", base_run(42).to_str().unwrap(), "--store", store_s], vec!["store", "migrate", "--store", store_s]] {
         let o = sweep(&args, &workspace_root());

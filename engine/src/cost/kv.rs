@@ -65,7 +65,7 @@ impl CostModel {
     /// [`indexer_flops`](Self::indexer_flops).
     pub fn attn_flops(&self, q: u64, c: u64, prefill: bool) -> f64 {
         let heads = self.model.heads as f64;
-        let avg = c as f64 - q as f64 / 2.0;
+        let avg = causal_mean_context(q, c);
         let qf = q as f64;
         match &self.model.kv {
             KvLayout::Mla { layers, decode_dim, prefill_dim, .. } => {
@@ -90,10 +90,15 @@ impl CostModel {
     pub fn indexer_flops(&self, q: u64, c: u64) -> f64 {
         match &self.model.kv {
             KvLayout::Dsv4 { csa_layers, csa_ratio, indexer_heads, indexer_dim, .. } => {
-                let avg = c as f64 - q as f64 / 2.0;
+                let avg = causal_mean_context(q, c);
                 q as f64 * *csa_layers as f64 * 2.0 * (*indexer_heads * *indexer_dim) as f64 * avg / *csa_ratio as f64
             }
             _ => 0.0,
         }
     }
+}
+
+/// The mean context `q` query tokens ending at context `c` attend under a causal mask.
+fn causal_mean_context(q: u64, c: u64) -> f64 {
+    c as f64 - q as f64 / 2.0
 }

@@ -204,7 +204,7 @@ impl CostModel {
             .prefill_attention_tflops_at(t, r.prefix as f64)
             .or_else(|| c.peak_tflops(CurveDtype::Bf16))
             .map_or(self.flops, |tf| tf * 1e12);
-        let attn_compute = r.attn_flops / attn_tp / rate + r.indexer_flops / self.indexer_flops;
+        let attn_compute = r.attn_flops / attn_tp / rate + r.indexer_flops / self.indexer_rate;
         ops += attn_compute.max(kv_s);
         let elementwise =
             layers * (c.fitted.tau_elementwise_us * 1e-6 + c.fitted.elementwise_traffic * t * p.elementwise_bytes_per_token / self.bw);

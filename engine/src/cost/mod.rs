@@ -91,8 +91,8 @@ pub struct CostModel {
     pub par: Parallelism,
     bw: f64,
     flops: f64,
-    /// FP8 tensor-core rate of the indexer's logits.
-    indexer_flops: f64,
+    /// FP8 tensor-core rate of the indexer's logits (FLOP/s).
+    indexer_rate: f64,
     nvl: f64,
     dense_read: f64,
     expert_bytes: f64,
@@ -158,7 +158,7 @@ impl CostModel {
             par,
             bw: gpu.datasheet.hbm_bandwidth * gpu.cost.eta_bw,
             flops: gpu.peak_flops(model.compute_dtype) * gpu.cost.eta_flops,
-            indexer_flops: gpu.peak_flops(crate::profiles::Dtype::Fp8) * gpu.cost.eta_flops,
+            indexer_rate: gpu.peak_flops(crate::profiles::Dtype::Fp8) * gpu.cost.eta_flops,
             nvl: gpu.datasheet.nvlink_bandwidth,
             dense_read,
             expert_bytes,
@@ -277,7 +277,7 @@ impl CostModel {
             + s.moe_flops
             + self.lm_head_flops_per_token * r.logits as f64 / self.lm_split
             + r.attn_flops / attn_tp;
-        let mut compute = flops / self.flops + r.indexer_flops / self.indexer_flops;
+        let mut compute = flops / self.flops + r.indexer_flops / self.indexer_rate;
         let (comm_b, comm_l) = self.comm(t, s.t_all);
         let draft = r.draft.as_ref().map_or(0.0, |d| self.draft_time(d));
         let body = if let Some((curves, path)) = measured {

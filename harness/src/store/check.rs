@@ -1,6 +1,6 @@
-//! `sweep store check`: SQLite's own integrity check, the schema version, rows that lost their run (possible only when a store
-//! was written with foreign keys off, or edited by hand), and runs recorded on this machine whose
-//! folder or per-request files are gone.
+//! `sweep store check`: SQLite's own integrity check, the schema version, rows that lost their
+//! run (possible only when a store was written with foreign keys off, or edited by hand), and runs
+//! recorded on this machine whose folder or per-request files are gone.
 
 use super::backend::{Row, Val};
 use super::{Store, StoreError, schema};
