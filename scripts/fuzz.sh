@@ -2,7 +2,9 @@
 # A bounded mutation fuzz run over every input sweep reads: master configs, recipes, runners,
 # golden AL curves, the changelog, InferenceX's shared inputs, engine profiles, traces (Weka
 # JSONL, gzip, .json, mooncake), InferenceX agentic aggregates (`sweep import`), GSM8K splits,
-# eval sample logs, `sweep verify`'s pr-facts files and eval results, each mutated with a seed
+# eval sample logs, chat-completions replies as `sweep eval` reads them, `sweep verify`'s pr-facts
+# files and eval results, and file names committed beside a change `sweep verify` must reject
+# (in a git repository made per input; a verdict of PASS is a finding), each mutated with a seed
 # (byte flips, truncation, duplicated or deleted lines, deep nesting, huge numbers, renamed keys,
 # swapped values, invalid UTF-8, long strings, newline floods) and run through the real loaders in
 # process (harness/examples/fuzz).

@@ -4,179 +4,11 @@
 //! shared data are `#[ignore]`d and read `SWEEP_SHARED_DATA`.
 
 mod common;
+use common::verify_fixture::*;
 use common::*;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-/// A git repository in a temp dir; the first commit is tagged `base`.
-struct Fixture {
-    dir: tempfile::TempDir,
-    /// pr-facts files and run directories, outside the repository's tree.
-    scratch: tempfile::TempDir,
-}
-
-impl Fixture {
-    /// This repository's recipes, golden AL curves and changelog, committed as the base.
-    fn sweep() -> Fixture {
-        let f = Fixture { dir: repo_copy(), scratch: tempfile::tempdir().unwrap() };
-        f.write("thresholds.yaml", "default:\n  gsm8k: 0.90\nmodels:\n  dsv3:\n    gsm8k: 0.91\n");
-        f
-    }
-
-    /// An InferenceX-layout repository: this repository's master config as
-    /// `configs/nvidia-master.yaml`, its golden curves under `golden_al_distribution/`.
-    fn inferencex_from_sweep() -> Fixture {
-        let f = Fixture { dir: tempfile::tempdir().unwrap(), scratch: tempfile::tempdir().unwrap() };
-        let root = workspace_root();
-        f.write("configs/nvidia-master.yaml", &std::fs::read_to_string(root.join("recipes/master.yaml")).unwrap());
-        f.write("perf-changelog.yaml", &std::fs::read_to_string(root.join("perf-changelog.yaml")).unwrap());
-        for e in std::fs::read_dir(root.join("golden_al")).unwrap() {
-            let e = e.unwrap();
-            f.write(&format!("golden_al_distribution/{}", e.file_name().to_string_lossy()), &std::fs::read_to_string(e.path()).unwrap());
-        }
-        f
-    }
-
-    /// The real InferenceX master config, changelog, MODELS.md, thresholds, golden curves and
-    /// review checklist in their repository places.
-    fn inferencex_real() -> Fixture {
-        let ix = shared_data().join("inferencex");
-        let f = Fixture { dir: tempfile::tempdir().unwrap(), scratch: tempfile::tempdir().unwrap() };
-        let copy = |from: &Path, to: &str| f.write(to, &std::fs::read_to_string(from).unwrap());
-        copy(&ix.join("nvidia-master.yaml"), "configs/nvidia-master.yaml");
-        copy(&ix.join("runners.yaml"), "configs/runners.yaml");
-        copy(&ix.join("perf-changelog.yaml"), "perf-changelog.yaml");
-        copy(&ix.join("MODELS.md"), "MODELS.md");
-        copy(&ix.join("thresholds.yaml"), "utils/evals/thresholds.yaml");
-        copy(&ix.join("verifier/PR_REVIEW_CHECKLIST.md"), "docs/PR_REVIEW_CHECKLIST.md");
-        for e in std::fs::read_dir(ix.join("golden_al_distribution")).unwrap() {
-            let e = e.unwrap();
-            copy(&e.path(), &format!("golden_al_distribution/{}", e.file_name().to_string_lossy()));
-        }
-        f
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root().join(rel)
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let p = self.path(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.path(rel)).unwrap()
-    }
-
-    fn edit(&self, rel: &str, from: &str, to: &str) {
-        edit(&self.path(rel), from, to);
-    }
-
-    /// Commits everything; the first commit is tagged `base`.
-    fn commit(&self, msg: &str) {
-        let first = !self.path(".git").exists();
-        if first {
-            git(self.root(), &["init", "-q"]);
-        }
-        git(self.root(), &["add", "-A"]);
-        git(self.root(), &["commit", "-q", "--allow-empty", "-m", msg]);
-        if first {
-            git(self.root(), &["tag", "base"]);
-        }
-    }
-
-    /// Appends a changelog entry for `keys`, linking pull request `pr`.
-    fn append_entry(&self, keys: &[&str], pr: u32, extra: &str) {
-        let mut t = self.read("perf-changelog.yaml");
-        t.push_str("\n- config-keys:\n");
-        for k in keys {
-            t.push_str(&format!("    - {k}\n"));
-        }
-        t.push_str(&format!("  scenario-type:\n    - agentic-coding\n  description:\n    - \"Test entry.\"\n  pr-link: https://github.com/sweep-project/sweep/pull/{pr}\n{extra}"));
-        self.write("perf-changelog.yaml", &t);
-    }
-
-    /// `sweep verify --base base` from the repository, JSON output: (exit code, report).
-    fn verify(&self, extra: &[&str]) -> (i32, Value) {
-        let mut a = vec!["verify", "--base", "base", "--format", "json", "--review-date", "2026-12-01"];
-        a.extend_from_slice(extra);
-        let o = sweep(&a, self.root());
-        let (out, err) = text(&o);
-        let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}\n{err}"));
-        (o.status.code().unwrap_or(-1), v)
-    }
-
-    /// The text verdict: (exit code, stdout).
-    fn verify_text(&self, extra: &[&str]) -> (i32, String) {
-        let mut a = vec!["verify", "--base", "base", "--review-date", "2026-12-01"];
-        a.extend_from_slice(extra);
-        let o = sweep(&a, self.root());
-        (o.status.code().unwrap_or(-1), text(&o).0)
-    }
-
-    /// The 1-based line of the first line of `rel` containing `needle`.
-    fn line_of(&self, rel: &str, needle: &str) -> u64 {
-        self.read(rel).lines().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{rel} has no {needle:?}")) as u64 + 1
-    }
-
-    /// A pr-facts file in the temp dir (outside the repository's tree).
-    fn facts(&self, yaml: &str) -> String {
-        let n = std::fs::read_dir(self.scratch.path()).unwrap().count();
-        let p = self.scratch.path().join(format!("facts-{n}.yaml"));
-        std::fs::write(&p, yaml).unwrap();
-        p.display().to_string()
-    }
-
-    fn head_sha(&self) -> String {
-        let o = std::process::Command::new("git").args(["rev-parse", "HEAD"]).current_dir(self.root()).output().unwrap();
-        String::from_utf8_lossy(&o.stdout).trim().to_string()
-    }
-}
-
-fn check(v: &Value, id: u64) -> &Value {
-    v["checks"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap()
-}
-
-fn status(v: &Value, id: u64) -> String {
-    check(v, id)["status"].as_str().unwrap().to_string()
-}
-
-/// The findings of check `id` as (file, line, value, message).
-fn findings(v: &Value, id: u64) -> Vec<(String, Option<u64>, String, String)> {
-    check(v, id)["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["file"].as_str().unwrap().to_string(),
-                f["line"].as_u64(),
-                f["value"].as_str().unwrap().to_string(),
-                f["message"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
-fn assert_fail(v: &Value, code: i32, id: u64) {
-    assert_eq!(status(v, id), "FAIL", "check {id}: {}", serde_json::to_string_pretty(check(v, id)).unwrap());
-    assert_eq!(code, 1, "a failing check exits 1");
-    assert_eq!(v["verdict"], "REJECTED");
-}
-
-fn assert_pass(v: &Value, id: u64) {
-    assert_eq!(status(v, id), "PASS", "check {id}: {}", serde_json::to_string_pretty(check(v, id)).unwrap());
-}
-
-const DSPARK: &str = "recipes/dsv41flash-fp4-gb300-sglang-agentic-dspark.yaml";
-const DSV3: &str = "recipes/dsv3-fp8-h200-sglang-agentic.yaml";
+use std::path::Path;
 
 /// The repository's own latest changelog entry: a base without that entry, its configs' master
 /// entries and serving recipes, so the head submits them all and every check reads them.
@@ -218,7 +50,7 @@ fn this_repositorys_latest_changelog_entry_passes() {
     let lines: Vec<&str> = t.lines().collect();
     assert_eq!(lines[0], format!("<!-- codeowner-signoff-verify sha={} -->", f.head_sha()));
     assert_eq!(lines[1], "## ✅✅✅ **Verdict: PASS** ✅✅✅");
-    assert_eq!(lines.len(), 15, "{t}");
+    assert_eq!(lines.len(), 16, "{t}");
     assert!(lines[2].starts_with("➖ Check 0 (CODEOWNER sign-off): N/A — "), "{t}");
     assert!(lines[8].starts_with("✅ Check 6 (Upstream images): PASS — "), "{t}");
 }
@@ -608,7 +440,16 @@ fn check11_golden_simulated_acceptance_in_the_effective_environment() {
     let (code, v) = f.verify(&[]);
     assert_fail(&v, code, 11);
     let fs = findings(&v, 11);
-    assert_eq!(fs.len(), 8, "every point inherits the worker's variable: {fs:?}");
+    assert_eq!(fs.len(), 1, "one cause, one line: {fs:?}");
+    let points = check(&v, 11)["findings"][0]["points"].as_array().unwrap().len();
+    assert_eq!(points, 8, "every point inherits the worker's variable: {fs:?}");
+    assert!(
+        fs[0].3.starts_with(
+            "dsv41flash-fp4-gb300-sglang-agentic-dspark Agg TP4 c1/c4/c16, Agg TP2-EP2 c16/c32, Agg DEP2 c64/c128/c160 (8 points): "
+        ),
+        "{fs:?}"
+    );
+    assert!(fs[0].3.contains(" (8 points): "), "{fs:?}");
     assert_eq!((fs[0].0.as_str(), fs[0].1), (DSPARK, Some(f.line_of(DSPARK, "SGLANG_SIMULATE_ACC_LEN: \"3.2\""))), "{fs:?}");
     assert!(
         fs[0].3.contains(
@@ -638,8 +479,13 @@ fn check11_golden_simulated_acceptance_in_the_effective_environment() {
     let (code, v) = f.verify(&[]);
     assert_fail(&v, code, 11);
     let fs = findings(&v, 11);
-    assert_eq!(fs.len(), 5, "every point of the recipe: {fs:?}");
-    assert!(fs[0].3.starts_with("dsv3-fp8-h200-sglang-agentic TP8 c1: agentic spec-decode runs real (unsimulated) acceptance"), "{fs:?}");
+    assert_eq!(fs.len(), 1, "one cause at every point of the recipe: {fs:?}");
+    assert!(
+        fs[0].3.starts_with(
+            "dsv3-fp8-h200-sglang-agentic TP8 c1/c4/c16, DEP8 c32/c64 (5 points): agentic spec-decode runs real (unsimulated) acceptance"
+        ),
+        "{fs:?}"
+    );
     assert_eq!(fs[0].1, Some(f.line_of(DSV3, "- conc: 1")));
 
     // A cheaper draft under pinned acceptance.
@@ -871,7 +717,7 @@ fn real_checks_on_the_inferencex_master_config_and_changelog() {
     f.commit("head");
     let (code, v) = f.verify(&[]);
     assert!(code == 0 || code == 1, "{v}");
-    assert_eq!(v["checks"].as_array().unwrap().len(), 13);
+    assert_eq!(v["checks"].as_array().unwrap().len(), 14);
     assert_pass(&v, 7);
     assert_eq!(status(&v, 12), "N/A");
 

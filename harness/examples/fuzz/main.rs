@@ -13,6 +13,7 @@
 
 mod mutate;
 mod targets;
+mod verify_repo;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -66,7 +67,7 @@ fn parse_args() -> Opts {
     o
 }
 
-const KINDS: [Kind; 17] = [
+const KINDS: [Kind; 19] = [
     Kind::Master,
     Kind::Changelog,
     Kind::Recipe,
@@ -84,6 +85,8 @@ const KINDS: [Kind; 17] = [
     Kind::EvalSamples,
     Kind::PrFacts,
     Kind::EvalResult,
+    Kind::EvalReply,
+    Kind::VerifyName,
 ];
 
 /// The message of the last panic (a worker's panic is reported through its join).
@@ -158,6 +161,8 @@ fn run_one(kind: Kind, path: PathBuf, root: PathBuf, name: String, cap: Duration
             Kind::EvalSamples => targets::run_eval_samples(&path),
             Kind::PrFacts => targets::run_pr_facts(&path),
             Kind::EvalResult => targets::run_eval_result(&path),
+            Kind::EvalReply => verify_repo::run_eval_reply(&path),
+            Kind::VerifyName => verify_repo::run_verify_repo(&path, &root),
             _ => targets::run_traces(&path),
         };
         let _ = tx.send(());

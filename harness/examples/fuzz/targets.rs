@@ -43,6 +43,10 @@ pub enum Kind {
     /// Eval results a run holds (an lm-eval result beside `meta_env.json`, `agg_eval_all.json`),
     /// read by `sweep verify --run`.
     EvalResult,
+    /// A chat-completions reply body as `sweep eval` reads it.
+    EvalReply,
+    /// A file name a change commits beside a change `sweep verify` must reject.
+    VerifyName,
 }
 
 /// A seed input: its kind, its file name and its bytes.
@@ -122,8 +126,20 @@ pub fn seeds(workspace: &Path, shared: Option<&Path>) -> Vec<Seed> {
     out.push(Seed { kind: Kind::PrFacts, name: "pr-facts.yaml".into(), bytes: PR_FACTS.as_bytes().to_vec() });
     out.push(Seed { kind: Kind::EvalResult, name: "results_2026-12-01T10-00-00.json".into(), bytes: LM_EVAL_RESULT.as_bytes().to_vec() });
     out.push(Seed { kind: Kind::EvalResult, name: "agg_eval_all.json".into(), bytes: AGG_EVAL_ALL.as_bytes().to_vec() });
+    for (i, r) in EVAL_REPLIES.iter().enumerate() {
+        out.push(Seed { kind: Kind::EvalReply, name: format!("reply{i}.json"), bytes: r.as_bytes().to_vec() });
+    }
+    for n in ["notes.md", "recipes/notes.yaml", "golden_al/extra.yaml", "docs/waiver/7.md"] {
+        out.push(Seed { kind: Kind::VerifyName, name: n.replace('/', "_"), bytes: n.as_bytes().to_vec() });
+    }
     out
 }
+
+const EVAL_REPLIES: [&str; 3] = [
+    r#"{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"She makes 9 * 2 = 18.\n#### 18"},"finish_reason":"stop"}],"usage":{"prompt_tokens":90,"completion_tokens":17}}"#,
+    r#"{"choices":[{"index":0,"message":{"role":"assistant","content":null,"reasoning_content":"2 + 1 = 3\n#### 3"},"finish_reason":"length"}],"usage":{"completion_tokens":512}}"#,
+    r#"{"choices":[{"index":0,"message":{"content":""},"finish_reason":"stop"},{"index":1,"message":{"content":"so #### 4"}}]}"#,
+];
 
 const EVAL_SAMPLES: &str = r##"{"doc_id":0,"prompt_hash":"880e5df301f84a9712e6225a7d85c57a0d9f18d9dda47182fb63896631042aa2","doc_hash":"986c19252f3c7f6eaeff2229e9a5777f96a85c0ceea931a92d2289084dfd518c","target_hash":"623a0fbdf774fcb55e485a3e6b012e6c3965616af5b8eb9b9aebd2f6712be2eb","target":"18","response":"She makes 9 * 2 = 18.\n#### 18","filtered_resps":{"strict-match":"18","flexible-extract":"18"},"exact_match":{"strict-match":1.0,"flexible-extract":1.0},"finish_reason":"stop","completion_tokens":17,"attempts":1,"latency_s":1.5}
 {"doc_id":1,"prompt_hash":"e1ded8b7e77cca4c717340bd77b042d449085ef7a9192b61f93624243550403c","doc_hash":"00f836ab1a16e62131c59e2c6ce14552295991067d5b9f912f47449305e3b9e1","target_hash":"x","target":"3","error":"HTTP 503: overloaded","attempts":5,"latency_s":8.1}

@@ -205,7 +205,8 @@ fn agentic(ctx: &Ctx, l: &LaunchView) -> Result<String, Vec<Finding>> {
 
 pub fn check(ctx: &Ctx) -> Check {
     let mut launches: Vec<LaunchView> = Vec::new();
-    let mut bad = Vec::new();
+    // A golden value that moves changes every config injecting it.
+    let mut bad = if ctx.facts.and_then(|f| f.exception(11)).is_some() { Vec::new() } else { ctx.golden_changes.clone() };
     for key in &ctx.changed_keys {
         let Some(e) = ctx.head.master.get(key) else { continue };
         // A serving recipe that drafts is a spec-decode config whatever its master rows say.

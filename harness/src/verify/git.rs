@@ -1,5 +1,5 @@
-//! Reading a repository at two revisions without a checkout: `git rev-parse`, `ls-tree`,
-//! `cat-file --batch` (every file a check needs in one process), `diff --name-status` and the
+//! Reading a repository at two revisions without a checkout: `git rev-parse`, `ls-tree -z`,
+//! `cat-file --batch` by object id (every file a check needs in one process), `diff --name-status` and the
 //! added lines of `diff -U0`, with the head's line numbers.
 
 use std::collections::BTreeMap;
@@ -33,6 +33,42 @@ pub struct AddedLine {
     pub file: String,
     pub line: usize,
     pub text: String,
+}
+
+/// One entry of a tree: `100644`/`100755` files, `120000` symbolic links, `160000` submodules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeEntry {
+    pub mode: String,
+    pub kind: String,
+    pub oid: String,
+    /// Whether the name is valid UTF-8 (the path key is its lossy form otherwise).
+    pub utf8: bool,
+}
+
+impl TreeEntry {
+    pub fn is_file(&self) -> bool {
+        self.kind == "blob" && (self.mode == "100644" || self.mode == "100755")
+    }
+    pub fn is_symlink(&self) -> bool {
+        self.mode == "120000"
+    }
+    pub fn is_submodule(&self) -> bool {
+        self.mode == "160000"
+    }
+}
+
+/// A revision's tree, every entry by path.
+#[derive(Clone, Debug, Default)]
+pub struct Tree {
+    pub rev: String,
+    pub entries: BTreeMap<String, TreeEntry>,
+}
+
+impl Tree {
+    /// The regular files' paths.
+    pub fn files(&self) -> impl Iterator<Item = &String> {
+        self.entries.iter().filter(|(_, e)| e.is_file()).map(|(p, _)| p)
+    }
 }
 
 pub struct Git {
@@ -90,19 +126,41 @@ impl Git {
         Ok(String::from_utf8_lossy(&o).lines().map(str::to_string).collect())
     }
 
-    /// Every file path in the tree of `rev`.
-    pub fn ls_tree(&self, rev: &str) -> Result<Vec<String>, GitError> {
-        let o = self.run(&["ls-tree", "-r", "-z", "--name-only", rev])?;
-        Ok(o.split(|&b| b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect())
+    /// Every entry of the tree of `rev`, by path (`ls-tree -r -z --full-tree`: NUL-separated,
+    /// so no file name can forge another entry).
+    pub fn ls_tree(&self, rev: &str) -> Result<Tree, GitError> {
+        let o = self.run(&["ls-tree", "-r", "-z", "--full-tree", rev])?;
+        let mut entries = BTreeMap::new();
+        for rec in o.split(|&b| b == 0).filter(|s| !s.is_empty()) {
+            let bad = || GitError::Failed {
+                dir: self.dir.clone(),
+                args: format!("ls-tree {rev}"),
+                stderr: format!("unreadable entry {:?}", String::from_utf8_lossy(rec)),
+            };
+            let tab = rec.iter().position(|&b| b == b'\t').ok_or_else(bad)?;
+            let meta = String::from_utf8_lossy(&rec[..tab]).into_owned();
+            let mut it = meta.split(' ');
+            let (Some(mode), Some(kind), Some(oid)) = (it.next(), it.next(), it.next()) else { return Err(bad()) };
+            let raw = &rec[tab + 1..];
+            let path = String::from_utf8_lossy(raw).into_owned();
+            let utf8 = std::str::from_utf8(raw).is_ok();
+            entries.insert(path, TreeEntry { mode: mode.to_string(), kind: kind.to_string(), oid: oid.to_string(), utf8 });
+        }
+        Ok(Tree { rev: rev.to_string(), entries })
     }
 
-    /// The contents of `paths` at `rev` (missing paths are left out), through one
-    /// `git cat-file --batch`.
-    pub fn read_many(&self, rev: &str, paths: &[String]) -> Result<BTreeMap<String, Vec<u8>>, GitError> {
+    /// The contents of the regular files `paths` of `tree` (paths that are not regular files
+    /// there are left out), through one `git cat-file --batch` asked by object id: a request
+    /// line is a hex id, never a file name, and every answer must name the id it was asked.
+    pub fn read_many(&self, tree: &Tree, paths: &[String]) -> Result<BTreeMap<String, Vec<u8>>, GitError> {
         let mut out = BTreeMap::new();
-        if paths.is_empty() {
+        let wanted: Vec<(&String, &str)> =
+            paths.iter().filter_map(|p| tree.entries.get(p).filter(|e| e.is_file()).map(|e| (p, e.oid.as_str()))).collect();
+        if wanted.is_empty() {
             return Ok(out);
         }
+        let io = |source| GitError::Spawn { dir: self.dir.clone(), source };
+        let mismatch = |what: String| GitError::Failed { dir: self.dir.clone(), args: "cat-file --batch".into(), stderr: what };
         let mut child = self
             .command()
             .args(["cat-file", "--batch"])
@@ -110,30 +168,31 @@ impl Git {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|source| GitError::Spawn { dir: self.dir.clone(), source })?;
+            .map_err(io)?;
         let mut stdin = child.stdin.take().expect("piped stdin");
-        let requests: String = paths.iter().map(|p| format!("{rev}:{p}\n")).collect();
+        let requests: String = wanted.iter().map(|(_, oid)| format!("{oid}\n")).collect();
         // Written from a thread: git answers while it reads, and a full pipe would stall both.
         let writer = std::thread::spawn(move || stdin.write_all(requests.as_bytes()));
         let mut r = BufReader::new(child.stdout.take().expect("piped stdout"));
-        for p in paths {
+        for (path, oid) in &wanted {
             let mut header = String::new();
-            if r.read_line(&mut header).map_err(|source| GitError::Spawn { dir: self.dir.clone(), source })? == 0 {
-                break;
+            if r.read_line(&mut header).map_err(io)? == 0 {
+                return Err(mismatch(format!("no answer for {path} ({oid})")));
             }
             let parts: Vec<&str> = header.split_whitespace().collect();
-            if parts.len() == 3 && parts[1] != "missing" {
-                let size: usize = parts[2].parse().unwrap_or(0);
-                let mut buf = vec![0u8; size + 1];
-                r.read_exact(&mut buf).map_err(|source| GitError::Spawn { dir: self.dir.clone(), source })?;
-                buf.pop();
-                if parts[1] == "blob" {
-                    out.insert(p.clone(), buf);
-                }
+            if parts.first() != Some(oid) || parts.len() != 3 || parts[1] != "blob" {
+                return Err(mismatch(format!("asked for {path} ({oid}), answered {:?}", header.trim_end())));
             }
+            let size: usize = parts[2].parse().map_err(|_| mismatch(format!("unreadable size in {:?}", header.trim_end())))?;
+            let mut buf = vec![0u8; size + 1];
+            r.read_exact(&mut buf).map_err(io)?;
+            if buf.pop() != Some(b'\n') {
+                return Err(mismatch(format!("the answer for {path} ({oid}) is not terminated")));
+            }
+            out.insert((*path).clone(), buf);
         }
         let _ = writer.join();
-        let status = child.wait().map_err(|source| GitError::Spawn { dir: self.dir.clone(), source })?;
+        let status = child.wait().map_err(io)?;
         if !status.success() {
             let mut err = String::new();
             if let Some(mut e) = child.stderr.take() {

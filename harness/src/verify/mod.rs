@@ -17,6 +17,7 @@ mod images;
 mod models;
 pub mod output;
 mod scan;
+mod shared;
 mod snapshot;
 
 pub use artifacts::RunArtifacts;
@@ -34,7 +35,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 /// The verifier's checks, by number: the short names its verdict rows use.
-pub const CHECK_NAMES: [&str; 13] = [
+pub const CHECK_NAMES: [&str; 14] = [
     "CODEOWNER sign-off",
     "Passing sweep + evals",
     "Evals",
@@ -48,6 +49,7 @@ pub const CHECK_NAMES: [&str; 13] = [
     "Engine patches",
     "Golden acceptance length",
     "Append-only",
+    "Repository tree",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -78,11 +80,14 @@ pub struct Finding {
     pub line: Option<usize>,
     pub value: String,
     pub message: String,
+    /// The points one finding covers, when the same cause shows at several.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub points: Vec<String>,
 }
 
 impl Finding {
     pub fn new(file: impl Into<String>, line: Option<usize>, value: impl Into<String>, message: impl Into<String>) -> Finding {
-        Finding { file: file.into(), line, value: value.into(), message: message.into() }
+        Finding { file: file.into(), line, value: value.into(), message: message.into(), points: Vec::new() }
     }
 
     /// `file:line`, or the file alone.
@@ -110,18 +115,88 @@ impl Check {
     pub fn na(id: u8, reason: impl Into<String>) -> Check {
         Check { id, name: CHECK_NAMES[id as usize], status: Status::NotApplicable, reason: reason.into(), findings: Vec::new() }
     }
-    /// A failure: the root issue and the findings that show it.
+    /// A failure: the root issue and the findings that show it (one per distinct cause).
     pub fn fail(id: u8, reason: impl Into<String>, findings: Vec<Finding>) -> Check {
-        Check { id, name: CHECK_NAMES[id as usize], status: Status::Fail, reason: reason.into(), findings }
+        Check { id, name: CHECK_NAMES[id as usize], status: Status::Fail, reason: reason.into(), findings: merge_points(findings) }
     }
     /// PASS with `ok`, or FAIL with the findings (their messages joined as the reason).
     pub fn from_findings(id: u8, findings: Vec<Finding>, ok: impl Into<String>) -> Check {
         if findings.is_empty() {
             return Check::pass(id, ok);
         }
+        let findings = merge_points(findings);
         let reason = summarise(&findings);
-        Check::fail(id, reason, findings)
+        Check { id, name: CHECK_NAMES[id as usize], status: Status::Fail, reason, findings }
     }
+}
+
+/// Whether `s` names a point: `<key> <arm…> c<N>`.
+fn is_point(s: &str) -> bool {
+    s.contains(' ')
+        && s.rsplit(' ').next().and_then(|w| w.strip_prefix('c')).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Findings that say the same thing about several points (the point named at the start of the
+/// message, or as the value) become one, naming the points: a recipe-wide cause is one line, not
+/// one per point.
+pub fn merge_points(findings: Vec<Finding>) -> Vec<Finding> {
+    // (finding, the rest of its message, whether the point is its value)
+    let mut groups: Vec<(Finding, String, bool)> = Vec::new();
+    for f in findings {
+        if !f.points.is_empty() {
+            groups.push((f, String::new(), false));
+            continue;
+        }
+        let (point, rest, in_value) = match f.message.split_once(": ").filter(|(l, _)| is_point(l)) {
+            Some((l, r)) => (l.to_string(), r.to_string(), f.value == l),
+            None if is_point(&f.value) => (f.value.clone(), f.message.clone(), true),
+            None => {
+                groups.push((f, String::new(), false));
+                continue;
+            }
+        };
+        let same = groups
+            .iter_mut()
+            .find(|(o, r, v)| !o.points.is_empty() && *r == rest && *v == in_value && o.file == f.file && (in_value || o.value == f.value));
+        match same {
+            Some((o, _, _)) => o.points.push(point),
+            None => groups.push((Finding { points: vec![point], ..f }, rest, in_value)),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(mut f, rest, in_value)| {
+            if rest.is_empty() {
+                // Passed through as it came.
+            } else if f.points.len() > 1 {
+                let who = compact(&f.points);
+                f.message = format!("{who} ({} points): {rest}", f.points.len());
+                if in_value && f.value == f.points[0] {
+                    f.value = who;
+                }
+            } else {
+                f.points.clear();
+            }
+            f
+        })
+        .collect()
+}
+
+/// `key arm c1/c4, arm2 c16` from point labels `key arm cN` (the key once when all share it).
+fn compact(points: &[String]) -> String {
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for p in points {
+        let (head, conc) = p.rsplit_once(' ').unwrap_or(("", p));
+        match groups.iter_mut().find(|(h, _)| h == head) {
+            Some((_, cs)) => cs.push(conc.to_string()),
+            None => groups.push((head.to_string(), vec![conc.to_string()])),
+        }
+    }
+    let key = groups[0].0.split(' ').next().unwrap_or_default().to_string();
+    let one_key = groups.iter().all(|(h, _)| h.split(' ').next() == Some(key.as_str()) && h.len() > key.len());
+    let parts: Vec<String> =
+        groups.iter().map(|(h, cs)| format!("{} {}", if one_key { &h[key.len() + 1..] } else { h.as_str() }, cs.join("/"))).collect();
+    if one_key { format!("{key} {}", parts.join(", ")) } else { parts.join(", ") }
 }
 
 /// The reason of a failing check: its first findings, each with where it is, then how many more.
@@ -200,6 +275,8 @@ pub(crate) struct Ctx<'a> {
     /// Head texts of the changed launch files, the waivers and the launch scripts of changed
     /// configs.
     pub head_texts: std::collections::BTreeMap<String, String>,
+    /// Golden AL values the change alters or removes (Check 11 findings).
+    pub golden_changes: Vec<Finding>,
 }
 
 impl Ctx<'_> {
@@ -268,6 +345,9 @@ pub fn verify(opts: &Options) -> Result<Report, VerifyError> {
             changed_keys.insert(k.clone());
         }
     }
+    // …and configs a shared file reaches (a golden AL curve, the runner table).
+    let shared = shared::shared_changes(&base, &head);
+    changed_keys.extend(shared.keys.keys().cloned());
     let appended = match (&base.changelog, &head.changelog) {
         (Some(b), Some(h)) => changelog::check_append(b, h).map(|d| d.appended),
         (None, Some(h)) => Ok(h.entries.clone()),
@@ -351,9 +431,10 @@ pub fn verify(opts: &Options) -> Result<Report, VerifyError> {
     }
     wanted.sort();
     wanted.dedup();
-    let head_texts = git.read_many(&head_rev, &wanted)?.into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned())).collect();
+    let head_texts = git.read_many(&head.tree, &wanted)?.into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned())).collect();
     let ctx = Ctx {
         head_texts,
+        golden_changes: shared.golden,
         base,
         head,
         changes,
@@ -384,6 +465,7 @@ pub fn verify(opts: &Options) -> Result<Report, VerifyError> {
         scan::engine_patches(&ctx),
         acceptance::check(&ctx),
         append_only::check(&ctx),
+        shared::tree_check(&ctx.base.tree, &ctx.head.tree),
     ];
     let passed = checks.iter().all(|c| c.status != Status::Fail);
     Ok(Report {

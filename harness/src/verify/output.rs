@@ -81,7 +81,7 @@ mod tests {
     use super::*;
 
     fn report(fail: bool) -> Report {
-        let mut checks: Vec<Check> = (0..13).map(|i| Check::na(i, "n/a here")).collect();
+        let mut checks: Vec<Check> = (0..14).map(|i| Check::na(i, "n/a here")).collect();
         checks[2] = Check::pass(2, "gsm8k em_strict 0.9750 (TP2/EP2 C32)");
         if fail {
             checks[8] = Check::fail(8, "bad", vec![Finding::new("b/x.sh", Some(4), "--hf-overrides {}", "hack, really")]);
@@ -104,7 +104,7 @@ mod tests {
         assert_eq!(lines[0], "<!-- codeowner-signoff-verify sha=abc -->");
         assert_eq!(lines[1], "## ✅✅✅ **Verdict: PASS** ✅✅✅");
         assert_eq!(lines[4], "✅ Check 2 (Evals): PASS — gsm8k em_strict 0.9750 (TP2/EP2 C32)");
-        assert_eq!(lines.len(), 15);
+        assert_eq!(lines.len(), 16);
         let t = text(&report(true));
         assert!(t.contains("## ❌❌❌ **REJECTED** ❌❌❌\n@alice Blocking: Check 8 (Architecture hacks).\n"), "{t}");
         assert!(t.contains("❌ Check 8 (Architecture hacks): FAIL — bad\n"));

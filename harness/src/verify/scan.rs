@@ -35,7 +35,9 @@ pub fn shown(s: &str) -> String {
 
 /// The golden curves the checks compare against: the default branch's (the base), else the head's.
 pub fn goldens<'a>(ctx: &'a Ctx) -> Vec<&'a GoldenAl> {
-    [ctx.base.golden.as_ref(), ctx.head.golden.as_ref()].into_iter().flatten().collect()
+    // The head's curves first: they are what `sweep plan` injects (a moved golden value is a
+    // finding of its own, `shared::shared_changes`).
+    [ctx.head.golden.as_ref(), ctx.base.golden.as_ref()].into_iter().flatten().collect()
 }
 
 /// Every point of a config's serving recipe at the head, resolved as `sweep run` resolves it; a

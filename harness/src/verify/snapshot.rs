@@ -4,7 +4,7 @@
 //! `recipes/<key>.yaml`, `golden_al/`) and InferenceX's (`configs/*-master.yaml`,
 //! `benchmarks/**`, `golden_al_distribution/`, `utils/evals/thresholds.yaml`).
 
-use super::git::{Git, GitError};
+use super::git::{Git, GitError, Tree};
 use crate::changelog::Changelog;
 use crate::gate::Thresholds;
 use crate::golden_al::GoldenAl;
@@ -35,6 +35,9 @@ pub struct Snapshot {
     /// The full commit id.
     pub rev: String,
     pub layout: Layout,
+    /// Every entry of the revision's tree (files, links, submodules).
+    pub tree: Tree,
+    /// The regular files.
     pub files: BTreeSet<String>,
     pub master: Master,
     /// The master files as parsed (their locators give the lines of fields).
@@ -70,7 +73,9 @@ fn is_yaml(f: &str) -> bool {
 impl Snapshot {
     /// Reads the inputs of `rev`. Inputs that do not load are problems naming the revision's file.
     pub fn load(git: &Git, rev: &str) -> Result<Snapshot, SnapshotError> {
-        let files: BTreeSet<String> = git.ls_tree(rev)?.into_iter().collect();
+        let tree = git.ls_tree(rev)?;
+        // Only regular files are inputs: a symbolic link or submodule is never read through.
+        let files: BTreeSet<String> = tree.files().cloned().collect();
         let layout = if files.contains("recipes/master.yaml") { Layout::Sweep } else { Layout::InferenceX };
         let (masters, runners_file, recipe_files, golden_files): (Vec<String>, Option<String>, Vec<String>, Vec<String>) = match layout {
             Layout::Sweep => (
@@ -99,7 +104,7 @@ impl Snapshot {
                 wanted.push(f.to_string());
             }
         }
-        let bytes = git.read_many(rev, &wanted)?;
+        let bytes = git.read_many(&tree, &wanted)?;
         let mut problems = Problems::default();
         let text = |f: &str, problems: &mut Problems| -> Option<String> {
             let b = bytes.get(f)?;
@@ -157,6 +162,7 @@ impl Snapshot {
         Ok(Snapshot {
             rev: rev.to_string(),
             layout,
+            tree,
             files,
             master,
             master_docs,

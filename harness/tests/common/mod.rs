@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod engine_server;
+pub mod verify_fixture;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
