@@ -12,6 +12,15 @@ static CLOSED: AtomicBool = AtomicBool::new(false);
 
 /// Writes to stdout; after a broken pipe, nothing more is written. Other write errors (a full
 /// disk behind a redirection) are reported once on stderr.
+/// Text from a store or a file as a terminal should show it: control characters (ESC, BEL,
+/// newlines) escaped, so a stored name cannot move the cursor, ring or forge lines.
+pub fn shown(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect())
+}
+
 pub fn write(args: std::fmt::Arguments) {
     if CLOSED.load(Ordering::Relaxed) {
         return;

@@ -134,6 +134,14 @@ fn the_gate_reads_inferencex_eval_artifacts_row_score_threshold_and_source() {
 /// request) and answers every eval question the way `reply` says: a broken server (lm-eval
 /// raises on all of these). Returns its URL.
 fn misbehaving_server(reply: fn(&mut std::net::TcpStream)) -> String {
+    misbehaving_server_with(
+        |s| respond(s, r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"length"}]}"#),
+        reply,
+    )
+}
+
+/// [`misbehaving_server`] whose readiness request is answered by `probe`.
+fn misbehaving_server_with(probe: fn(&mut std::net::TcpStream), reply: fn(&mut std::net::TcpStream)) -> String {
     use std::io::{BufRead, BufReader, Read};
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", l.local_addr().unwrap());
@@ -165,7 +173,7 @@ fn misbehaving_server(reply: fn(&mut std::net::TcpStream)) -> String {
                 } else if first.starts_with("GET") {
                     respond(&mut s, "{}");
                 } else if String::from_utf8_lossy(&body).contains(r#""content":"Hi"}"#) {
-                    respond(&mut s, r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"length"}]}"#);
+                    probe(&mut s);
                 } else {
                     reply(&mut s);
                 }
@@ -181,18 +189,31 @@ fn respond(s: &mut std::net::TcpStream, body: &str) {
         write!(s, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
 }
 
+/// 200, then an answer that never ends: it must be cut, not buffered until memory runs out.
+fn endless_answer(s: &mut std::net::TcpStream) {
+    use std::io::Write;
+    let _ = write!(
+        s,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{{\"choices\":[{{\"message\":{{\"content\":\""
+    );
+    let chunk = vec![b'a'; 1 << 16];
+    while s.write_all(&chunk).is_ok() {}
+}
+
 #[test]
 fn a_broken_server_is_an_infrastructure_failure_never_wrong_answers() {
-    let endless: fn(&mut std::net::TcpStream) = |s| {
-        use std::io::Write;
-        // 200, then an answer that never ends: it must be cut, not buffered until memory runs out.
-        let _ = write!(
-            s,
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{{\"choices\":[{{\"message\":{{\"content\":\""
-        );
-        let chunk = vec![b'a'; 1 << 16];
-        while s.write_all(&chunk).is_ok() {}
-    };
+    // The readiness request answered without end: cut at its cap and named, never buffered.
+    let url = misbehaving_server_with(endless_answer, |s| respond(s, "{}"));
+    let tmp = tempfile::tempdir().unwrap();
+    let o = sweep(
+        &["eval", "--url", &url, "--limit", "1", "--ready-timeout", "3", "--out", tmp.path().join("e").to_str().unwrap()],
+        tmp.path(),
+    );
+    let err = text(&o).1;
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("the reply passed 1048576 bytes without ending"), "{err}");
+
+    let endless: fn(&mut std::net::TcpStream) = endless_answer;
     type Reply = fn(&mut std::net::TcpStream);
     let cases: [(Reply, &str); 5] = [
         (|s| respond(s, r#"{"error":{"message":"overloaded","code":503}}"#), "error object"),

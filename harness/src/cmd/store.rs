@@ -53,7 +53,7 @@ pub fn record_quietly(dir: &Path, args: &RecordArgs, repo_root: Option<&Path>, s
     let loc = args.at.location(repo_root);
     let result = Store::open(&loc, Mode::Write).and_then(|mut s| s.record_dir(dir, source));
     match result {
-        Ok(rec) => Some(format!("store:  {loc} (run {} recorded, {} point(s))", rec.run.run_id, rec.points.len())),
+        Ok(rec) => Some(format!("store:  {loc} (run {} recorded, {} point(s))", crate::out::shown(&rec.run.run_id), rec.points.len())),
         Err(e) => {
             eprintln!(
                 "warning: the run was not recorded in the results store: {e}; the run folder is complete: record it later with `sweep import {}`",
@@ -182,6 +182,9 @@ fn filter_of(a: &HistoryArgs) -> anyhow::Result<RunFilter> {
 
 /// Rows of cells as an aligned table (numbers right-aligned where `right[i]`).
 fn table(header: &[&str], rows: &[Vec<String>], right: &[bool]) -> String {
+    // Stored text reaches the terminal escaped (a run id or label written by another tool).
+    let rows: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(|c| crate::out::shown(c).into_owned()).collect()).collect();
+    let rows = &rows;
     let n = header.len();
     let mut w: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in rows {
@@ -360,7 +363,12 @@ pub fn import(a: &ImportArgs) -> anyhow::Result<ExitCode> {
             store::import::Found::Run(d) => d.display().to_string(),
             store::import::Found::Artifacts(root, dirs) => format!("{} ({} result folder(s))", root.display(), dirs.len()),
         };
-        crate::outln!("imported run {} ({} point(s), {}) from {from}", rec.run.run_id, rec.points.len(), kind_word(&rec.run.result_kind));
+        crate::outln!(
+            "imported run {} ({} point(s), {}) from {from}",
+            crate::out::shown(&rec.run.run_id),
+            rec.points.len(),
+            kind_word(&rec.run.result_kind)
+        );
     }
     crate::outln!("store:  {loc}");
     Ok(ExitCode::SUCCESS)
@@ -417,7 +425,7 @@ pub fn store_cmd(c: &StoreCommand) -> anyhow::Result<ExitCode> {
             let mut missing = Vec::new();
             for r in runs {
                 if s.remove(r)? {
-                    crate::outln!("removed run {r}");
+                    crate::outln!("removed run {}", crate::out::shown(r));
                 } else {
                     missing.push(r.as_str());
                 }
@@ -511,5 +519,12 @@ mod tests {
         assert_eq!(lines[0], "a              n  z");
         assert_eq!(lines[1], "long cell      1  x");
         assert_eq!(lines[2], "s          1,000  y");
+    }
+
+    #[test]
+    fn stored_control_characters_reach_the_terminal_escaped() {
+        let t = table(&["run"], &[vec!["evil\u{1b}[2J\u{7}\nforged".into()]], &[false]);
+        assert_eq!(t.lines().nth(1).unwrap(), "evil\\u{1b}[2J\\u{7}\\nforged");
+        assert!(!t.chars().any(|c| c.is_control() && c != '\n'), "{t:?}");
     }
 }

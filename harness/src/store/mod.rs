@@ -363,6 +363,7 @@ fn open_sqlite(path: &Path, mode: Mode, name: &str) -> Result<Conn, StoreError> 
         Mode::Write => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     };
     let c = rusqlite::Connection::open_with_flags(path, flags).map_err(open_err)?;
+    let c = if mode == Mode::ReadOnly { readable(c, path, name)? } else { c };
     // Writers queue for the lock rather than fail: other runs may be recording.
     c.busy_timeout(backend::SQLITE_BUSY_TIMEOUT).map_err(open_err)?;
     if mode != Mode::ReadOnly {
@@ -378,6 +379,54 @@ fn open_sqlite(path: &Path, mode: Mode, name: &str) -> Result<Conn, StoreError> 
     c.pragma_update(None, "mmap_size", 256i64 << 20).map_err(open_err)?;
     c.pragma_update(None, "cache_size", -65_536i64).map_err(open_err)?;
     Ok(Conn::Sqlite(c))
+}
+
+/// A read-only connection that can read: a WAL store needs its shared-memory file (`-shm`),
+/// which a reader who cannot write the store's folder cannot create. Such a store, when no
+/// write is left in its `-wal` file, is opened immutable (no locks, no `-shm`); with writes
+/// left there, the error names them and the fix.
+fn readable(c: rusqlite::Connection, path: &Path, name: &str) -> Result<rusqlite::Connection, StoreError> {
+    use rusqlite::OpenFlags;
+    let probe = |c: &rusqlite::Connection| c.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0));
+    let Err(e) = probe(&c) else { return Ok(c) };
+    let code = e.sqlite_error_code();
+    if !matches!(code, Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen)) {
+        return Err(StoreError::Open { location: name.to_string(), message: e.to_string() });
+    }
+    drop(c);
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let pending = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    if pending > 0 {
+        return Err(StoreError::Open {
+            location: name.to_string(),
+            message: format!(
+                "{e}: this user cannot write the store's folder, which a reader of a store with writes still in {} ({pending} bytes) needs; run `sweep store check --store {}` once as a user who can write there (it folds them into the file), or read a copy",
+                Path::new(&wal).display(),
+                path.display()
+            ),
+        });
+    }
+    let uri = format!("file:{}?immutable=1", uri_path(path));
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let c = rusqlite::Connection::open_with_flags(&uri, flags)
+        .map_err(|e| StoreError::Open { location: name.to_string(), message: e.to_string() })?;
+    probe(&c).map_err(|e| StoreError::Open { location: name.to_string(), message: e.to_string() })?;
+    Ok(c)
+}
+
+/// A path as a `file:` URI's path: bytes other than unreserved ones and `/` percent-encoded.
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    abs.as_os_str()
+        .as_bytes()
+        .iter()
+        .map(|&b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 fn open_postgres(url: &str, mode: Mode, name: &str) -> Result<Conn, StoreError> {

@@ -36,7 +36,7 @@ fn run_conditions(f: &RunFilter, params: &mut Vec<Val>) -> Vec<String> {
         w.push(format!("EXISTS (SELECT 1 FROM points q WHERE q.run_id = r.run_id AND {cond})"));
     }
     if let Some(l) = &f.label {
-        w.push(format!("r.labels LIKE {} ESCAPE '\\'", p(Val::text(format!("% {} %", like_literal(l))))));
+        w.push(format!("r.labels LIKE {} ESCAPE '\\'", p(Val::text(format!("% {} %", like_literal(&super::types::list_item(l)))))));
     }
     if let Some(h) = &f.hardware {
         w.push(format!("LOWER(r.hardware) LIKE {} ESCAPE '\\'", p(Val::text(format!("%{}%", like_literal(&h.to_lowercase()))))));

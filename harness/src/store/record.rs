@@ -350,8 +350,9 @@ fn run_row(
     let changelog = plan.and_then(|p| p.get("changelog_metadata")).filter(|c| !c.is_null()).cloned();
     let pr_link = changelog.as_ref().and_then(|c| c["entries"][0]["pr-link"].as_str()).map(str::to_string);
     let configs: BTreeSet<String> = s.points.iter().map(|p| p.config_key.clone()).collect();
-    // Labels as given (`a,b` or separate words), one item each.
-    let labels: Vec<String> = s.labels.iter().flat_map(|l| l.split([',', ' '])).filter(|l| !l.is_empty()).map(str::to_string).collect();
+    // Labels as given (`a,b` lists or separate words), one item each, each with its exact text.
+    let labels: Vec<String> =
+        s.labels.iter().flat_map(|l| l.split(',')).map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect();
     RunRow {
         run_id: s.run_id.clone(),
         started_unix: stamp_of(&s.run_id),

@@ -100,3 +100,29 @@ fn passwords_are_not_shown() {
     assert_eq!(Location::parse("postgresql://h/db").to_string(), "postgresql://h/db");
     assert_eq!(Location::parse("reports/x.db"), Location::Sqlite("reports/x.db".into()));
 }
+
+/// Labels and config keys keep their exact text: one with a space is one item (stored escaped,
+/// so a label filter still matches whole items), and one with a backslash survives too.
+#[test]
+fn list_items_with_spaces_are_kept_whole() {
+    let items = vec!["my config".to_string(), "a\\b".into(), "x".into(), "tab\tkept".into()];
+    let joined = types::join_list(&items);
+    assert_eq!(joined, " my\\sconfig a\\\\b x tab\tkept ");
+    assert_eq!(types::split_list(&joined), items);
+    // Lists written before the escaping read as they did.
+    assert_eq!(types::split_list(" a b "), vec!["a", "b"]);
+
+    let d = tempfile::tempdir().unwrap();
+    let run_dir = d.path().join("r1");
+    fake_run_dir(&run_dir, "r1", "fp-a", 1_700_000_000);
+    let mut run = RunSummary::load(&run_dir).unwrap();
+    run.labels = vec!["nightly sweep".into(), "sweep".into()];
+    run.save(&run_dir).unwrap();
+    let loc = Location::Sqlite(d.path().join("s.db"));
+    let mut s = Store::open(&loc, Mode::Write).unwrap();
+    s.record_dir(&run_dir, "run").unwrap();
+    let runs = s.runs(&RunFilter::default()).unwrap();
+    assert_eq!(runs[0].labels, vec!["nightly sweep", "sweep"]);
+    let mut by = |l: &str| s.runs(&RunFilter { label: Some(l.into()), ..Default::default() }).unwrap().len();
+    assert_eq!((by("nightly sweep"), by("sweep"), by("nightly")), (1, 1, 0));
+}

@@ -216,13 +216,50 @@ pub struct RunRecord {
     pub blobs: BTreeMap<String, String>,
 }
 
-/// A list as one text column: space-separated and padded (` a b `), so `LIKE '% a %'` matches an item.
+/// A list as one text column: space-separated and padded (` a b `), so `LIKE '% a %'` matches an
+/// item. An item keeps its exact text: `\` and spaces inside it are escaped (`\\`, `\s`), so
+/// `my config` is one item, not two.
 pub(crate) fn join_list(items: &[String]) -> String {
-    if items.is_empty() { String::new() } else { format!(" {} ", items.join(" ")) }
+    if items.is_empty() {
+        return String::new();
+    }
+    let items: Vec<String> = items.iter().map(|i| list_item(i)).collect();
+    format!(" {} ", items.join(" "))
+}
+
+/// One item as [`join_list`] writes it (what a `LIKE` filter on the column must look for).
+pub(crate) fn list_item(item: &str) -> String {
+    let mut o = String::with_capacity(item.len());
+    for c in item.chars() {
+        match c {
+            '\\' => o.push_str("\\\\"),
+            ' ' => o.push_str("\\s"),
+            c => o.push(c),
+        }
+    }
+    o
 }
 
 pub(crate) fn split_list(s: &str) -> Vec<String> {
-    s.split_whitespace().map(str::to_string).collect()
+    s.split(' ')
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut o = String::with_capacity(w.len());
+            let mut it = w.chars();
+            while let Some(c) = it.next() {
+                if c != '\\' {
+                    o.push(c);
+                    continue;
+                }
+                match it.next() {
+                    Some('s') => o.push(' '),
+                    Some(other) => o.push(other),
+                    None => o.push('\\'),
+                }
+            }
+            o
+        })
+        .collect()
 }
 
 pub(crate) const RUN_COLS: &[&str] = &[

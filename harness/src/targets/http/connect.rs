@@ -5,6 +5,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+/// The most bytes the readiness check's one-token reply may take.
+pub const ONE_TOKEN_REPLY_CAP: usize = 1 << 20;
+
 use super::{HttpError, HttpTarget, REQUEST_TIMEOUT, describe};
 use crate::metrics::PointContext;
 use crate::targets::dialect::{Dialect, DialectArgs};
@@ -127,7 +130,7 @@ impl HttpTarget {
         }
     }
 
-    /// A one-token chat request, read to its end.
+    /// A one-token chat request, read to its end (at most [`ONE_TOKEN_REPLY_CAP`] bytes).
     async fn one_token(&self, model: &str) -> Result<(), String> {
         let mut body =
             format!(r#"{{"model":{},"messages":[{{"role":"user","content":"Hi"}}]"#, serde_json::Value::from(model)).into_bytes();
@@ -143,9 +146,21 @@ impl HttpTarget {
             .await
             .map_err(|e| format!("a one-token request: {}", describe(&e)))?;
         let status = r.status().as_u16();
-        let text = r.text().await.map_err(|e| format!("a one-token request: {}", describe(&e)))?;
+        // Read to its end without keeping it: a one-token answer is a few hundred bytes, so a
+        // reply past the cap is a broken server, not one to buffer until memory runs out.
+        let (mut head, mut total) = (Vec::new(), 0usize);
+        let mut r = r;
+        while let Some(chunk) = r.chunk().await.map_err(|e| format!("a one-token request: {}", describe(&e)))? {
+            total += chunk.len();
+            head.extend_from_slice(&chunk[..chunk.len().min(512usize.saturating_sub(head.len()))]);
+            if total > ONE_TOKEN_REPLY_CAP {
+                return Err(format!(
+                    "a one-token request: the reply passed {ONE_TOKEN_REPLY_CAP} bytes without ending (a one-token answer is a few hundred); the server is misbehaving"
+                ));
+            }
+        }
         if !(200..300).contains(&status) {
-            let excerpt: String = text.chars().take(200).collect();
+            let excerpt: String = String::from_utf8_lossy(&head).chars().take(200).collect();
             return Err(format!("a one-token request: HTTP {status}: {excerpt}"));
         }
         Ok(())
