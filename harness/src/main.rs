@@ -55,7 +55,7 @@ enum Command {
     /// Generate synthetic AgentX traces, compare trace-set statistics, dry-run the replay workload.
     #[command(subcommand)]
     Trace(cmd::trace::TraceCommand),
-    /// InferenceX's PR verifier (Checks 0–12) decided from the repository at two revisions, a run's artifacts and PR facts.
+    /// InferenceX's PR verifier (Checks 0–12, and 13: nothing in the tree it cannot read) decided from the repository at two revisions, a run's artifacts and PR facts.
     Verify(cmd::verify::Args),
     /// Web dashboard of the results store: runs, Pareto curves per config across runs, run vs baseline (read-only).
     Serve(cmd::serve::Args),

@@ -1,4 +1,4 @@
-//! `sweep verify`: the PR verifier's Checks 0–12 from the repository at two revisions, a run's
+//! `sweep verify`: the PR verifier's Checks 0–12 (and 13, the tree) from the repository at two revisions, a run's
 //! artifacts and the forge's facts. Exit 0 on PASS, 1 on REJECTED, 2 when it cannot verify.
 
 use crate::verify::{self, Date, Options, PrFacts, output};
