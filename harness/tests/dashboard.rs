@@ -2,6 +2,9 @@
 //! folders (short `sweep run`s on the reference engine), checked over real HTTP (JSON, pages,
 //! run files, refused methods, paths and hosts) and in headless Chromium (points drawn, no
 //! console errors, screenshots under `target/test-artifacts/dashboard/`).
+//!
+//! Over 600 lines on purpose: every test shares one fixture (two recorded `sweep run`s and a
+//! store), made once per test binary; split into two binaries it would be made twice in CI.
 
 #[path = "common/cdp.rs"]
 mod cdp;

@@ -14,6 +14,7 @@
 //! server it launched, or [`write::not_applicable`] for the reference engine.
 
 pub mod data;
+mod folders;
 pub mod point;
 pub mod pyrandom;
 pub mod record;
