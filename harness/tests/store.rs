@@ -29,32 +29,6 @@ fn sweep_ok(args: &[&str]) -> String {
     out
 }
 
-/// `sweep run` of the DeepSeek-V3 H200 config (5 points, a few seconds on the virtual clock).
-fn run_args<'a>(out: &'a str, seed: &'a str, store: Option<&'a str>) -> Vec<&'a str> {
-    let root = Box::leak(workspace_root().to_string_lossy().into_owned().into_boxed_str());
-    let mut a = vec![
-        "run",
-        "full-sweep-fail-fast",
-        "--configs",
-        "dsv3-*",
-        "--duration",
-        "60",
-        "--seed-replicates",
-        "0",
-        "--seed",
-        seed,
-        "--out",
-        out,
-        "--root",
-        root,
-    ];
-    match store {
-        Some(s) => a.extend(["--store", s]),
-        None => a.push("--no-store"),
-    }
-    a
-}
-
 /// A real run folder made once per test binary (seed 42), and one with seed 7.
 fn base_run(seed: u64) -> &'static Path {
     static A: OnceLock<PathBuf> = OnceLock::new();

@@ -32,25 +32,7 @@ fn a_reader_without_write_access_reads_the_store_or_is_told_why_not() {
     let (folder, run) = (d.path().join("team"), d.path().join("run"));
     let store = folder.join("sweep.db");
     let root = workspace_root();
-    let o = sweep(
-        &[
-            "run",
-            "full-sweep-fail-fast",
-            "--configs",
-            "dsv3-*",
-            "--duration",
-            "60",
-            "--seed-replicates",
-            "0",
-            "--out",
-            run.to_str().unwrap(),
-            "--root",
-            root.to_str().unwrap(),
-            "--store",
-            store.to_str().unwrap(),
-        ],
-        &root,
-    );
+    let o = sweep(&run_args(run.to_str().unwrap(), "42", Some(store.to_str().unwrap())), &root);
     assert!(o.status.success(), "{}", text(&o).1);
     chmod(d.path(), 0o755);
     chmod(&store, 0o444);

@@ -33,7 +33,8 @@ pub fn shown(s: &str) -> String {
     if t.chars().count() > 120 { format!("{}…", t.chars().take(119).collect::<String>()) } else { t.to_string() }
 }
 
-/// The golden curves the checks compare against: the default branch's (the base), else the head's.
+/// The golden curves the checks compare against: the head's (what `sweep plan` injects), else
+/// the base's.
 pub fn goldens<'a>(ctx: &'a Ctx) -> Vec<&'a GoldenAl> {
     // The head's curves first: they are what `sweep plan` injects (a moved golden value is a
     // finding of its own, `shared::shared_changes`).

@@ -39,11 +39,6 @@ fn is_input(path: &str) -> bool {
     INPUT_ROOTS.iter().any(|r| path == *r || path.starts_with(&format!("{r}/")) || r.starts_with(&format!("{path}/")))
 }
 
-/// A name shown with its control characters escaped.
-fn shown(path: &str) -> String {
-    path.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
-}
-
 /// Check 13: every entry the change adds or changes is a plain file with a plain name, and no
 /// input path is a link or a submodule.
 pub fn tree_check(base: &Tree, head: &Tree) -> Check {
@@ -52,7 +47,7 @@ pub fn tree_check(base: &Tree, head: &Tree) -> Check {
         let changed = base.entries.get(path) != Some(e);
         if changed && (!e.utf8 || path.chars().any(char::is_control)) {
             bad.push(Finding::new(
-                shown(path),
+                crate::out::shown(path).into_owned(),
                 None,
                 &e.oid,
                 "a file name with a control character or bytes that are not UTF-8: it can pass for another name in the tools that read the change; rename it",
@@ -67,7 +62,7 @@ pub fn tree_check(base: &Tree, head: &Tree) -> Check {
         };
         if changed || is_input(path) {
             bad.push(Finding::new(
-                shown(path),
+                crate::out::shown(path).into_owned(),
                 None,
                 format!("mode {}", e.mode),
                 format!(
@@ -169,6 +164,6 @@ mod tests {
         assert!(is_input("docs/waiver/a.md"));
         assert!(!is_input("src/main.rs"));
         assert!(!is_input("recipes-old"));
-        assert_eq!(shown("a\nb\u{1b}"), "a\\nb\\u{1b}");
+        assert_eq!(crate::out::shown("a\nb\u{1b}"), "a\\nb\\u{1b}");
     }
 }

@@ -107,3 +107,29 @@ pub fn pg_store(tag: &str) -> Option<String> {
     c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")).unwrap();
     Some(format!("{url}{}options=-csearch_path%3D{schema}", if url.contains('?') { '&' } else { '?' }))
 }
+
+/// `sweep run` of the DeepSeek-V3 H200 config (5 points, a few seconds on the virtual clock).
+pub fn run_args<'a>(out: &'a str, seed: &'a str, store: Option<&'a str>) -> Vec<&'a str> {
+    let root = Box::leak(workspace_root().to_string_lossy().into_owned().into_boxed_str());
+    let mut a = vec![
+        "run",
+        "full-sweep-fail-fast",
+        "--configs",
+        "dsv3-*",
+        "--duration",
+        "60",
+        "--seed-replicates",
+        "0",
+        "--seed",
+        seed,
+        "--out",
+        out,
+        "--root",
+        root,
+    ];
+    match store {
+        Some(s) => a.extend(["--store", s]),
+        None => a.push("--no-store"),
+    }
+    a
+}
