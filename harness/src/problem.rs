@@ -114,27 +114,51 @@ impl std::error::Error for Problems {}
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync, rename.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
+    atomic_write_with(path, |f| f.write_all(bytes).map_err(|e| naming(path, e)))
+}
+
+/// An I/O error that names the file (a full disk says which file it could not write).
+fn naming(path: &Path, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+/// [`atomic_write`] for a writer that streams (a corpus, a Parquet table): `body` writes the
+/// temporary file, which is then synced and renamed over `path`.
+pub fn atomic_write_with<E: From<std::io::Error>>(path: &Path, body: impl FnOnce(&mut std::fs::File) -> Result<(), E>) -> Result<(), E> {
+    atomic_replace(path, |tmp| {
+        let mut f = std::fs::File::create(tmp).map_err(|e| naming(path, e))?;
+        body(&mut f)?;
+        f.sync_all().map_err(|e| naming(path, e))?;
+        Ok(())
+    })
+}
+
+/// The one write-then-rename of the project, for writers that need a path (an image encoder):
+/// `write` makes the temporary file whole and synced (see [`sync_file`]); it is then renamed over
+/// `path`. Every writer of results goes through here, so a crash or Ctrl-C leaves either the
+/// old file or the new one, never half of one, and no temporary file behind.
+pub fn atomic_replace<E: From<std::io::Error>>(path: &Path, write: impl FnOnce(&Path) -> Result<(), E>) -> Result<(), E> {
     use std::sync::atomic::{AtomicU64, Ordering};
     // Threads of one process may write files at once: each write has its own temporary name.
     static SEQ: AtomicU64 = AtomicU64::new(0);
-    // The error names the file (a full disk says which file it could not write).
-    let named = |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let named = |e: std::io::Error| naming(path, e);
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(named)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
-    let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
+    // The extension stays last: an encoder that picks its format by the name (PNG) still does.
+    let stem = path.file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let ext = path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+    let tmp = dir.join(format!(".{stem}.tmp-{}-{}{ext}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+    let written = write(&tmp).and_then(|()| std::fs::rename(&tmp, path).map_err(|e| E::from(named(e))));
     // No temporary file is left behind, whatever failed.
-    written.map_err(|e| {
+    if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
-        named(e)
-    })
+    }
+    written
+}
+
+/// Flushes a file that was written by path (for [`atomic_replace`]) to the disk.
+pub fn sync_file(path: &Path) -> std::io::Result<()> {
+    std::fs::File::open(path)?.sync_all()
 }
 
 /// How many characters of an input an error message quotes, and the cut itself (shared with the

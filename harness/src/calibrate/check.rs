@@ -5,7 +5,8 @@ use anyhow::{Context, Result, bail};
 use engine::calibrate::steps::{self, StepComparison};
 use engine::{GpuSpec, ModelSpec};
 
-use super::{CheckArgs, load_profile, load_steps, write_atomic};
+use super::{CheckArgs, load_profile, load_steps};
+use harness::problem::atomic_write;
 
 /// The predicted-vs-measured table as Markdown, with the error summary per profile.
 pub fn comparison_markdown(rows: &[StepComparison], datasheet: &GpuSpec) -> String {
@@ -97,7 +98,7 @@ pub(super) fn check(a: CheckArgs) -> Result<()> {
     let md = comparison_markdown(&rows, &datasheet);
     harness::out!("{md}");
     if let Some(p) = &a.markdown {
-        write_atomic(p, &md)?;
+        atomic_write(p, md.as_bytes())?;
     }
     Ok(())
 }

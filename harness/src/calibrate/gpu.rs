@@ -5,10 +5,11 @@ use anyhow::Result;
 use anyhow::bail;
 #[cfg(feature = "cuda")]
 use {
-    super::{load_model, profile_yaml, write_atomic},
+    super::{load_model, profile_yaml},
     anyhow::Context,
     engine::GpuSpec,
     engine::calibrate::shapes::ModelShape,
+    harness::problem::atomic_write,
 };
 
 use super::GpuArgs;
@@ -68,9 +69,9 @@ pub(super) fn gpu(a: GpuArgs) -> Result<()> {
     gpu.cost.tau_layer_us = f.tau_layer_us;
     gpu.cost.calibrated = true;
     gpu.measured = Some(curves);
-    write_atomic(&a.out, &profile_yaml(&gpu)?)?;
+    atomic_write(&a.out, profile_yaml(&gpu)?.as_bytes())?;
     let steps_out = a.steps_out.unwrap_or_else(|| a.out.with_file_name(format!("{}-steps.json", a.name)));
-    write_atomic(&steps_out, &serde_json::to_string_pretty(&run.steps)?)?;
+    atomic_write(&steps_out, serde_json::to_string_pretty(&run.steps)?.as_bytes())?;
     harness::outln!("measured profile written to {} (steps: {})", a.out.display(), steps_out.display());
     harness::outln!(
         "copy {:.0} GB/s (eta_bw {:.2}); bf16 peak {:.0} TFLOP/s (eta {:.2}); fp8 peak {:.0} TFLOP/s (eta {:.2}); \

@@ -138,16 +138,6 @@ pub(super) fn load_model(name: &str) -> Result<ModelShape> {
     })
 }
 
-/// Writes `text` to `path` through a temporary file in the same folder and a rename.
-pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp = dir.join(format!(".{}.tmp{}", path.file_name().and_then(|n| n.to_str()).unwrap_or("out"), std::process::id()));
-    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
-    Ok(())
-}
-
 pub fn load_profile(name: &str) -> Result<GpuSpec> {
     let g = GpuSpec::lookup(name).with_context(|| format!("hardware profile {name}"))?;
     if g.measured.is_none() {

@@ -9,7 +9,8 @@ use engine::calibrate::curves::{
 use engine::calibrate::shapes::ModelShape;
 use serde::Deserialize;
 
-use super::{ImportPeerArgs, profile_yaml, write_atomic};
+use super::{ImportPeerArgs, profile_yaml};
+use harness::problem::atomic_write;
 
 /// What scripts/calibrate_torch.py writes (the parts imported).
 #[derive(Deserialize)]
@@ -140,7 +141,7 @@ pub(super) fn import_peer(a: ImportPeerArgs) -> Result<()> {
             m.fitted.sustained_bandwidth = f.sustained_bandwidth;
         }
     }
-    write_atomic(&a.profile, &profile_yaml(&g)?)?;
+    atomic_write(&a.profile, profile_yaml(&g)?.as_bytes())?;
     harness::outln!("{}: peer run and prefill-attention curve imported", path);
     Ok(())
 }

@@ -7,7 +7,8 @@ use engine::calibrate::Dtype;
 use engine::calibrate::curves::MeasuredCurves;
 use engine::profiles::Datasheet;
 
-use super::{ReportArgs, load_profile, write_atomic};
+use super::{ReportArgs, load_profile};
+use harness::problem::atomic_write;
 
 /// The profile's ceilings and curves as Markdown, next to the datasheet and the peer run.
 pub fn report_markdown(g: &GpuSpec, ms: &[u64]) -> Result<String> {
@@ -203,7 +204,7 @@ pub(super) fn report(a: ReportArgs) -> Result<()> {
     let md = report_markdown(&g, &a.ms)?;
     harness::out!("{md}");
     if let Some(p) = &a.markdown {
-        write_atomic(p, &md)?;
+        atomic_write(p, md.as_bytes())?;
     }
     Ok(())
 }

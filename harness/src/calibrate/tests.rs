@@ -34,6 +34,6 @@ fn written_profile_reads_back_as_a_hardware_profile() {
     let mut g = GpuSpec::lookup("h200").unwrap();
     g.name = "x".into();
     g.measured = Some(MeasuredCurves { device: "NVIDIA H200".into(), ..Default::default() });
-    write_atomic(&p, &profile_yaml(&g).unwrap()).unwrap();
+    harness::problem::atomic_write(&p, profile_yaml(&g).unwrap().as_bytes()).unwrap();
     assert_eq!(GpuSpec::from_file(&p).unwrap(), g);
 }

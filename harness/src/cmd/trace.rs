@@ -171,26 +171,20 @@ fn like_cmd(g: &GenArgs, like: &Path) -> anyhow::Result<()> {
     );
     match &g.output {
         Some(path) => {
-            let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            std::fs::create_dir_all(dir)?;
-            let tmp = tempfile::NamedTempFile::new_in(dir)?;
-            let file = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
-            if path.extension().is_some_and(|e| e == "gz") {
-                let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-                let mut gz = ParallelGz::new(file, threads);
-                write_jsonl(&plan, &mut gz)?;
-                gz.finish()?;
-            } else {
-                let mut file = file;
-                write_jsonl(&plan, &mut file)?;
-                file.flush()?;
-            }
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
-            }
-            tmp.persist(path).map_err(|e| e.error)?;
+            crate::problem::atomic_write_with(path, |f| -> anyhow::Result<()> {
+                let file = std::io::BufWriter::with_capacity(1 << 20, f);
+                if path.extension().is_some_and(|e| e == "gz") {
+                    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+                    let mut gz = ParallelGz::new(file, threads);
+                    write_jsonl(&plan, &mut gz)?;
+                    gz.finish()?.flush()?;
+                } else {
+                    let mut file = file;
+                    write_jsonl(&plan, &mut file)?;
+                    file.flush()?;
+                }
+                Ok(())
+            })?;
             eprintln!(
                 "wrote {} traces like {} (seed {}) to {} in {:.2} s",
                 plan.sessions.len(),
@@ -205,13 +199,10 @@ fn like_cmd(g: &GenArgs, like: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Write through a temp file in the same directory, then rename (gzip when the name ends in `.gz`).
-pub fn write_atomic(path: &Path, body: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>) -> anyhow::Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = tempfile::NamedTempFile::new_in(dir)?;
-    {
-        let file = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
+/// Writes `path` atomically through `body` (gzip when the name ends in `.gz`).
+fn write_atomic(path: &Path, body: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    crate::problem::atomic_write_with(path, |f| {
+        let file = std::io::BufWriter::with_capacity(1 << 20, f);
         if path.extension().is_some_and(|e| e == "gz") {
             // Level 1: generated corpora compress ~10× at a fraction of the default level's time.
             let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
@@ -222,15 +213,8 @@ pub fn write_atomic(path: &Path, body: impl FnOnce(&mut dyn Write) -> anyhow::Re
             body(&mut file)?;
             file.flush()?;
         }
-    }
-    // Temp files are created private; results are ordinary files.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    }
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Statistics of one named set (`synthetic[:N[:SEED]]`, `like:NAME[:N[:SEED]]` or a path).

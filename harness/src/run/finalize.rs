@@ -60,9 +60,5 @@ pub fn write_parquet(run: &RunSummary, path: &Path) -> polars::prelude::PolarsRe
         "e2el_p90" => g(&|p| p.summary.as_ref().map(|s| s.e2el.p90)),
         "p_frontier" => g(&|p| p.pareto.as_ref().map(|x| x.p_frontier)),
     )?;
-    let tmp = path.with_extension("parquet.tmp");
-    let f = std::fs::File::create(&tmp)?;
-    ParquetWriter::new(f).finish(&mut df)?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
+    crate::problem::atomic_write_with(path, |f| ParquetWriter::new(f).finish(&mut df).map(drop))
 }
