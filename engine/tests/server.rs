@@ -172,11 +172,12 @@ async fn non_streaming_natural_stop_min_tokens_and_stop_strings() {
     s.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_requests_get_sglang_errors_and_the_server_keeps_serving() {
-    let s = start("--context-length 4096 --max-request-body-mb 8").await;
-    let a = s.addr;
-    let cases: Vec<(&str, Resp, u16, &str, &str)> = vec![
+/// A bad request, what SGLang answers it with: (what, reply, status, error type, message part).
+type BadCase = (&'static str, Resp, u16, &'static str, &'static str);
+
+/// Bodies SGLang cannot read as a chat request.
+async fn shape_errors(a: std::net::SocketAddr) -> Vec<BadCase> {
+    vec![
         (
             "invalid JSON",
             http(a, "POST", "/v1/chat/completions", &[JSON], b"{\"messages\": [").await,
@@ -201,6 +202,12 @@ async fn bad_requests_get_sglang_errors_and_the_server_keeps_serving() {
             "BadRequestError",
             "max_tokens must be at least 1",
         ),
+    ]
+}
+
+/// Readable requests with values SGLang refuses (limits, ranges, media type, size).
+async fn value_errors(a: std::net::SocketAddr) -> Vec<BadCase> {
+    vec![
         (
             "huge max_tokens",
             post(a, &chat("x", serde_json::json!({"max_tokens": 100000000}))).await,
@@ -251,7 +258,15 @@ async fn bad_requests_get_sglang_errors_and_the_server_keeps_serving() {
             "Request body too large",
         ),
         ("unsupported n", post(a, &chat("x", serde_json::json!({"n": 3}))).await, 400, "BadRequestError", "n must be 1"),
-    ];
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_sglang_errors_and_the_server_keeps_serving() {
+    let s = start("--context-length 4096 --max-request-body-mb 8").await;
+    let a = s.addr;
+    let mut cases = shape_errors(a).await;
+    cases.extend(value_errors(a).await);
     for (what, r, status, kind, msg) in cases {
         assert_eq!(r.status, status, "{what}: {}", r.text());
         let v = r.json();

@@ -1,6 +1,7 @@
 //! The dependency directions of docs/ARCHITECTURE.md, checked on the source: a module may not
 //! name a module above it. (Crate boundaries would enforce some of these too; inside one crate
-//! the compiler cannot, so this reads the `crate::` paths each file names.)
+//! the compiler cannot, so this reads the `crate::` paths each file names.) Also the size limit
+//! of a source file (functions are held to 80 lines by clippy's `too_many_lines`, clippy.toml).
 
 use std::path::{Path, PathBuf};
 
@@ -158,4 +159,29 @@ fn the_evals_questions_prompts_and_scores_know_no_transport() {
         &["crate::targets", "crate::run", "reqwest", "tokio", "std::net", "Instant::now"],
     );
     assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+/// The most lines a Rust file of the workspace may have, unless its header says why it is longer
+/// ("Over 600 lines …" in its first 30 lines).
+const MAX_FILE_LINES: usize = 600;
+
+#[test]
+fn no_source_file_is_over_600_lines_without_saying_why() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut over = Vec::new();
+    for krate in ["engine", "harness"] {
+        for f in sources(&root.join(krate)).into_iter().filter(|f| !f.components().any(|c| c.as_os_str() == "target")) {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let lines = text.lines().count();
+            let says_why = text.lines().take(30).any(|l| l.trim_start().starts_with("//") && l.to_lowercase().contains("over 600 lines"));
+            if lines > MAX_FILE_LINES && !says_why {
+                over.push(format!("{}: {lines} lines", f.strip_prefix(&root).unwrap_or(&f).display()));
+            }
+        }
+    }
+    assert!(
+        over.is_empty(),
+        "files over {MAX_FILE_LINES} lines: split them, or say in the file's header why it is longer (\"Over 600 lines …\"):\n{}",
+        over.join("\n")
+    );
 }

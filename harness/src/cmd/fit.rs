@@ -179,19 +179,7 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         start: start_values(&a.start)?,
         coarse: coarse_options(a)?,
     };
-    eprintln!(
-        "fitting {} parameter(s) [{}] of {} on {} point(s) of {} ({} s per point, {} trace order(s), {} restart(s) x {} evaluations, {} at once)",
-        opts.params.len(),
-        opts.params.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
-        base.name,
-        problem.points.len(),
-        config,
-        a.duration,
-        problem.orders,
-        opts.restarts,
-        opts.max_evals,
-        problem.jobs
-    );
+    announce(config, &base.name, a, &problem, &opts);
     let outcome = fit_with_progress(&problem, &opts);
     let wall = t0.elapsed().as_secs_f64();
     if a.timings {
@@ -215,6 +203,23 @@ pub fn run(a: &FitArgs) -> anyhow::Result<()> {
         crate::problem::atomic_write(m, md.as_bytes()).with_context(|| format!("writing {}", m.display()))?;
     }
     Ok(())
+}
+
+/// The line that says what a one-config fit is about to do.
+fn announce(config: &str, base: &str, a: &FitArgs, problem: &FitProblem, opts: &FitOptions) {
+    eprintln!(
+        "fitting {} parameter(s) [{}] of {} on {} point(s) of {} ({} s per point, {} trace order(s), {} restart(s) x {} evaluations, {} at once)",
+        opts.params.len(),
+        opts.params.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+        base,
+        problem.points.len(),
+        config,
+        a.duration,
+        problem.orders,
+        opts.restarts,
+        opts.max_evals,
+        problem.jobs
+    );
 }
 
 /// The trace set of a one-config fit (`--traces`, default `synthetic`).

@@ -128,78 +128,12 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let label = args.labels.first().map(|s| s.replace(',', "+")).unwrap_or_default();
     let seed_replicates = args.seed_replicates.unwrap_or(if args.target == "sim" { DEFAULT_SIM_SEED_REPLICATES } else { 0 });
-    let identity = RunIdentity {
-        version: env!("CARGO_PKG_VERSION").into(),
-        labels: args.labels.clone(),
-        target: args.target.clone(),
-        seed: args.seed,
-        duration: args.duration,
-        traces: args.traces.clone(),
-        seed_replicates,
-        model: args.model.clone(),
-        hardware: args.hardware.clone(),
-        client: args.client.shaping_argv(),
-        recipes: RunIdentity::recipes(&plan),
-    };
-    let reports = repo.root.join("reports");
-    let out = match &args.out {
-        Some(o) => o.clone(),
-        // `--resume` alone: the newest run made with these options.
-        None if args.resume => crate::run::identity::latest_matching(&reports, &identity).ok_or_else(|| {
-            anyhow::anyhow!(
-                "--resume: no run under {} was made with these options (labels, target, seed, duration, traces, profiles, recipes); name one with --out, or start a new run without --resume",
-                reports.display()
-            )
-        })?,
-        None => reports.join(format!("{}-{label}", utc_stamp(now))),
-    };
-    if args.resume && args.out.is_none() {
-        eprintln!("sweep run: resuming {}", out.display());
-    }
+    let identity = run_identity(args, &plan, seed_replicates);
+    let out = out_dir(args, &repo, &identity, &label, now)?;
     let run_id = out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| label.clone());
-    // A run that reached its end (its gate verdict is written, interrupted or not) would lose its
-    // results, and their record in the store, to a new run in the same folder. A run that died
-    // before its end is restarted in place, as a killed Slurm sweep is; a per-point job
-    // (`--point`) belongs to the run its orchestrator manages.
-    let finished = out.join("gate.json").is_file();
-    if finished && !args.resume && !args.overwrite && args.point.is_none() {
-        anyhow::bail!(
-            "--out {}: the folder holds a finished run (gate.json); nothing was changed\n    fix: `--resume --out {}` keeps its finished points and runs the rest, `--overwrite` replaces it, or pass another --out",
-            out.display(),
-            out.display()
-        );
-    }
-    if finished && args.overwrite {
-        // Its point folders, pages and charts would otherwise mix with the new run's.
-        std::fs::remove_dir_all(&out).with_context(|| format!("--overwrite: removing the finished run in {}", out.display()))?;
-        eprintln!("sweep run: --overwrite: removed the finished run in {}", out.display());
-    }
+    guard_finished(args, &out)?;
 
-    if args.twin && args.target == "sim" {
-        anyhow::bail!("--twin compares a live run with its virtual-clock twin; use it with --target local, local:engine or url:URL");
-    }
-    // The reference engine simulates SGLang: another framework's points can only be measured.
-    if matches!(args.target.as_str(), "sim" | "local:engine")
-        && let Some(p) = plan.points().find(|p| p.row.get("framework").and_then(|f| f.as_str()).is_some_and(|f| f != "sglang"))
-    {
-        anyhow::bail!(
-            "{}: its framework is {}, and the reference engine simulates SGLang servers; measure it with --target local (or url:URL)",
-            p.id,
-            p.row["framework"]
-        );
-    }
-    // A bad --traces must fail before any point runs.
-    if args.traces != crate::targets::pools::AUTO {
-        let source = args.traces.parse::<TraceSource>().map_err(|e| anyhow::anyhow!("--traces {}: {e}", args.traces))?;
-        if let TraceSource::Files(paths) = &source
-            && let Some(missing) = paths.iter().find(|p| !p.exists())
-        {
-            anyhow::bail!(
-                "--traces {}: no such file or folder; pass AgentX trace files (.jsonl, .jsonl.gz) or a folder of them, `synthetic[:N[:SEED]]`, `like:NAME` or `auto`",
-                missing.display()
-            );
-        }
-    }
+    check_target(args, &plan)?;
     let pools = Arc::new(crate::targets::pools::PointPools::new(&args.traces, args.seed));
     let runner = runner_for(args, &plan, &out, &run_id, &repo.root, pools.clone())?;
 
@@ -249,6 +183,98 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         return append_changelog(args, &repo, &out, passed, code);
     }
     Ok(code)
+}
+
+/// What the run's options are, as a resumed run must match them.
+fn run_identity(args: &Args, plan: &Plan, seed_replicates: usize) -> RunIdentity {
+    RunIdentity {
+        version: env!("CARGO_PKG_VERSION").into(),
+        labels: args.labels.clone(),
+        target: args.target.clone(),
+        seed: args.seed,
+        duration: args.duration,
+        traces: args.traces.clone(),
+        seed_replicates,
+        model: args.model.clone(),
+        hardware: args.hardware.clone(),
+        client: args.client.shaping_argv(),
+        recipes: RunIdentity::recipes(plan),
+    }
+}
+
+/// The run's folder: `--out`, with `--resume` alone the newest run made with these options, or a
+/// new timestamped folder under `reports/`.
+fn out_dir(args: &Args, repo: &Repo, identity: &RunIdentity, label: &str, now: u64) -> anyhow::Result<PathBuf> {
+    let reports = repo.root.join("reports");
+    let out = match &args.out {
+        Some(o) => o.clone(),
+        // `--resume` alone: the newest run made with these options.
+        None if args.resume => crate::run::identity::latest_matching(&reports, identity).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--resume: no run under {} was made with these options (labels, target, seed, duration, traces, profiles, recipes); name one with --out, or start a new run without --resume",
+                reports.display()
+            )
+        })?,
+        None => reports.join(format!("{}-{label}", utc_stamp(now))),
+    };
+    if args.resume && args.out.is_none() {
+        eprintln!("sweep run: resuming {}", out.display());
+    }
+    Ok(out)
+}
+
+/// Refuses to start over a finished run in `out`, unless resumed, overwritten (it is removed
+/// first) or a per-point job.
+fn guard_finished(args: &Args, out: &Path) -> anyhow::Result<()> {
+    // A run that reached its end (its gate verdict is written, interrupted or not) would lose its
+    // results, and their record in the store, to a new run in the same folder. A run that died
+    // before its end is restarted in place, as a killed Slurm sweep is; a per-point job
+    // (`--point`) belongs to the run its orchestrator manages.
+    let finished = out.join("gate.json").is_file();
+    if finished && !args.resume && !args.overwrite && args.point.is_none() {
+        anyhow::bail!(
+            "--out {}: the folder holds a finished run (gate.json); nothing was changed\n    fix: `--resume --out {}` keeps its finished points and runs the rest, `--overwrite` replaces it, or pass another --out",
+            out.display(),
+            out.display()
+        );
+    }
+    if finished && args.overwrite {
+        // Its point folders, pages and charts would otherwise mix with the new run's.
+        std::fs::remove_dir_all(out).with_context(|| format!("--overwrite: removing the finished run in {}", out.display()))?;
+        eprintln!("sweep run: --overwrite: removed the finished run in {}", out.display());
+    }
+    Ok(())
+}
+
+/// Refuses, before any point runs, options the target cannot take: `--twin` on the virtual
+/// clock, another framework than SGLang on the reference engine, a bad `--traces`.
+fn check_target(args: &Args, plan: &Plan) -> anyhow::Result<()> {
+    if args.twin && args.target == "sim" {
+        anyhow::bail!("--twin compares a live run with its virtual-clock twin; use it with --target local, local:engine or url:URL");
+    }
+    // The reference engine simulates SGLang: another framework's points can only be measured.
+    if matches!(args.target.as_str(), "sim" | "local:engine")
+        && let Some(p) = plan.points().find(|p| p.row.get("framework").and_then(|f| f.as_str()).is_some_and(|f| f != "sglang"))
+    {
+        anyhow::bail!(
+            "{}: its framework is {}, and the reference engine simulates SGLang servers; measure it with --target local (or url:URL)",
+            p.id,
+            p.row["framework"]
+        );
+    }
+    // A bad --traces must fail before any point runs.
+    if args.traces != crate::targets::pools::AUTO {
+        let source = args.traces.parse::<TraceSource>().map_err(|e| anyhow::anyhow!("--traces {}: {e}", args.traces))?;
+        if let TraceSource::Files(paths) = &source
+            && let Some(missing) = paths.iter().find(|p| !p.exists())
+        {
+            anyhow::bail!(
+                "--traces {}: no such file or folder; pass AgentX trace files (.jsonl, .jsonl.gz) or a folder of them, `synthetic[:N[:SEED]]`, `like:NAME` or `auto`",
+                missing.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The repository and the plan the labels select, narrowed to `--configs`; `None` when the repository's inputs have problems (printed).

@@ -205,6 +205,60 @@ fn x_of(p: &crate::store::PointRow, key: &str) -> Value {
     }
 }
 
+/// Points by run (index into the runs shown) and scenario: fixed-seq-len points of each ISL/OSL
+/// are a curve of their own.
+type Scenarios<'a> = BTreeMap<(usize, Option<String>), Vec<&'a RunPoint>>;
+
+/// `points` of `runs` grouped per run and scenario; points of other runs are left out.
+fn by_scenario<'a>(runs: &[RunRow], points: &'a [RunPoint]) -> Scenarios<'a> {
+    let index: HashMap<&str, usize> = runs.iter().enumerate().map(|(i, r)| (r.run_id.as_str(), i)).collect();
+    let mut by_run: Scenarios = BTreeMap::new();
+    for p in points {
+        if let Some(&i) = index.get(p.run_id.as_str()) {
+            let seq = p.point.matrix.as_deref().and_then(crate::results::seq_of_matrix).map(str::to_string);
+            by_run.entry((i, seq)).or_default().push(p);
+        }
+    }
+    by_run
+}
+
+/// A point's x in every view, and where it has one, its place on the view's frontier.
+struct ViewColumns {
+    x: BTreeMap<&'static str, Value>,
+    frontier: BTreeMap<&'static str, bool>,
+    dominated_by: BTreeMap<&'static str, String>,
+}
+
+impl ViewColumns {
+    /// `prefix`: `<config>/`, left out of dominating points' ids; `on_ttft`: whether the point
+    /// is on its run's TTFT frontier (computed here: none is stored).
+    fn of(p: &crate::store::PointRow, prefix: &str, on_ttft: bool) -> ViewColumns {
+        let mut frontier = BTreeMap::new();
+        let mut dominated_by = BTreeMap::new();
+        let mut x = BTreeMap::new();
+        for v in VIEWS {
+            x.insert(v.key, x_of(p, v.key));
+            match view_of(v.key) {
+                Some(view) => {
+                    if let Some(f) = p.frontier.get(&view) {
+                        frontier.insert(v.key, f.on_frontier);
+                        if let Some(d) = &f.dominated_by {
+                            // Within the config: the point id after `<config>/`.
+                            dominated_by.insert(v.key, d.strip_prefix(prefix).unwrap_or(d).to_string());
+                        }
+                    }
+                }
+                None => {
+                    if !p.frontier.is_empty() {
+                        frontier.insert(v.key, on_ttft);
+                    }
+                }
+            }
+        }
+        ViewColumns { x, frontier, dominated_by }
+    }
+}
+
 /// Builds the payload. `runs`: the runs to show (newest first); points of other runs are left
 /// out. `launches`: stored launches by digest. `recipe_base`: the config's recipe base, when the
 /// repository has the recipe; else each run's points give their shared flags.
@@ -215,7 +269,6 @@ pub fn config_payload(
     launches: &BTreeMap<String, Launch>,
     recipe_base: Option<&Base>,
 ) -> ConfigPayload {
-    let index: HashMap<&str, usize> = runs.iter().enumerate().map(|(i, r)| (r.run_id.as_str(), i)).collect();
     let mut out = ConfigPayload {
         config_key: key.to_string(),
         views: VIEWS,
@@ -224,21 +277,13 @@ pub fn config_payload(
         flags: Vec::new(),
         texts: Vec::new(),
     };
-    // A run's points per scenario: fixed-seq-len points of each ISL/OSL are a curve of their own.
-    let mut by_run: BTreeMap<(usize, Option<String>), Vec<&RunPoint>> = BTreeMap::new();
-    for p in points {
-        if let Some(&i) = index.get(p.run_id.as_str()) {
-            let seq = p.point.matrix.as_deref().and_then(crate::results::seq_of_matrix).map(str::to_string);
-            by_run.entry((i, seq)).or_default().push(p);
-        }
-    }
     let mut diffs: Interner<FlagDiff> = Interner::new();
     let mut texts: Interner<String> = Interner::new();
     // A launch's diff against a base is computed once: (the run, when each run has its own
     // base; the launch's digest) → index into the distinct diffs.
     let mut diff_of: HashMap<(Option<usize>, &str), usize> = HashMap::new();
     let prefix = format!("{key}/");
-    for ((run, seq), pts) in by_run {
+    for ((run, seq), pts) in by_scenario(runs, points) {
         let launch_of = |p: &RunPoint| p.point.launch_hash.as_ref().and_then(|h| launches.get(h));
         let shared;
         let base = match recipe_base {
@@ -259,28 +304,7 @@ pub fn config_payload(
                 }
                 _ => None,
             };
-            let mut frontier = BTreeMap::new();
-            let mut dominated_by = BTreeMap::new();
-            let mut x = BTreeMap::new();
-            for v in VIEWS {
-                x.insert(v.key, x_of(p, v.key));
-                match view_of(v.key) {
-                    Some(view) => {
-                        if let Some(f) = p.frontier.get(&view) {
-                            frontier.insert(v.key, f.on_frontier);
-                            if let Some(d) = &f.dominated_by {
-                                // Within the config: the point id after `<config>/`.
-                                dominated_by.insert(v.key, d.strip_prefix(&prefix).unwrap_or(d).to_string());
-                            }
-                        }
-                    }
-                    None => {
-                        if !p.frontier.is_empty() {
-                            frontier.insert(v.key, ttft[k]);
-                        }
-                    }
-                }
-            }
+            let ViewColumns { x, frontier, dominated_by } = ViewColumns::of(p, &prefix, ttft[k]);
             let m = p.metrics.as_ref();
             out.points.push(PointInfo {
                 run,

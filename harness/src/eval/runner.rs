@@ -13,7 +13,7 @@ use crate::targets::dialect::{Dialect, MaxTokensField};
 use crate::targets::http::{HttpTarget, describe};
 use futures_util::StreamExt;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -277,25 +277,7 @@ pub async fn run(
     std::fs::create_dir_all(&cfg.out).map_err(io_err(&cfg.out))?;
     let started_at = write::now_rfc3339();
     let t0 = Instant::now();
-    let mut target = HttpTarget::new(&cfg.base_url, "")?;
-    // lm-eval's body carries `max_tokens`; servers that read only it (llama.cpp) answer the
-    // readiness request briefly too.
-    target.dialect = Arc::new(Dialect { max_tokens_field: MaxTokensField::MaxTokens, ignore_eos: false, ..Dialect::default() });
-    // Ctrl-C while a server is still loading stops the wait.
-    {
-        let ready = target.wait_ready(cfg.ready_timeout);
-        tokio::pin!(ready);
-        loop {
-            tokio::select! {
-                r = &mut ready => { r?; break; }
-                _ = tokio::time::sleep(Duration::from_millis(200)) => {
-                    if cancel.load(Ordering::SeqCst) {
-                        return Err(EvalError::Interrupted);
-                    }
-                }
-            }
-        }
-    }
+    let target = ready_target(cfg, cancel).await?;
     let model = match &cfg.model {
         Some(m) => m.clone(),
         None => target.discover_model().await?,
@@ -319,49 +301,20 @@ pub async fn run(
     // Resume: questions answered by an earlier run of the same eval are not asked again.
     let previous = super::record::read_eval_dir(&cfg.out).ok().filter(|r| r.status != EvalStatus::NotApplicable);
     if let Some(p) = &previous {
-        let mut diff = Vec::new();
-        if p.model.as_deref() != Some(model.as_str()) {
-            diff.push(format!("model {:?}, not {model:?}", p.model.as_deref().unwrap_or("?")));
-        }
-        if p.max_tokens != max_tokens {
-            diff.push(format!("max_tokens {}, not {max_tokens}", p.max_tokens));
-        }
-        if !diff.is_empty() {
-            return Err(EvalError::Mismatch { out: cfg.out.clone(), what: diff.join("; ") });
-        }
+        check_same_eval(cfg, p, &model, max_tokens)?;
     }
     let samples_path = cfg.out.join(SAMPLES_FILE);
     let (old, keep) = read_samples(&samples_path)?;
-    let want: HashMap<usize, String> = prompts.iter().map(|p| (p.doc_id, task::prompt_hash(&p.messages(data)))).collect();
-    let mut done: std::collections::BTreeMap<usize, Sample> = std::collections::BTreeMap::new();
-    for s in old {
-        // Only answers to the very same prompt count; a logged failure is asked again.
-        if s.error.is_none() && want.get(&s.doc_id) == Some(&s.prompt_hash) {
-            done.insert(s.doc_id, s);
-        }
-    }
+    let done = resumable(old, &prompts, data);
     let mut log = Log::open(&samples_path, keep)?;
     write::record(&cfg.out, &rec).map_err(io_err(&cfg.out))?;
 
-    let mut pg = EvalProgress { total: prompts.len(), resumed: done.len(), ..Default::default() };
-    for s in done.values() {
-        pg.done += 1;
-        if let Some(e) = &s.exact_match {
-            pg.strict_sum += e.strict;
-            pg.flexible_sum += e.flexible;
-        }
-    }
-    progress(&pg);
-    let pending: Vec<task::Prompt> = prompts.iter().filter(|p| !done.contains_key(&p.doc_id)).copied().collect();
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(cfg.concurrency)
-        .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(60))
-        .build()
-        .map_err(crate::targets::http::HttpError::Client)?;
+    let mut answers = Answers::resumed(done, prompts.len());
+    progress(&answers.pg);
+    let pending: Vec<task::Prompt> = prompts.iter().filter(|p| !answers.done.contains_key(&p.doc_id)).copied().collect();
     let sh = Shared {
         data,
-        client,
+        client: eval_client(cfg)?,
         url: format!("{}/v1/chat/completions", cfg.base_url),
         key: std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty()).unwrap_or_else(|| "EMPTY".into()),
         model,
@@ -370,49 +323,162 @@ pub async fn run(
         stop_new: AtomicBool::new(false),
         retries: Default::default(),
     };
-    let mut failed: Vec<Sample> = Vec::new();
-    let mut interrupted = false;
+    let interrupted = ask_pending(&sh, pending, &mut log, &mut answers, cancel, &mut progress).await?;
+    log.file.sync_all().map_err(io_err(&samples_path))?;
+    rec.wall_s = t0.elapsed().as_secs_f64();
+    conclude(cfg, rec, answers, interrupted, prompts.len(), previous.and_then(|p| p.results_file))
+}
+
+/// The server's target with lm-eval's request dialect, once it is ready; Ctrl-C while a server
+/// is still loading stops the wait.
+async fn ready_target(cfg: &EvalConfig, cancel: &AtomicBool) -> Result<HttpTarget, EvalError> {
+    let mut target = HttpTarget::new(&cfg.base_url, "")?;
+    // lm-eval's body carries `max_tokens`; servers that read only it (llama.cpp) answer the
+    // readiness request briefly too.
+    target.dialect = Arc::new(Dialect { max_tokens_field: MaxTokensField::MaxTokens, ignore_eos: false, ..Dialect::default() });
     {
-        let mut answers = futures_util::stream::iter(pending.into_iter().map(|p| ask(&sh, p))).buffer_unordered(cfg.concurrency);
-        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        let ready = target.wait_ready(cfg.ready_timeout);
+        tokio::pin!(ready);
         loop {
             tokio::select! {
-                next = answers.next() => match next {
-                    Some(Some(s)) => {
-                        log.append(&s)?;
-                        if s.error.is_some() {
-                            pg.failed += 1;
-                            failed.push(s);
-                        } else {
-                            pg.done += 1;
-                            if let Some(e) = &s.exact_match {
-                                pg.strict_sum += e.strict;
-                                pg.flexible_sum += e.flexible;
-                            }
-                            done.insert(s.doc_id, s);
-                        }
-                        pg.retries = sh.retries.load(Ordering::Relaxed);
-                        progress(&pg);
-                    }
-                    Some(None) => {}
-                    None => break,
-                },
-                _ = tick.tick() => {
+                r = &mut ready => { r?; break; }
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {
                     if cancel.load(Ordering::SeqCst) {
-                        interrupted = true;
-                        break;
+                        return Err(EvalError::Interrupted);
                     }
-                    pg.retries = sh.retries.load(Ordering::Relaxed);
-                    progress(&pg);
                 }
             }
         }
     }
-    log.file.sync_all().map_err(io_err(&samples_path))?;
-    rec.wall_s = t0.elapsed().as_secs_f64();
+    Ok(target)
+}
+
+/// Refuses to resume an earlier eval in `cfg.out` that asked another model or budget.
+fn check_same_eval(cfg: &EvalConfig, previous: &EvalRecord, model: &str, max_tokens: u64) -> Result<(), EvalError> {
+    let mut diff = Vec::new();
+    if previous.model.as_deref() != Some(model) {
+        diff.push(format!("model {:?}, not {model:?}", previous.model.as_deref().unwrap_or("?")));
+    }
+    if previous.max_tokens != max_tokens {
+        diff.push(format!("max_tokens {}, not {max_tokens}", previous.max_tokens));
+    }
+    if !diff.is_empty() {
+        return Err(EvalError::Mismatch { out: cfg.out.clone(), what: diff.join("; ") });
+    }
+    Ok(())
+}
+
+/// The logged samples an earlier run answered that this run need not ask again.
+fn resumable(old: Vec<Sample>, prompts: &[task::Prompt], data: &Gsm8k) -> BTreeMap<usize, Sample> {
+    let want: HashMap<usize, String> = prompts.iter().map(|p| (p.doc_id, task::prompt_hash(&p.messages(data)))).collect();
+    let mut done = BTreeMap::new();
+    for s in old {
+        // Only answers to the very same prompt count; a logged failure is asked again.
+        if s.error.is_none() && want.get(&s.doc_id) == Some(&s.prompt_hash) {
+            done.insert(s.doc_id, s);
+        }
+    }
+    done
+}
+
+/// The HTTP client of the eval's requests: one idle connection per concurrent request.
+fn eval_client(cfg: &EvalConfig) -> Result<reqwest::Client, EvalError> {
+    Ok(reqwest::Client::builder()
+        .pool_max_idle_per_host(cfg.concurrency)
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(60))
+        .build()
+        .map_err(crate::targets::http::HttpError::Client)?)
+}
+
+/// The answers so far: those scored, by doc id, those that failed past their retries, and the
+/// progress they add up to.
+struct Answers {
+    done: BTreeMap<usize, Sample>,
+    failed: Vec<Sample>,
+    pg: EvalProgress,
+}
+
+impl Answers {
+    /// The answers of an earlier run, of `total` questions.
+    fn resumed(done: BTreeMap<usize, Sample>, total: usize) -> Answers {
+        let mut pg = EvalProgress { total, resumed: done.len(), ..Default::default() };
+        for s in done.values() {
+            pg.count_answer(s);
+        }
+        Answers { done, failed: Vec::new(), pg }
+    }
+
+    /// Adds a sample just logged: a failure, or a scored answer.
+    fn add(&mut self, s: Sample) {
+        if s.error.is_some() {
+            self.pg.failed += 1;
+            self.failed.push(s);
+        } else {
+            self.pg.count_answer(&s);
+            self.done.insert(s.doc_id, s);
+        }
+    }
+}
+
+impl EvalProgress {
+    /// Counts one answered question and its scores.
+    fn count_answer(&mut self, s: &Sample) {
+        self.done += 1;
+        if let Some(e) = &s.exact_match {
+            self.strict_sum += e.strict;
+            self.flexible_sum += e.flexible;
+        }
+    }
+}
+
+/// Asks the `pending` questions, `cfg.concurrency` at once, logging and counting each answer as
+/// it arrives; `true` when `cancel` stopped the run first.
+async fn ask_pending(
+    sh: &Shared<'_>,
+    pending: Vec<task::Prompt>,
+    log: &mut Log,
+    answers: &mut Answers,
+    cancel: &AtomicBool,
+    progress: &mut impl FnMut(&EvalProgress),
+) -> Result<bool, EvalError> {
+    let mut stream = futures_util::stream::iter(pending.into_iter().map(|p| ask(sh, p))).buffer_unordered(sh.cfg.concurrency);
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            next = stream.next() => match next {
+                Some(Some(s)) => {
+                    log.append(&s)?;
+                    answers.add(s);
+                    answers.pg.retries = sh.retries.load(Ordering::Relaxed);
+                    progress(&answers.pg);
+                }
+                Some(None) => {}
+                None => return Ok(false),
+            },
+            _ = tick.tick() => {
+                if cancel.load(Ordering::SeqCst) {
+                    return Ok(true);
+                }
+                answers.pg.retries = sh.retries.load(Ordering::Relaxed);
+                progress(&answers.pg);
+            }
+        }
+    }
+}
+
+/// Writes the outcome of a run: failed, stopped short (to resume), or finished and scored.
+fn conclude(
+    cfg: &EvalConfig,
+    mut rec: EvalRecord,
+    answers: Answers,
+    interrupted: bool,
+    total: usize,
+    old_results: Option<String>,
+) -> Result<EvalRecord, EvalError> {
+    let Answers { done, failed, .. } = answers;
     rec.n = done.len();
     rec.requests_failed = failed.len();
-    let all_answered = done.len() == prompts.len();
     if !failed.is_empty() {
         rec.status = EvalStatus::Failed;
         let last = failed.last().and_then(|s| s.error.clone()).unwrap_or_default();
@@ -421,18 +487,18 @@ pub async fn run(
             failed.len(),
             cfg.max_attempts,
             done.len(),
-            prompts.len()
+            total
         ));
         write::record(&cfg.out, &rec).map_err(io_err(&cfg.out))?;
         return Ok(rec);
     }
-    if interrupted || !all_answered {
-        rec.reason = Some(format!("{} of {} questions answered; re-run to resume", done.len(), prompts.len()));
+    if interrupted || done.len() != total {
+        rec.reason = Some(format!("{} of {} questions answered; re-run to resume", done.len(), total));
         write::record(&cfg.out, &rec).map_err(io_err(&cfg.out))?;
         return Ok(rec);
     }
     let samples: Vec<&Sample> = done.values().collect();
-    write::finished(&cfg.out, rec, &samples, previous.and_then(|p| p.results_file)).map_err(io_err(&cfg.out))
+    write::finished(&cfg.out, rec, &samples, old_results).map_err(io_err(&cfg.out))
 }
 
 /// The record of an eval of `cfg` before anything is asked (status `interrupted` until it ends).

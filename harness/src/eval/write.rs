@@ -78,22 +78,7 @@ fn stderr_value(m: &score::Mean) -> Value {
 /// `validate_scores.py` read, with the task configuration InferenceX's gsm8k.yaml expands to.
 pub fn lm_eval_results(rec: &EvalRecord, scores: &score::Scores, task_hash: &str, date: f64) -> Value {
     let model = rec.model.clone().unwrap_or_default();
-    let model_args = json!({
-        "model": model,
-        "base_url": format!("{}/v1/chat/completions", rec.base_url.clone().unwrap_or_default()),
-        "api_key": "EMPTY",
-        "eos_string": "</s>",
-        "max_retries": task::MAX_ATTEMPTS,
-        "num_concurrent": rec.concurrency,
-        "timeout": task::REQUEST_TIMEOUT_S,
-        "tokenized_requests": false,
-        "max_length": rec.max_model_len,
-    });
-    let fewshot_text = "Question: {{question}}\nEnd your response with the answer on the last line, formatted as: #### [number]\nAnswer:";
-    let filter = |name: &str, pattern: &str| json!({"name": name, "filter": [{"function": "regex", "group_select": -1, "regex_pattern": pattern}, {"function": "take_first"}]});
-    let mut meta = model_args.clone();
-    meta["config_source"] = "inline".into();
-    meta["version"] = task::TASK_VERSION.into();
+    let model_args = model_args(rec, &model);
     json!({
         "results": {"gsm8k": {
             "name": "gsm8k",
@@ -105,32 +90,7 @@ pub fn lm_eval_results(rec: &EvalRecord, scores: &score::Scores, task_hash: &str
             "exact_match_stderr,flexible-extract": stderr_value(&scores.flexible),
         }},
         "group_subtasks": {},
-        "configs": {"gsm8k": {
-            "task": "gsm8k",
-            "tag": ["math_word_problems"],
-            "dataset_path": "openai/gsm8k",
-            "dataset_name": "main",
-            "training_split": "train",
-            "test_split": "test",
-            "fewshot_split": "train",
-            "doc_to_text": fewshot_text,
-            "doc_to_target": "{{answer}}",
-            "unsafe_code": false,
-            "description": "",
-            "target_delimiter": " ",
-            "fewshot_delimiter": "\n\n",
-            "fewshot_config": {"sampler": "default", "split": "train", "doc_to_text": fewshot_text, "doc_to_target": "{{answer}}",
-                "fewshot_delimiter": "\n\n", "target_delimiter": " "},
-            "num_fewshot": task::NUM_FEWSHOT,
-            "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": true, "ignore_case": true,
-                "ignore_punctuation": false, "regexes_to_ignore": score::REGEXES_TO_IGNORE}],
-            "output_type": "generate_until",
-            "generation_kwargs": {"until": task::STOP, "do_sample": false, "temperature": 0, "max_tokens": rec.max_tokens, "top_p": 1},
-            "repeats": 1,
-            "filter_list": [filter(score::STRICT, score::STRICT_PATTERN), filter(score::FLEXIBLE, score::FLEXIBLE_PATTERN)],
-            "should_decontaminate": false,
-            "metadata": meta,
-        }},
+        "configs": {"gsm8k": task_config(rec, &model_args)},
         "versions": {"gsm8k": task::TASK_VERSION},
         "n-shot": {"gsm8k": task::NUM_FEWSHOT},
         "higher_is_better": {"gsm8k": {"exact_match": true}},
@@ -162,6 +122,56 @@ pub fn lm_eval_results(rec: &EvalRecord, scores: &score::Scores, task_hash: &str
             "infrastructure_success": rec.infrastructure_success,
             "result_kind": rec.result_kind,
         },
+    })
+}
+
+/// lm-eval's `model_args` of the `local-chat-completions` model as `run_lm_eval.sh` passes them.
+fn model_args(rec: &EvalRecord, model: &str) -> Value {
+    json!({
+        "model": model,
+        "base_url": format!("{}/v1/chat/completions", rec.base_url.clone().unwrap_or_default()),
+        "api_key": "EMPTY",
+        "eos_string": "</s>",
+        "max_retries": task::MAX_ATTEMPTS,
+        "num_concurrent": rec.concurrency,
+        "timeout": task::REQUEST_TIMEOUT_S,
+        "tokenized_requests": false,
+        "max_length": rec.max_model_len,
+    })
+}
+
+/// The task configuration InferenceX's gsm8k.yaml expands to (`configs.gsm8k`).
+fn task_config(rec: &EvalRecord, model_args: &Value) -> Value {
+    let fewshot_text = "Question: {{question}}\nEnd your response with the answer on the last line, formatted as: #### [number]\nAnswer:";
+    let filter = |name: &str, pattern: &str| json!({"name": name, "filter": [{"function": "regex", "group_select": -1, "regex_pattern": pattern}, {"function": "take_first"}]});
+    let mut meta = model_args.clone();
+    meta["config_source"] = "inline".into();
+    meta["version"] = task::TASK_VERSION.into();
+    json!({
+        "task": "gsm8k",
+        "tag": ["math_word_problems"],
+        "dataset_path": "openai/gsm8k",
+        "dataset_name": "main",
+        "training_split": "train",
+        "test_split": "test",
+        "fewshot_split": "train",
+        "doc_to_text": fewshot_text,
+        "doc_to_target": "{{answer}}",
+        "unsafe_code": false,
+        "description": "",
+        "target_delimiter": " ",
+        "fewshot_delimiter": "\n\n",
+        "fewshot_config": {"sampler": "default", "split": "train", "doc_to_text": fewshot_text, "doc_to_target": "{{answer}}",
+            "fewshot_delimiter": "\n\n", "target_delimiter": " "},
+        "num_fewshot": task::NUM_FEWSHOT,
+        "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": true, "ignore_case": true,
+            "ignore_punctuation": false, "regexes_to_ignore": score::REGEXES_TO_IGNORE}],
+        "output_type": "generate_until",
+        "generation_kwargs": {"until": task::STOP, "do_sample": false, "temperature": 0, "max_tokens": rec.max_tokens, "top_p": 1},
+        "repeats": 1,
+        "filter_list": [filter(score::STRICT, score::STRICT_PATTERN), filter(score::FLEXIBLE, score::FLEXIBLE_PATTERN)],
+        "should_decontaminate": false,
+        "metadata": meta,
     })
 }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::axis::Axis;
-use super::labels::{self, Request};
+use super::labels::{self, Placed, Request, Segment};
 use super::on_frontier;
 use super::scene::{Anchor, Bounds, Item, Rgb, Scene, text_width};
 use crate::gate::fmt_num;
@@ -239,9 +239,36 @@ fn tooltip(run: &RunSummary, chart: Chart, d: &Dot) -> String {
 
 /// One panel of `chart` over the configs of `g`.
 pub fn panel(run: &RunSummary, chart: Chart, g: &Group, colors: &BTreeMap<String, Rgb>) -> Scene {
+    let dots = dots(run, chart, g, colors);
+    let (px0, px1, py0, py1) = (ML, W - MR, MT + PH, MT);
+    let xs: Vec<f64> = dots.iter().flat_map(|d| [d.x, d.xci.0, d.xci.1]).collect();
+    let ys: Vec<f64> = dots.iter().flat_map(|d| [d.y, d.yci.0, d.yci.1]).collect();
+    let (xa, ya) = (Axis::fit(&xs, px0, px1), Axis::fit(&ys, py0, py1));
+    let mut items = Vec::new();
+    frame(&mut items, g, chart, run, &xa, &ya);
+    let soft = frontier_lines(&mut items, &dots, g, colors, &xa, &ya);
+    // Markers, each with its whiskers on top and a hover title linking to the point's page.
+    let mut markers = Vec::new();
+    let mut reqs = Vec::new();
+    let mut whiskers = Vec::new();
+    for d in &dots {
+        let c = (xa.px(d.x), ya.px(d.y));
+        markers.push(Bounds::new(c.0 - R, c.1 - R, c.0 + R, c.1 + R));
+        reqs.push(Request { at: c, r: R, text: short_label(d.p), size: LABEL });
+        let (item, segments) = marker(run, chart, d, &xa, &ya);
+        whiskers.extend(segments);
+        items.push(item);
+    }
+    let placed = labels::place(&reqs, Bounds::new(px0, py1, px1, py0), &markers, &[(&whiskers, 40.0), (&soft, 12.0)]);
+    let keyed = label_items(&mut items, &placed, &reqs);
+    let h = legend(&mut items, chart, g, colors, &keyed);
+    Scene { w: W, h, items }
+}
+
+/// The points of `g` that have an x in `chart`'s view, as the panel draws them.
+fn dots<'a>(run: &'a RunSummary, chart: Chart, g: &Group, colors: &BTreeMap<String, Rgb>) -> Vec<Dot<'a>> {
     let view = chart.view();
-    let dots: Vec<Dot> = run
-        .points
+    run.points
         .iter()
         .filter(|p| g.configs.contains(&p.curve_key()))
         .filter_map(|p| {
@@ -260,16 +287,13 @@ pub fn panel(run: &RunSummary, chart: Chart, g: &Group, colors: &BTreeMap<String
                 color: colors.get(&p.curve_key()).copied().unwrap_or(PALETTE[0]),
             })
         })
-        .collect();
-    let (px0, px1, py0, py1) = (ML, W - MR, MT + PH, MT);
-    let xs: Vec<f64> = dots.iter().flat_map(|d| [d.x, d.xci.0, d.xci.1]).collect();
-    let ys: Vec<f64> = dots.iter().flat_map(|d| [d.y, d.yci.0, d.yci.1]).collect();
-    let (xa, ya) = (Axis::fit(&xs, px0, px1), Axis::fit(&ys, py0, py1));
-    let mut items = Vec::new();
-    frame(&mut items, g, chart, run, &xa, &ya);
+        .collect()
+}
 
-    // Frontier lines under the markers.
-    let mut soft: Vec<((f64, f64), (f64, f64))> = Vec::new();
+/// Draws each config's frontier line (under the markers); returns their segments, which
+/// labels should avoid.
+fn frontier_lines(items: &mut Vec<Item>, dots: &[Dot], g: &Group, colors: &BTreeMap<String, Rgb>, xa: &Axis, ya: &Axis) -> Vec<Segment> {
+    let mut soft: Vec<Segment> = Vec::new();
     for c in &g.configs {
         let mut f: Vec<(f64, f64)> = dots.iter().filter(|d| &d.p.curve_key() == c && d.front).map(|d| (xa.px(d.x), ya.px(d.y))).collect();
         f.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -277,48 +301,50 @@ pub fn panel(run: &RunSummary, chart: Chart, g: &Group, colors: &BTreeMap<String
         let color = colors.get(c).copied().unwrap_or(PALETTE[0]);
         items.push(Item::Line { pts: f, color, width: 2.0, dash: false, opacity: 0.9, class: "frontier" });
     }
-    // Markers, each with its whiskers on top and a hover title linking to the point's page.
-    let mut markers = Vec::new();
-    let mut reqs = Vec::new();
-    let mut whiskers = Vec::new();
-    for d in &dots {
-        let c = (xa.px(d.x), ya.px(d.y));
-        markers.push(Bounds::new(c.0 - R, c.1 - R, c.0 + R, c.1 + R));
-        reqs.push(Request { at: c, r: R, text: short_label(d.p), size: LABEL });
-        let (fill, stroke) = if !d.valid {
-            (Some(Rgb::LIGHT), Some((Rgb::GREY, 1.5)))
-        } else if d.front {
-            (Some(d.color), Some((d.color.darker(0.3), 1.0)))
-        } else {
-            (Some(Rgb::WHITE), Some((d.color, 2.0)))
-        };
-        let wc = if d.valid { d.color.darker(0.45) } else { Rgb::GREY };
-        let (x0, x1, y0, y1) = (xa.px(d.xci.0), xa.px(d.xci.1), ya.px(d.yci.0), ya.px(d.yci.1));
-        whiskers.push(((x0 - 1.0, c.1), (x1 + 1.0, c.1)));
-        whiskers.push(((c.0, y0 + 1.0), (c.0, y1 - 1.0)));
-        let cap = 4.0;
-        let w = |pts, class| Item::Line { pts, color: wc, width: 1.5, dash: false, opacity: 1.0, class };
-        let group = vec![
-            Item::Circle { c, r: R, fill, stroke, class: "mk" },
-            w(vec![(x0, c.1), (x1, c.1)], "wx"),
-            w(vec![(x0, c.1 - cap), (x0, c.1 + cap)], "wx"),
-            w(vec![(x1, c.1 - cap), (x1, c.1 + cap)], "wx"),
-            w(vec![(c.0, y0), (c.0, y1)], "wy"),
-            w(vec![(c.0 - cap, y0), (c.0 + cap, y0)], "wy"),
-            w(vec![(c.0 - cap, y1), (c.0 + cap, y1)], "wy"),
-        ];
-        items.push(Item::Group {
-            items: group,
-            title: Some(tooltip(run, chart, d)),
-            href: Some(point_href(&d.p.id)),
-            id: Some(d.p.id.clone()),
-            class: if d.front { "pt front" } else { "pt" },
-            offset: (0.0, 0.0),
-        });
-    }
-    let placed = labels::place(&reqs, Bounds::new(px0, py1, px1, py0), &markers, &[(&whiskers, 40.0), (&soft, 12.0)]);
+    soft
+}
+
+/// A point's marker with its whiskers and caps, grouped under a hover title that links to the
+/// point's page; also the whiskers' two segments, which labels must keep clear of.
+fn marker(run: &RunSummary, chart: Chart, d: &Dot, xa: &Axis, ya: &Axis) -> (Item, [Segment; 2]) {
+    let c = (xa.px(d.x), ya.px(d.y));
+    let (fill, stroke) = if !d.valid {
+        (Some(Rgb::LIGHT), Some((Rgb::GREY, 1.5)))
+    } else if d.front {
+        (Some(d.color), Some((d.color.darker(0.3), 1.0)))
+    } else {
+        (Some(Rgb::WHITE), Some((d.color, 2.0)))
+    };
+    let wc = if d.valid { d.color.darker(0.45) } else { Rgb::GREY };
+    let (x0, x1, y0, y1) = (xa.px(d.xci.0), xa.px(d.xci.1), ya.px(d.yci.0), ya.px(d.yci.1));
+    let segments = [((x0 - 1.0, c.1), (x1 + 1.0, c.1)), ((c.0, y0 + 1.0), (c.0, y1 - 1.0))];
+    let cap = 4.0;
+    let w = |pts, class| Item::Line { pts, color: wc, width: 1.5, dash: false, opacity: 1.0, class };
+    let group = vec![
+        Item::Circle { c, r: R, fill, stroke, class: "mk" },
+        w(vec![(x0, c.1), (x1, c.1)], "wx"),
+        w(vec![(x0, c.1 - cap), (x0, c.1 + cap)], "wx"),
+        w(vec![(x1, c.1 - cap), (x1, c.1 + cap)], "wx"),
+        w(vec![(c.0, y0), (c.0, y1)], "wy"),
+        w(vec![(c.0 - cap, y0), (c.0 + cap, y0)], "wy"),
+        w(vec![(c.0 - cap, y1), (c.0 + cap, y1)], "wy"),
+    ];
+    let item = Item::Group {
+        items: group,
+        title: Some(tooltip(run, chart, d)),
+        href: Some(point_href(&d.p.id)),
+        id: Some(d.p.id.clone()),
+        class: if d.front { "pt front" } else { "pt" },
+        offset: (0.0, 0.0),
+    };
+    (item, segments)
+}
+
+/// Draws the placed labels and their leaders; returns the numbered ones (number, label text),
+/// sorted, for the legend's key.
+fn label_items(items: &mut Vec<Item>, placed: &[Placed], reqs: &[Request]) -> Vec<(usize, String)> {
     let mut keyed: Vec<(usize, String)> = Vec::new();
-    for (p, r) in placed.iter().zip(&reqs) {
+    for (p, r) in placed.iter().zip(reqs) {
         if let Some((a, b)) = p.leader {
             items.push(Item::Line { pts: vec![a, b], color: Rgb::GREY, width: 1.0, dash: false, opacity: 1.0, class: "leader" });
         }
@@ -339,8 +365,7 @@ pub fn panel(run: &RunSummary, chart: Chart, g: &Group, colors: &BTreeMap<String
         }
     }
     keyed.sort();
-    let h = legend(&mut items, chart, g, colors, &keyed);
-    Scene { w: W, h, items }
+    keyed
 }
 
 /// Title, grid, ticks and axis titles.
@@ -454,16 +479,7 @@ fn legend(items: &mut Vec<Item>, chart: Chart, g: &Group, colors: &BTreeMap<Stri
         let color = colors.get(c).copied().unwrap_or(PALETTE[0]);
         items.push(Item::line(vec![(x0, y), (x0 + 22.0, y)], color, 2.0));
         items.push(Item::Circle { c: (x0 + 11.0, y), r: 4.0, fill: Some(color), stroke: None, class: "" });
-        items.push(Item::Text {
-            at: (x0 + 30.0, y),
-            text: c.clone(),
-            size: SMALL,
-            anchor: Anchor::Start,
-            color: Rgb::BLACK,
-            bold: false,
-            vertical: false,
-            class: "legend",
-        });
+        items.push(legend_text((x0 + 30.0, y), c.clone(), Rgb::BLACK, "legend"));
         y += 17.0;
     }
     // Marker key, drawn with the real marker shapes.
@@ -476,16 +492,7 @@ fn legend(items: &mut Vec<Item>, chart: Chart, g: &Group, colors: &BTreeMap<Stri
     ];
     for (fill, stroke, what) in entries {
         items.push(Item::Circle { c: (x + 5.0, y), r: 4.5, fill, stroke: Some(stroke), class: "" });
-        items.push(Item::Text {
-            at: (x + 14.0, y),
-            text: what.into(),
-            size: SMALL,
-            anchor: Anchor::Start,
-            color: Rgb::BLACK,
-            bold: false,
-            vertical: false,
-            class: "legend",
-        });
+        items.push(legend_text((x + 14.0, y), what, Rgb::BLACK, "legend"));
         x += 14.0 + text_width(what, SMALL) + 14.0;
     }
     let wc = color.darker(0.45);
@@ -497,47 +504,25 @@ fn legend(items: &mut Vec<Item>, chart: Chart, g: &Group, colors: &BTreeMap<Stri
     items.push(Item::line(vec![(x, y), (x + 20.0, y)], wc, 1.5));
     items.push(Item::line(vec![(x, y - 4.0), (x, y + 4.0)], wc, 1.5));
     items.push(Item::line(vec![(x + 20.0, y - 4.0), (x + 20.0, y + 4.0)], wc, 1.5));
-    items.push(Item::Text {
-        at: (x + 26.0, y),
-        text: ci.into(),
-        size: SMALL,
-        anchor: Anchor::Start,
-        color: Rgb::BLACK,
-        bold: false,
-        vertical: false,
-        class: "legend",
-    });
+    items.push(legend_text((x + 26.0, y), ci, Rgb::BLACK, "legend"));
     y += 17.0;
     for line in wrap(&frontier_rule(chart.view()), SMALL, width) {
-        items.push(Item::Text {
-            at: (x0, y),
-            text: line,
-            size: SMALL,
-            anchor: Anchor::Start,
-            color: Rgb::GREY,
-            bold: false,
-            vertical: false,
-            class: "legend",
-        });
+        items.push(legend_text((x0, y), line, Rgb::GREY, "legend"));
         y += 15.0;
     }
     if !keyed.is_empty() {
         let key: Vec<String> = keyed.iter().map(|(k, t)| format!("{k} = {t}")).collect();
         for line in wrap(&format!("Numbered points: {}", key.join(" · ")), SMALL, width) {
-            items.push(Item::Text {
-                at: (x0, y),
-                text: line,
-                size: SMALL,
-                anchor: Anchor::Start,
-                color: Rgb::BLACK,
-                bold: false,
-                vertical: false,
-                class: "legend key",
-            });
+            items.push(legend_text((x0, y), line, Rgb::BLACK, "legend key"));
             y += 15.0;
         }
     }
     y + 4.0
+}
+
+/// A line of legend text: small, starting at `at`.
+fn legend_text(at: (f64, f64), text: impl Into<String>, color: Rgb, class: &'static str) -> Item {
+    Item::Text { at, text: text.into(), size: SMALL, anchor: Anchor::Start, color, bold: false, vertical: false, class }
 }
 
 /// A chart and its panels, laid out.
@@ -562,9 +547,11 @@ pub fn charts(run: &RunSummary, dir: &Path) -> Result<Vec<Figure>, String> {
         let key = chart.key();
         crate::problem::atomic_write(&dir.join(format!("{key}.svg")), scene.svg(&key).as_bytes()).map_err(|e| e.to_string())?;
         let png = dir.join(format!("{key}.png"));
-        let tmp = dir.join(format!(".{key}.tmp-{}.png", std::process::id()));
-        scene.png(&tmp)?;
-        std::fs::rename(&tmp, &png).map_err(|e| format!("{}: {e}", png.display()))?;
+        crate::problem::atomic_replace(&png, |tmp| {
+            scene.png(tmp).map_err(std::io::Error::other)?;
+            crate::problem::sync_file(tmp)
+        })
+        .map_err(|e| e.to_string())?;
     }
     Ok(figs)
 }

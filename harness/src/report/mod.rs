@@ -145,18 +145,7 @@ pub fn markdown(run: &RunSummary, verdict: Option<&Verdict>) -> String {
             o.push('\n');
         }
     }
-    o.push_str("| point | kind | tok/s/GPU (95 % CI) | output tok/s/GPU | P90 interactivity | P90 E2E-norm. intvty (frontier x) | TTFT p50 / p90 / p99 (s) | E2EL p75 / p90 (s) | frontier | status |\n");
-    o.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
-    for p in &run.points {
-        let row = match Cells::of(p) {
-            Some(c) => format!(
-                "{} ({}) | {} | {} | {} | {} / {} / {} | {} / {}",
-                c.tput, c.tput_ci, c.out, c.intvty, c.e2e_norm, c.ttft[0], c.ttft[1], c.ttft[2], c.e2el[0], c.e2el[1]
-            ),
-            None => ["-"; 6].join(" | "),
-        };
-        o.push_str(&format!("| {} | {} | {row} | {} | {} |\n", p.id, p.result_kind, frontier_cell(run, p), status_text(p)));
-    }
+    o.push_str(&points_table(run));
     o.push_str(&format!("\n{DEFINITIONS}\n"));
     o.push_str("\n### Charts\n\n");
     for c in Chart::ALL {
@@ -204,7 +193,32 @@ pub fn markdown(run: &RunSummary, verdict: Option<&Verdict>) -> String {
         }
         o.push_str("\n</details>\n");
     }
-    o.push_str("\n<details><summary>Resolved recipes (each point's server command and environment)</summary>\n\n");
+    o.push_str(&recipes_details(run));
+    o
+}
+
+/// The Markdown summary table: a row per point, `-` where a point has no aggregate.
+fn points_table(run: &RunSummary) -> String {
+    let mut o = String::from(
+        "| point | kind | tok/s/GPU (95 % CI) | output tok/s/GPU | P90 interactivity | P90 E2E-norm. intvty (frontier x) | TTFT p50 / p90 / p99 (s) | E2EL p75 / p90 (s) | frontier | status |\n",
+    );
+    o.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
+    for p in &run.points {
+        let row = match Cells::of(p) {
+            Some(c) => format!(
+                "{} ({}) | {} | {} | {} | {} / {} / {} | {} / {}",
+                c.tput, c.tput_ci, c.out, c.intvty, c.e2e_norm, c.ttft[0], c.ttft[1], c.ttft[2], c.e2el[0], c.e2el[1]
+            ),
+            None => ["-"; 6].join(" | "),
+        };
+        o.push_str(&format!("| {} | {} | {row} | {} | {} |\n", p.id, p.result_kind, frontier_cell(run, p), status_text(p)));
+    }
+    o
+}
+
+/// The collapsed section of each launched point's server command, environment and router.
+fn recipes_details(run: &RunSummary) -> String {
+    let mut o = String::from("\n<details><summary>Resolved recipes (each point's server command and environment)</summary>\n\n");
     for p in &run.points {
         if let Some(l) = &p.launch {
             o.push_str(&format!("`{}`\n\n```\n{}\n", p.id, crate::recipe::serving::shell_quote(&l.worker_argv)));

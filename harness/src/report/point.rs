@@ -266,6 +266,31 @@ fn distribution(title: &str, unit: &str, values: &[f64]) -> Scene {
     let st = Stats::of(v.clone());
     let sub = format!("{} requests · p50 {} · p90 {} · p99 {} {unit}", v.len(), fmt_v(st.p50), fmt_v(st.p90), fmt_v(st.p99));
     let xa = Axis::fit_with(&v, ML, W - MR, None);
+    let (edges, counts) = histogram(&v, &xa);
+    let ya = Axis::fit_with(&counts.iter().map(|c| *c as f64).chain([0.0]).collect::<Vec<_>>(), MT + PH, MT, Some(false));
+    let mut items = Vec::new();
+    titles(&mut items, title, &sub, ML);
+    axes(&mut items, &xa, &ya, &xa.title(&format!("{title} ({unit})")), "requests per bin");
+    for (i, c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+        let b = super::scene::Bounds::new(xa.px(edges[i]) + 0.5, ya.px(*c as f64), xa.px(edges[i + 1]) - 0.5, ya.px(0.0));
+        items.push(Item::Rect { b, fill: Some(BAR_COLOR), stroke: None, opacity: 1.0 });
+    }
+    cdf_line(&mut items, &v, &xa);
+    if !v.is_empty() {
+        percentile_marks(&mut items, &st, &xa);
+    }
+    let h = distribution_legend(&mut items);
+    Scene { w: W, h, items }
+}
+
+/// The histogram's bars.
+const BAR_COLOR: Rgb = Rgb(158, 192, 222);
+/// The CDF's line and right-hand axis.
+const CDF_COLOR: Rgb = Rgb(214, 39, 40);
+
+/// The bin edges over `xa`'s range (logarithmic on a log axis) and how many of the sorted
+/// values `v` fall in each bin.
+fn histogram(v: &[f64], xa: &Axis) -> (Vec<f64>, Vec<usize>) {
     const BINS: usize = 40;
     let edges: Vec<f64> = (0..=BINS)
         .map(|i| {
@@ -274,20 +299,15 @@ fn distribution(title: &str, unit: &str, values: &[f64]) -> Scene {
         })
         .collect();
     let mut counts = vec![0usize; BINS];
-    for x in &v {
+    for x in v {
         let i = edges.partition_point(|e| e <= x).saturating_sub(1).min(BINS - 1);
         counts[i] += 1;
     }
-    let ya = Axis::fit_with(&counts.iter().map(|c| *c as f64).chain([0.0]).collect::<Vec<_>>(), MT + PH, MT, Some(false));
-    let mut items = Vec::new();
-    titles(&mut items, title, &sub, ML);
-    axes(&mut items, &xa, &ya, &xa.title(&format!("{title} ({unit})")), "requests per bin");
-    let bar = Rgb(158, 192, 222);
-    for (i, c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
-        let b = super::scene::Bounds::new(xa.px(edges[i]) + 0.5, ya.px(*c as f64), xa.px(edges[i + 1]) - 0.5, ya.px(0.0));
-        items.push(Item::Rect { b, fill: Some(bar), stroke: None, opacity: 1.0 });
-    }
-    // The CDF on a right-hand 0–100 % axis.
+    (edges, counts)
+}
+
+/// The CDF of the sorted values `v` on a right-hand 0–100 % axis.
+fn cdf_line(items: &mut Vec<Item>, v: &[f64], xa: &Axis) {
     let (top, bottom) = (MT, MT + PH);
     let cy = |q: f64| bottom - q * (bottom - top);
     let n = v.len().max(1);
@@ -296,7 +316,7 @@ fn distribution(title: &str, unit: &str, values: &[f64]) -> Scene {
     if let Some(last) = v.last() {
         cdf.push((xa.px(*last), cy(1.0)));
     }
-    items.push(Item::Line { pts: cdf, color: Rgb(214, 39, 40), width: 1.8, dash: false, opacity: 1.0, class: "cdf" });
+    items.push(Item::Line { pts: cdf, color: CDF_COLOR, width: 1.8, dash: false, opacity: 1.0, class: "cdf" });
     for q in [0.0, 0.25, 0.5, 0.75, 1.0] {
         items.push(Item::line(vec![(W - MR, cy(q)), (W - MR + 4.0, cy(q))], Rgb::GREY, 1.0));
         items.push(Item::Text {
@@ -304,17 +324,17 @@ fn distribution(title: &str, unit: &str, values: &[f64]) -> Scene {
             text: format!("{:.0} %", q * 100.0),
             size: 10.0,
             anchor: Anchor::Start,
-            color: Rgb(214, 39, 40),
+            color: CDF_COLOR,
             bold: false,
             vertical: false,
             class: "tick",
         });
     }
-    // Percentile markers, their labels on separate rows so they never overprint.
+}
+
+/// Percentile markers, their labels on separate rows so they never overprint.
+fn percentile_marks(items: &mut Vec<Item>, st: &Stats, xa: &Axis) {
     for (k, (name, x)) in [("p50", st.p50), ("p90", st.p90), ("p99", st.p99)].into_iter().enumerate() {
-        if v.is_empty() {
-            break;
-        }
         let px = xa.px(x);
         items.push(Item::Line {
             pts: vec![(px, MT), (px, MT + PH)],
@@ -336,8 +356,17 @@ fn distribution(title: &str, unit: &str, values: &[f64]) -> Scene {
             class: "pctl",
         });
     }
-    let mut ly = MT + PH + 56.0;
-    items.push(Item::Rect { b: super::scene::Bounds::new(20.0, ly - 5.0, 42.0, ly + 5.0), fill: Some(bar), stroke: None, opacity: 1.0 });
+}
+
+/// The legend under a distribution (bars and CDF); returns the scene's height.
+fn distribution_legend(items: &mut Vec<Item>) -> f64 {
+    let ly = MT + PH + 56.0;
+    items.push(Item::Rect {
+        b: super::scene::Bounds::new(20.0, ly - 5.0, 42.0, ly + 5.0),
+        fill: Some(BAR_COLOR),
+        stroke: None,
+        opacity: 1.0,
+    });
     items.push(Item::Text {
         at: (48.0, ly),
         text: "requests per bin".into(),
@@ -348,7 +377,7 @@ fn distribution(title: &str, unit: &str, values: &[f64]) -> Scene {
         vertical: false,
         class: "legend",
     });
-    items.push(Item::line(vec![(170.0, ly), (192.0, ly)], Rgb(214, 39, 40), 2.0));
+    items.push(Item::line(vec![(170.0, ly), (192.0, ly)], CDF_COLOR, 2.0));
     items.push(Item::Text {
         at: (198.0, ly),
         text: "CDF (right axis)".into(),
@@ -359,8 +388,7 @@ fn distribution(title: &str, unit: &str, values: &[f64]) -> Scene {
         vertical: false,
         class: "legend",
     });
-    ly += 14.0;
-    Scene { w: W, h: ly, items }
+    ly + 14.0
 }
 
 fn fmt_v(x: f64) -> String {

@@ -44,6 +44,17 @@ pub enum Anchor {
     End,
 }
 
+impl Anchor {
+    /// The SVG `text-anchor` value.
+    fn svg(self) -> &'static str {
+        match self {
+            Anchor::Start => "start",
+            Anchor::Middle => "middle",
+            Anchor::End => "end",
+        }
+    }
+}
+
 /// An axis-aligned box in pixels.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Bounds {
@@ -263,6 +274,11 @@ fn class_attr(class: &str) -> String {
     if class.is_empty() { String::new() } else { format!(" class=\"{class}\"") }
 }
 
+/// The `transform` attribute that moves a group by `offset`; none when it stays put.
+fn translate_attr(offset: (f64, f64)) -> String {
+    if offset != (0.0, 0.0) { format!(" transform=\"translate({} {})\"", num(offset.0), num(offset.1)) } else { String::new() }
+}
+
 fn svg_item(o: &mut String, it: &Item) {
     match it {
         Item::Line { pts, color, width, dash, opacity, class } => {
@@ -307,11 +323,7 @@ fn svg_item(o: &mut String, it: &Item) {
             );
         }
         Item::Text { at, text, size, anchor, color, bold, vertical, class } => {
-            let a = match anchor {
-                Anchor::Start => "start",
-                Anchor::Middle => "middle",
-                Anchor::End => "end",
-            };
+            let a = anchor.svg();
             let rot = if *vertical { format!(" transform=\"rotate(-90 {} {})\"", num(at.0), num(at.1)) } else { String::new() };
             let _ = writeln!(
                 o,
@@ -328,11 +340,7 @@ fn svg_item(o: &mut String, it: &Item) {
             if let Some(h) = href {
                 let _ = write!(o, "<a href=\"{}\">", esc(h));
             }
-            let tr = if *offset != (0.0, 0.0) {
-                format!(" transform=\"translate({} {})\"", num(offset.0), num(offset.1))
-            } else {
-                String::new()
-            };
+            let tr = translate_attr(*offset);
             let _ =
                 writeln!(o, "<g{}{}{tr}>", class_attr(class), id.as_ref().map_or(String::new(), |i| format!(" data-point=\"{}\"", esc(i))));
             if let Some(t) = title {

@@ -1,6 +1,6 @@
 //! The summary table a run prints at its end (`sweep run`, `sweep predict`): reads results only.
 
-use crate::results::RunSummary;
+use crate::results::{PointResult, RunSummary};
 
 /// The summary table printed at the end of a run: points grouped under their config, the
 /// frontier's own x (P90 E2E-normalised interactivity) beside tok/s/GPU so that "dominated by"
@@ -25,34 +25,8 @@ pub fn summary_table(run: &RunSummary) -> String {
             configs.push(&p.config_key);
         }
     }
-    let row = |p: &crate::results::PointResult| -> [String; 9] {
-        let short = p.id.strip_prefix(&format!("{}/", p.config_key)).unwrap_or(&p.id).to_string();
-        let (t, o, en, i, tt, e) = match &p.summary {
-            Some(s) => (
-                crate::gate::fmt_num(s.tput_per_gpu),
-                crate::gate::fmt_num(s.output_tput_per_gpu),
-                format!("{:.1}", s.e2e_norm_intvty_p90),
-                format!("{:.1}", s.intvty_p90),
-                format!("{:.2} / {:.2}", s.ttft.p50, s.ttft.p90),
-                format!("{:.2}", s.e2el.p90),
-            ),
-            None => Default::default(),
-        };
-        let dash = |x: String| if x.is_empty() { "-".to_string() } else { x };
-        [
-            format!("  {short}"),
-            dash(t),
-            dash(o),
-            dash(en),
-            dash(i),
-            dash(tt),
-            dash(e),
-            crate::report::frontier_cell(run, p),
-            crate::report::status_text(p),
-        ]
-    };
     let rows: Vec<(&str, Vec<[String; 9]>)> =
-        configs.iter().map(|c| (*c, run.points.iter().filter(|p| p.config_key == *c).map(row).collect())).collect();
+        configs.iter().map(|c| (*c, run.points.iter().filter(|p| p.config_key == *c).map(|p| point_row(run, p)).collect())).collect();
     let mut w: [usize; 9] = HEAD.map(|h| h.chars().count());
     for r in rows.iter().flat_map(|(_, r)| r) {
         for (k, cell) in r.iter().enumerate() {
@@ -88,4 +62,33 @@ pub fn summary_table(run: &RunSummary) -> String {
     }
     o.push_str("frontier: per config, the points no other beats on both tok/s/GPU and E2E-norm intvty (1 / P90 of E2EL/OSL, tok/s/user); p = share of bootstrap replicates on it\n");
     o
+}
+
+/// A point's cells in the summary table, its id shortened to what follows its config; `-` for
+/// metrics it has none of.
+fn point_row(run: &RunSummary, p: &PointResult) -> [String; 9] {
+    let short = p.id.strip_prefix(&format!("{}/", p.config_key)).unwrap_or(&p.id).to_string();
+    let (t, o, en, i, tt, e) = match &p.summary {
+        Some(s) => (
+            crate::gate::fmt_num(s.tput_per_gpu),
+            crate::gate::fmt_num(s.output_tput_per_gpu),
+            format!("{:.1}", s.e2e_norm_intvty_p90),
+            format!("{:.1}", s.intvty_p90),
+            format!("{:.2} / {:.2}", s.ttft.p50, s.ttft.p90),
+            format!("{:.2}", s.e2el.p90),
+        ),
+        None => Default::default(),
+    };
+    let dash = |x: String| if x.is_empty() { "-".to_string() } else { x };
+    [
+        format!("  {short}"),
+        dash(t),
+        dash(o),
+        dash(en),
+        dash(i),
+        dash(tt),
+        dash(e),
+        crate::report::frontier_cell(run, p),
+        crate::report::status_text(p),
+    ]
 }

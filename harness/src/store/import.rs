@@ -277,7 +277,6 @@ fn point_from_aggregate(
         Some(id) if id.contains('/') => format!("{config_key}/{}", id.rsplit('/').next().unwrap_or_default()),
         _ => format!("{config_key}/{topo}-c{conc}"),
     };
-    let lat = |m: &str, s: &str| num(agg, &["request_metrics", "latency", m, s]);
     let validity = &agg["validity"];
     let ok_requests = agg["num_requests_successful"].as_i64();
     let valid = validity["valid"].as_bool().unwrap_or(ok_requests.unwrap_or(0) > 0);
@@ -286,29 +285,7 @@ fn point_from_aggregate(
     if !valid && invalid_reasons.is_empty() {
         invalid_reasons.push("no_successful_requests".into());
     }
-    let prof: Vec<&Record> = records.unwrap_or_default().iter().filter(|r| r.phase == RecordPhase::Profiling).collect();
-    // TTFT p99 is not in InferenceX aggregates: from the records when they are here.
-    let ttft_p99 = lat("ttft", "p99").or_else(|| {
-        records.map(|_| Stats::of(prof.iter().filter(|r| r.ok()).filter_map(|r| r.ttft_ns()).map(|t| t as f64 / 1e9).collect()).p99)
-    });
-    let ci = |value: Option<f64>| Ci { value: value.unwrap_or(f64::NAN), lo: None, hi: None };
-    let metrics = PointMetrics {
-        requests_ok: ok_requests,
-        requests_error: records.map(|_| prof.iter().filter(|r| r.error.is_some()).count() as i64),
-        tput_per_gpu: ci(Some(tput)),
-        output_tput_per_gpu: num(agg, &["request_metrics", "throughput", "per_gpu", "output_tput_tps"])
-            .or_else(|| num(agg, &["output_tput_per_gpu"])),
-        input_tput_per_gpu: num(agg, &["request_metrics", "throughput", "per_gpu", "input_tput_tps"]),
-        intvty_p90: ci(lat("intvty", "p90").or_else(|| lat("itl", "p90").filter(|x| *x > 0.0).map(|x| 1.0 / x))),
-        e2e_norm_intvty_p90: ci(lat("e2e_norm_intvty", "p90")),
-        ttft_p50: lat("ttft", "p50"),
-        ttft_p90: lat("ttft", "p90"),
-        ttft_p99,
-        e2el_p75: ci(lat("e2el", "p75")),
-        e2el_p90: ci(lat("e2el", "p90")),
-        theoretical_cache_hit_rate: num(agg, &["request_metrics", "cache", "theoretical_cache_hit_rate"]),
-        submission_valid: validity["submission_valid"].as_bool(),
-    };
+    let metrics = aggregate_metrics(agg, records, tput, ok_requests);
     let prof_field = |k: &str| agg["profiles"].get(k).and_then(Value::as_str).map(str::to_string);
     Ok(PointRow {
         run_id: run_id.to_string(),
@@ -343,6 +320,35 @@ fn point_from_aggregate(
         files: Vec::new(),
         wall_s: None,
     })
+}
+
+/// The point's metrics: the aggregate's published numbers (TTFT p99 and the failed requests from
+/// the records when they are here), without intervals.
+fn aggregate_metrics(agg: &Value, records: Option<&[Record]>, tput: f64, ok_requests: Option<i64>) -> PointMetrics {
+    let lat = |m: &str, s: &str| num(agg, &["request_metrics", "latency", m, s]);
+    let prof: Vec<&Record> = records.unwrap_or_default().iter().filter(|r| r.phase == RecordPhase::Profiling).collect();
+    // TTFT p99 is not in InferenceX aggregates: from the records when they are here.
+    let ttft_p99 = lat("ttft", "p99").or_else(|| {
+        records.map(|_| Stats::of(prof.iter().filter(|r| r.ok()).filter_map(|r| r.ttft_ns()).map(|t| t as f64 / 1e9).collect()).p99)
+    });
+    let ci = |value: Option<f64>| Ci { value: value.unwrap_or(f64::NAN), lo: None, hi: None };
+    PointMetrics {
+        requests_ok: ok_requests,
+        requests_error: records.map(|_| prof.iter().filter(|r| r.error.is_some()).count() as i64),
+        tput_per_gpu: ci(Some(tput)),
+        output_tput_per_gpu: num(agg, &["request_metrics", "throughput", "per_gpu", "output_tput_tps"])
+            .or_else(|| num(agg, &["output_tput_per_gpu"])),
+        input_tput_per_gpu: num(agg, &["request_metrics", "throughput", "per_gpu", "input_tput_tps"]),
+        intvty_p90: ci(lat("intvty", "p90").or_else(|| lat("itl", "p90").filter(|x| *x > 0.0).map(|x| 1.0 / x))),
+        e2e_norm_intvty_p90: ci(lat("e2e_norm_intvty", "p90")),
+        ttft_p50: lat("ttft", "p50"),
+        ttft_p90: lat("ttft", "p90"),
+        ttft_p99,
+        e2el_p75: ci(lat("e2el", "p75")),
+        e2el_p90: ci(lat("e2el", "p90")),
+        theoretical_cache_hit_rate: num(agg, &["request_metrics", "cache", "theoretical_cache_hit_rate"]),
+        submission_valid: agg["validity"]["submission_valid"].as_bool(),
+    }
 }
 
 /// Frontiers per config over the published values; with every point's records, bootstrap

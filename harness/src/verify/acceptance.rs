@@ -9,7 +9,8 @@
 use super::scan::{self, LaunchView};
 use super::snapshot::Layout;
 use super::{Check, Ctx, Finding};
-use crate::golden_al::fmt_al;
+use crate::golden_al::{Golden, fmt_al};
+use crate::recipe::master::Entry;
 use crate::recipe::serving::flag_value;
 use serde_json::Value;
 
@@ -92,8 +93,9 @@ fn env_line(l: &LaunchView, k: &str) -> Option<usize> {
     l.env_lines.get(k).copied().flatten().or(l.line)
 }
 
-/// The findings of one agentic spec-decode launch; `Ok` with a summary when it is right.
-fn agentic(ctx: &Ctx, l: &LaunchView) -> Result<String, Vec<Finding>> {
+/// Knobs that change the draft's precision (its quantization flags, or the speculative config's
+/// `quantization`): a speed-up that simulated acceptance never charges.
+fn draft_precision_findings(l: &LaunchView) -> Vec<Finding> {
     let mut bad = Vec::new();
     for f in DRAFT_PRECISION_FLAGS {
         if let Some(v) = flag_value(&l.argv, &[f]) {
@@ -115,21 +117,54 @@ fn agentic(ctx: &Ctx, l: &LaunchView) -> Result<String, Vec<Finding>> {
             format!("{}: the draft's quantization {q} changes its precision under simulated acceptance", l.label),
         ));
     }
+    bad
+}
+
+/// The finding of an agentic spec-decode launch that runs real acceptance: the knob to set.
+fn unsimulated(l: &LaunchView) -> Finding {
+    let knob = match l.framework.as_str() {
+        "vllm" => "--speculative-config rejection_sample_method synthetic + synthetic_acceptance_length",
+        f if f.contains("trt") => TRT_AL,
+        _ => SGLANG_AL,
+    };
+    Finding::new(&l.file, l.line, &l.label, format!("{}: agentic spec-decode runs real (unsimulated) acceptance: set {knob}", l.label))
+}
+
+/// The golden AL of the launch's model, thinking mode (its environment's, else its serving
+/// recipe's) and draft length from the first golden store that has it; else the last reason.
+fn golden_for(ctx: &Ctx, l: &LaunchView, k: u32, method: Option<&str>) -> Result<Golden, String> {
+    let thinking = l.env.get("THINKING_MODE").cloned().or_else(|| {
+        l.key
+            .as_ref()
+            .and_then(|key| ctx.head.recipes.get(key))
+            .and_then(|r| r.simulated_acceptance.as_ref())
+            .and_then(|s| s.thinking_mode.clone())
+    });
+    let mut last_err = String::from("no golden AL curves in the repository (golden_al/ or golden_al_distribution/)");
+    for g in scan::goldens(ctx) {
+        match g.lookup(&l.prefix, thinking.as_deref(), k, method) {
+            Ok(gold) => return Ok(gold),
+            Err(e) => last_err = e,
+        }
+    }
+    Err(last_err)
+}
+
+/// How `knob={text}` shows the pinned `al`, and what to set it to for the golden AL `gold`
+/// (TRT-LLM counts accepted tokens without the bonus token: AL − 1).
+fn shown_and_wanted(knob: &str, text: &str, al: f64, gold: f64) -> (String, String) {
+    if knob == TRT_AL {
+        (format!("{knob}={text} (AL {})", fmt_al(al)), format!("{} (golden AL {} − 1)", fmt_al(gold - 1.0), fmt_al(gold)))
+    } else {
+        (format!("{knob}={text}"), fmt_al(gold))
+    }
+}
+
+/// The findings of one agentic spec-decode launch; `Ok` with a summary when it is right.
+fn agentic(ctx: &Ctx, l: &LaunchView) -> Result<String, Vec<Finding>> {
+    let mut bad = draft_precision_findings(l);
     let Some((knob, text, al)) = simulated(l) else {
-        bad.push(Finding::new(
-            &l.file,
-            l.line,
-            &l.label,
-            format!(
-                "{}: agentic spec-decode runs real (unsimulated) acceptance: set {}",
-                l.label,
-                match l.framework.as_str() {
-                    "vllm" => "--speculative-config rejection_sample_method synthetic + synthetic_acceptance_length",
-                    f if f.contains("trt") => TRT_AL,
-                    _ => SGLANG_AL,
-                }
-            ),
-        ));
+        bad.push(unsimulated(l));
         return Err(bad);
     };
     let at = env_line(l, if knob.starts_with("--") { "" } else { &knob });
@@ -142,83 +177,80 @@ fn agentic(ctx: &Ctx, l: &LaunchView) -> Result<String, Vec<Finding>> {
         bad.push(Finding::new(&l.file, l.line, &l.label, format!("{}: the draft length (speculative tokens) is not readable", l.label)));
         return Err(bad);
     };
-    let thinking = l.env.get("THINKING_MODE").cloned().or_else(|| {
-        l.key
-            .as_ref()
-            .and_then(|key| ctx.head.recipes.get(key))
-            .and_then(|r| r.simulated_acceptance.as_ref())
-            .and_then(|s| s.thinking_mode.clone())
-    });
-    let mut last_err = String::from("no golden AL curves in the repository (golden_al/ or golden_al_distribution/)");
-    for g in scan::goldens(ctx) {
-        match g.lookup(&l.prefix, thinking.as_deref(), k, method) {
-            Ok(gold) => {
-                if (gold.al - al).abs() > 1e-9 {
-                    let shown = if knob == TRT_AL { format!("{knob}={text} (AL {})", fmt_al(al)) } else { format!("{knob}={text}") };
-                    let want = if knob == TRT_AL {
-                        format!("{} (golden AL {} − 1)", fmt_al(gold.al - 1.0), fmt_al(gold.al))
-                    } else {
-                        fmt_al(gold.al)
-                    };
-                    bad.push(Finding::new(
-                        &l.file,
-                        at,
-                        shown,
-                        format!(
-                            "{}: pinned AL {} but the golden AL for {}{} K={k} is {} ({}); set {want}",
-                            l.label,
-                            fmt_al(al),
-                            gold.slug,
-                            gold.mode.as_deref().map(|m| format!(" {m}")).unwrap_or_default(),
-                            fmt_al(gold.al),
-                            gold.file.display()
-                        ),
-                    ));
-                    return Err(bad);
-                }
-                if !bad.is_empty() {
-                    return Err(bad);
-                }
-                let who = l.key.clone().unwrap_or_else(|| l.file.clone());
-                return Ok(format!(
-                    "{who} AL {} = golden {}{} K={k}",
-                    fmt_al(al),
-                    gold.slug,
-                    gold.mode.map(|m| format!(" {m}")).unwrap_or_default()
-                ));
+    let gold = match golden_for(ctx, l, k, method) {
+        Ok(gold) => gold,
+        Err(last_err) => {
+            let sourced = ctx.facts.and_then(|f| f.detail_section()).is_some_and(|d| d.to_ascii_lowercase().contains("golden"));
+            if sourced && bad.is_empty() {
+                return Ok(format!("{}: no committed golden curve; the sign-off states the AL's source", l.label));
             }
-            Err(e) => last_err = e,
+            bad.push(Finding::new(
+                &l.file,
+                at,
+                format!("{knob}={text}"),
+                format!("{}: {last_err}; the sign-off must state the AL's source", l.label),
+            ));
+            return Err(bad);
         }
+    };
+    if (gold.al - al).abs() > 1e-9 {
+        let (shown, want) = shown_and_wanted(&knob, &text, al, gold.al);
+        bad.push(Finding::new(
+            &l.file,
+            at,
+            shown,
+            format!(
+                "{}: pinned AL {} but the golden AL for {}{} K={k} is {} ({}); set {want}",
+                l.label,
+                fmt_al(al),
+                gold.slug,
+                gold.mode.as_deref().map(|m| format!(" {m}")).unwrap_or_default(),
+                fmt_al(gold.al),
+                gold.file.display()
+            ),
+        ));
+        return Err(bad);
     }
-    let sourced = ctx.facts.and_then(|f| f.detail_section()).is_some_and(|d| d.to_ascii_lowercase().contains("golden"));
-    if sourced && bad.is_empty() {
-        return Ok(format!("{}: no committed golden curve; the sign-off states the AL's source", l.label));
+    if !bad.is_empty() {
+        return Err(bad);
     }
-    bad.push(Finding::new(
-        &l.file,
-        at,
-        format!("{knob}={text}"),
-        format!("{}: {last_err}; the sign-off must state the AL's source", l.label),
-    ));
-    Err(bad)
+    let who = l.key.clone().unwrap_or_else(|| l.file.clone());
+    Ok(format!("{who} AL {} = golden {}{} K={k}", fmt_al(al), gold.slug, gold.mode.map(|m| format!(" {m}")).unwrap_or_default()))
 }
 
-pub fn check(ctx: &Ctx) -> Check {
-    let mut launches: Vec<LaunchView> = Vec::new();
-    // A golden value that moves changes every config injecting it.
-    let mut bad = if ctx.facts.and_then(|f| f.exception(11)).is_some() { Vec::new() } else { ctx.golden_changes.clone() };
+/// Whether the config's serving recipe drafts: a spec-decode config whatever its master rows say.
+fn recipe_drafts(ctx: &Ctx, key: &str) -> bool {
+    ctx.head.recipes.get(key).is_some_and(|r| {
+        r.simulated_acceptance.is_some()
+            || r.worker
+                .args
+                .iter()
+                .chain(r.arms.iter().flat_map(|a| a.args.iter().chain(a.points.iter().flat_map(|p| p.args.iter()))))
+                .any(|a| a.starts_with("--speculative"))
+    })
+}
+
+/// The finding of a single-node agentic config with no launch script to verify.
+fn no_launch_script(ctx: &Ctx, key: &str, e: &Entry) -> Finding {
+    let (f, l) = ctx.master_line(key, "scenarios");
+    Finding::new(
+        f,
+        l,
+        key,
+        format!(
+            "{key}: no launch script found (benchmarks/single_node/agentic/{}_{}_{}*_mtp.sh), so its simulated acceptance cannot be verified",
+            e.model_prefix,
+            e.precision,
+            scan::sku(&e.runner)
+        ),
+    )
+}
+
+/// The launches of the changed spec-decode configs; one that cannot be resolved is a finding.
+fn changed_config_launches(ctx: &Ctx, launches: &mut Vec<LaunchView>, bad: &mut Vec<Finding>) {
     for key in &ctx.changed_keys {
         let Some(e) = ctx.head.master.get(key) else { continue };
-        // A serving recipe that drafts is a spec-decode config whatever its master rows say.
-        let recipe_drafts = ctx.head.recipes.get(key).is_some_and(|r| {
-            r.simulated_acceptance.is_some()
-                || r.worker
-                    .args
-                    .iter()
-                    .chain(r.arms.iter().flat_map(|a| a.args.iter().chain(a.points.iter().flat_map(|p| p.args.iter()))))
-                    .any(|a| a.starts_with("--speculative"))
-        });
-        if !scan::is_spec(e) && !recipe_drafts {
+        if !scan::is_spec(e) && !recipe_drafts(ctx, key) {
             continue;
         }
         match ctx.head.layout {
@@ -233,24 +265,17 @@ pub fn check(ctx: &Ctx) -> Check {
             Layout::InferenceX => {
                 let scripts = scan::scripts_of(&ctx.head.files, e, true, true);
                 if e.has_agentic && !e.multinode && scripts.is_empty() {
-                    let (f, l) = ctx.master_line(key, "scenarios");
-                    bad.push(Finding::new(
-                        f,
-                        l,
-                        key,
-                        format!(
-                            "{key}: no launch script found (benchmarks/single_node/agentic/{}_{}_{}*_mtp.sh), so its simulated acceptance cannot be verified",
-                            e.model_prefix,
-                            e.precision,
-                            scan::sku(&e.runner)
-                        ),
-                    ));
+                    bad.push(no_launch_script(ctx, key, e));
                 }
                 launches.extend(scripts.iter().filter_map(|s| scan::script_launch(ctx, s)));
             }
         }
     }
-    // Changed launch scripts and srt-slurm recipes, agentic or not.
+}
+
+/// Changed launch scripts and srt-slurm recipes, agentic or not, that speculate or simulate
+/// acceptance (those already among `launches` aside).
+fn changed_script_launches(ctx: &Ctx, launches: &mut Vec<LaunchView>) {
     for c in ctx.changes.iter().filter(|c| c.status != 'D' && c.path.starts_with("benchmarks/")) {
         if launches.iter().any(|l| l.file == c.path) {
             continue;
@@ -263,6 +288,14 @@ pub fn check(ctx: &Ctx) -> Check {
             }
         }
     }
+}
+
+pub fn check(ctx: &Ctx) -> Check {
+    let mut launches: Vec<LaunchView> = Vec::new();
+    // A golden value that moves changes every config injecting it.
+    let mut bad = if ctx.facts.and_then(|f| f.exception(11)).is_some() { Vec::new() } else { ctx.golden_changes.clone() };
+    changed_config_launches(ctx, &mut launches, &mut bad);
+    changed_script_launches(ctx, &mut launches);
     if launches.is_empty() && bad.is_empty() {
         return Check::na(11, "no agentic speculative-decoding change");
     }

@@ -7,8 +7,9 @@
 
 use crate::results::{RunSummary, Status};
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 /// One throughput point of the run as its aggregate records it.
 #[derive(Clone, Debug)]
@@ -272,14 +273,12 @@ fn conc_suffix(name: &str) -> Option<u64> {
         .flatten()
 }
 
-/// One eval set (a folder with `meta_env.json`): its newest lm-eval result, or the newest per
-/// completed concurrency of a batched set, one row per task.
-fn eval_set(d: &Path) -> Result<Vec<EvalRow>, ArtifactError> {
-    let meta = read_json(&d.join("meta_env.json"))?.unwrap_or(Value::Null);
-    let batched = meta.get("eval_concs").is_some_and(Value::is_array);
-    let completed: Option<BTreeSet<u64>> =
-        meta.get("completed_eval_concs").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_u64).collect());
-    let mut cands: Vec<(PathBuf, Value, std::time::SystemTime)> = Vec::new();
+/// An lm-eval results file of an eval set, with its modification time.
+type Candidate = (PathBuf, Value, SystemTime);
+
+/// The lm-eval results files of an eval set (`meta_env.json` aside), with their modification times.
+fn result_files(d: &Path) -> Result<Vec<Candidate>, ArtifactError> {
+    let mut cands = Vec::new();
     for e in std::fs::read_dir(d).map_err(|e| ArtifactError::Bad { file: d.to_path_buf(), msg: e.to_string() })?.flatten() {
         let p = e.path();
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -293,56 +292,73 @@ fn eval_set(d: &Path) -> Result<Vec<EvalRow>, ArtifactError> {
         let mtime = e.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
         cands.push((p, v, mtime));
     }
-    let chosen: Vec<(PathBuf, Value, Option<u64>)> = if batched {
-        let mut by_conc: std::collections::BTreeMap<u64, (PathBuf, Value, std::time::SystemTime)> = Default::default();
-        for (p, v, t) in cands {
-            let Some(c) = conc_suffix(&p.file_name().unwrap_or_default().to_string_lossy()) else { continue };
-            if completed.as_ref().is_some_and(|set| !set.contains(&c)) {
-                continue;
-            }
-            if by_conc.get(&c).is_none_or(|(_, _, t0)| t > *t0) {
-                by_conc.insert(c, (p, v, t));
-            }
+    Ok(cands)
+}
+
+/// The newest result per completed concurrency of a batched set (`_concN` files), else the
+/// newest result: each with its concurrency when batched.
+fn newest_results(cands: Vec<Candidate>, batched: bool, completed: Option<&BTreeSet<u64>>) -> Vec<(PathBuf, Value, Option<u64>)> {
+    if !batched {
+        return cands.into_iter().max_by_key(|(_, _, t)| *t).map(|(p, v, _)| vec![(p, v, None)]).unwrap_or_default();
+    }
+    let mut by_conc: BTreeMap<u64, Candidate> = BTreeMap::new();
+    for (p, v, t) in cands {
+        let Some(c) = conc_suffix(&p.file_name().unwrap_or_default().to_string_lossy()) else { continue };
+        if completed.is_some_and(|set| !set.contains(&c)) {
+            continue;
         }
-        by_conc.into_iter().map(|(c, (p, v, _))| (p, v, Some(c))).collect()
-    } else {
-        cands.into_iter().max_by_key(|(_, _, t)| *t).map(|(p, v, _)| vec![(p, v, None)]).unwrap_or_default()
-    };
+        if by_conc.get(&c).is_none_or(|(_, _, t0)| t > *t0) {
+            by_conc.insert(c, (p, v, t));
+        }
+    }
+    by_conc.into_iter().map(|(c, (p, v, _))| (p, v, Some(c))).collect()
+}
+
+/// A task's strict and flexible exact-match scores: the task's first metric under its filters
+/// (strict or resolved; flexible or extract), or the bare metric (else `acc`) without filters.
+fn em_scores(cfg: Option<&Value>, res: &Value) -> (Option<f64>, Option<f64>) {
+    let base = cfg
+        .and_then(|c| c.get("metric_list"))
+        .and_then(Value::as_array)
+        .and_then(|l| l.first())
+        .and_then(|m| m.get("metric"))
+        .and_then(Value::as_str)
+        .unwrap_or("exact_match");
+    let filters: Vec<String> = cfg
+        .and_then(|c| c.get("filter_list"))
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(|f| f.get("name").and_then(Value::as_str).map(str::to_string)).collect())
+        .unwrap_or_else(|| {
+            // Without the task config, the filters are the metric keys' suffixes.
+            res.as_object().into_iter().flatten().filter_map(|(k, _)| k.strip_prefix(&format!("{base},")).map(str::to_string)).collect()
+        });
+    let val = |f: &str| res.get(format!("{base},{f}")).and_then(Value::as_f64);
+    let (mut strict, mut flex) = (None, None);
+    for f in &filters {
+        if f.contains("strict") || f.contains("resolved") {
+            strict = val(f);
+        } else if f.contains("flex") || f.contains("extract") {
+            flex = val(f);
+        }
+    }
+    if filters.is_empty() {
+        strict = res.get(base).and_then(Value::as_f64).or_else(|| res.get("acc").and_then(Value::as_f64));
+    }
+    (strict, flex)
+}
+
+/// One eval set (a folder with `meta_env.json`): its newest lm-eval result, or the newest per
+/// completed concurrency of a batched set, one row per task.
+fn eval_set(d: &Path) -> Result<Vec<EvalRow>, ArtifactError> {
+    let meta = read_json(&d.join("meta_env.json"))?.unwrap_or(Value::Null);
+    let batched = meta.get("eval_concs").is_some_and(Value::is_array);
+    let completed: Option<BTreeSet<u64>> =
+        meta.get("completed_eval_concs").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_u64).collect());
+    let chosen = newest_results(result_files(d)?, batched, completed.as_ref());
     let mut out = Vec::new();
     for (p, v, conc) in chosen {
         for (task, res) in v.get("results").and_then(Value::as_object).into_iter().flatten() {
-            let cfg = v.get("configs").and_then(|c| c.get(task));
-            let base = cfg
-                .and_then(|c| c.get("metric_list"))
-                .and_then(Value::as_array)
-                .and_then(|l| l.first())
-                .and_then(|m| m.get("metric"))
-                .and_then(Value::as_str)
-                .unwrap_or("exact_match");
-            let filters: Vec<String> = cfg
-                .and_then(|c| c.get("filter_list"))
-                .and_then(Value::as_array)
-                .map(|l| l.iter().filter_map(|f| f.get("name").and_then(Value::as_str).map(str::to_string)).collect())
-                .unwrap_or_else(|| {
-                    // Without the task config, the filters are the metric keys' suffixes.
-                    res.as_object()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|(k, _)| k.strip_prefix(&format!("{base},")).map(str::to_string))
-                        .collect()
-                });
-            let val = |f: &str| res.get(format!("{base},{f}")).and_then(Value::as_f64);
-            let (mut strict, mut flex) = (None, None);
-            for f in &filters {
-                if f.contains("strict") || f.contains("resolved") {
-                    strict = val(f);
-                } else if f.contains("flex") || f.contains("extract") {
-                    flex = val(f);
-                }
-            }
-            if filters.is_empty() {
-                strict = res.get(base).and_then(Value::as_f64).or_else(|| res.get("acc").and_then(Value::as_f64));
-            }
+            let (strict, flex) = em_scores(v.get("configs").and_then(|c| c.get(task)), res);
             let n = v.get("n-samples").and_then(|n| n.get(task));
             let pick = |k: &str| v.get(k).or_else(|| meta.get(k));
             out.push(EvalRow {

@@ -2,10 +2,13 @@
 //! commit in the PR), 3 (upstream recipe link, merged, major args), 4 (`/reuse-sweep-run`),
 //! 5 (latest checklist template) — from `--pr-facts`, the repository and, for 1, `--run`.
 
+use super::artifacts::RunArtifacts;
 use super::codeowners;
+use super::facts::{CheckRun, PrFacts};
 use super::scan::{self, LaunchView};
 use super::snapshot::Layout;
 use super::{Check, Ctx, Finding};
+use crate::results::RunSummary;
 use std::collections::{BTreeMap, BTreeSet};
 
 const NEEDS_FACTS: &str = "decided by the forge: pass --pr-facts";
@@ -101,125 +104,134 @@ pub fn sweep_ran(ctx: &Ctx) -> Check {
     if let Some(f) = ctx.facts.filter(|f| !f.check_runs.is_empty()) {
         decided = true;
         let commits: Vec<String> = f.commits.clone().unwrap_or_else(|| ctx.commits.clone());
-        let same = |a: &str, b: &str| !a.is_empty() && !b.is_empty() && (a.starts_with(b) || b.starts_with(a));
-        let mut green = None;
-        let mut why = Vec::new();
-        for c in &commits {
-            let runs: Vec<_> = f.check_runs.iter().filter(|r| same(&r.sha, c)).collect();
-            let sweep: Vec<_> = runs.iter().filter(|r| r.name.starts_with("single-node")).collect();
-            let eval: Vec<_> = runs.iter().filter(|r| r.name == "eval" || r.name.starts_with("eval /")).collect();
-            let ok = |v: &[&&super::facts::CheckRun]| !v.is_empty() && v.iter().all(|r| r.conclusion.as_deref() == Some("success"));
-            if ok(&sweep) && (ok(&eval) || (!evals_expected && eval.is_empty())) {
-                green = Some((
-                    c.clone(),
-                    eval.iter().chain(sweep.iter()).find_map(|r| r.details_url.as_deref().and_then(run_id)).map(str::to_string),
-                ));
-                break;
-            }
-            for r in sweep.iter().chain(eval.iter()).filter(|r| r.conclusion.as_deref() != Some("success")) {
-                why.push(format!("`{}` {} on {}", r.name, r.conclusion.as_deref().unwrap_or("pending"), short(c)));
-            }
-            if sweep.is_empty() && !runs.is_empty() {
-                why.push(format!("no `single-node */` check run on {}", short(c)));
-            }
-            if eval.is_empty() && evals_expected && !runs.is_empty() {
-                why.push(format!("no `eval /` check run on {}", short(c)));
-            }
-        }
-        match green {
-            Some((c, id)) => parts.push(format!(
-                "green single-node{} check runs on {}{}",
-                if evals_expected { " and eval" } else { "" },
-                short(&c),
-                id.map(|i| format!(" (run {i})")).unwrap_or_default()
-            )),
-            None => {
-                let detail =
-                    if why.is_empty() { String::new() } else { format!(" ({})", why.into_iter().take(3).collect::<Vec<_>>().join("; ")) };
-                bad.push(Finding::new(
-                    "pr-facts",
-                    None,
-                    "check_runs",
-                    format!("No passing sweep/eval was found on any commit in this PR{detail}"),
-                ));
-            }
+        match green_check_runs(f, &commits, evals_expected) {
+            Ok(part) => parts.push(part),
+            Err(finding) => bad.push(finding),
         }
     }
     // A sweep run directory (downloaded eval artifacts alone say nothing of the sweep).
     if let Some(run) = ctx.run.filter(|r| r.summary.is_some()) {
         decided = true;
-        let dir = run.dir.display().to_string();
-        match &run.head_ref {
-            Some(r) if ctx.commits.iter().any(|c| c.starts_with(r.as_str())) => parts.push(format!("run made at {r}, a commit of this PR")),
-            Some(r) => {
-                bad.push(Finding::new(format!("{dir}/plan.json"), None, r, format!("the run was made at {r}, not a commit of this PR")))
-            }
-            None => bad.push(Finding::new(&dir, None, "plan.json", "the run records no commit (no plan.json head_ref)")),
-        }
-        let predicted: Vec<&str> =
-            run.points.iter().filter(|p| p.result_kind.as_deref() == Some("predicted")).map(|p| p.id.as_str()).collect();
-        if !predicted.is_empty() {
-            bad.push(Finding::new(
-                &dir,
-                None,
-                "result_kind: predicted",
-                format!("the run is predicted (reference engine) at {} point(s), not a measured sweep", predicted.len()),
-            ));
-        }
-        match run.gate_passed {
-            Some(true) => parts.push("gate passed".into()),
-            Some(false) => bad.push(Finding::new(format!("{dir}/gate.json"), None, "passed: false", "the run's gate failed")),
-            None => bad.push(Finding::new(&dir, None, "gate.json", "the run has no gate verdict (run `sweep gate`)")),
-        }
-        for id in run.unfinished() {
-            bad.push(Finding::new(format!("{dir}/summary.json"), None, &id, format!("point {id} did not finish with a valid aggregate")));
-        }
-        // Metrics publication: every throughput point published its aggregate with the
-        // engine's own metrics captured.
+        run_made_and_gated(ctx, run, &mut parts, &mut bad);
         if let Some(s) = &run.summary {
-            for p in s.points.iter().filter(|p| !p.id.starts_with("eval:") && p.ok()) {
-                match run.points.iter().find(|x| x.id == p.id) {
-                    None => bad.push(Finding::new(&dir, None, &p.id, format!("point {} published no agg.json", p.id))),
-                    Some(x) if !x.has_tput => {
-                        bad.push(Finding::new(x.file.display().to_string(), None, "tput_per_gpu", "the aggregate has no tput_per_gpu"))
-                    }
-                    Some(x) if x.server_metrics == Some(false) => bad.push(Finding::new(
-                        x.file.display().to_string(),
-                        None,
-                        "server_metrics.present: false",
-                        format!("point {} captured no engine metrics (serve with --enable-metrics)", p.id),
-                    )),
-                    _ => {}
-                }
-            }
-            let thin: Vec<String> = s
-                .curves
-                .iter()
-                .filter(|c| c.coverage.frontier < crate::pareto::MIN_VALID_POINTS)
-                .map(|c| format!("{} {} frontier point(s)", c.curve, c.coverage.frontier))
-                .collect();
-            parts.push(format!("{} point(s) published", run.points.len()));
-            if !thin.is_empty() {
-                parts.push(format!("Pareto coverage below the recommended {}: {}", crate::pareto::MIN_VALID_POINTS, thin.join(", ")));
-            }
+            run_published(run, s, &mut parts, &mut bad);
         }
         if evals_expected {
-            if run.evals.is_empty() {
-                bad.push(Finding::new(&dir, None, "eval results", "the sweep's evals did not run (no eval results in the run)"));
-            } else if run.evals.iter().all(|e| e.not_applicable.is_some()) {
-                bad.push(Finding::new(
-                    &dir,
-                    None,
-                    "not_applicable",
-                    format!("no eval executed ({})", run.evals[0].not_applicable.as_deref().unwrap_or_default()),
-                ));
-            }
+            bad.extend(run_evals_missing(run));
         }
     }
     if !decided {
         return Check::na(1, format!("{NEEDS_FACTS} (check_runs) or --run with a sweep run directory"));
     }
     if bad.is_empty() { Check::pass(1, parts.join("; ")) } else { Check::from_findings(1, bad, "") }
+}
+
+/// The forge's side of Check 1: the first of `commits` with green sweep (and, when expected,
+/// eval) check runs, else a finding saying why none is green.
+fn green_check_runs(f: &PrFacts, commits: &[String], evals_expected: bool) -> Result<String, Finding> {
+    let same = |a: &str, b: &str| !a.is_empty() && !b.is_empty() && (a.starts_with(b) || b.starts_with(a));
+    let ok = |v: &[&&CheckRun]| !v.is_empty() && v.iter().all(|r| r.conclusion.as_deref() == Some("success"));
+    let mut why = Vec::new();
+    for c in commits {
+        let runs: Vec<_> = f.check_runs.iter().filter(|r| same(&r.sha, c)).collect();
+        let sweep: Vec<_> = runs.iter().filter(|r| r.name.starts_with("single-node")).collect();
+        let eval: Vec<_> = runs.iter().filter(|r| r.name == "eval" || r.name.starts_with("eval /")).collect();
+        if ok(&sweep) && (ok(&eval) || (!evals_expected && eval.is_empty())) {
+            let id = eval.iter().chain(sweep.iter()).find_map(|r| r.details_url.as_deref().and_then(run_id));
+            return Ok(format!(
+                "green single-node{} check runs on {}{}",
+                if evals_expected { " and eval" } else { "" },
+                short(c),
+                id.map(|i| format!(" (run {i})")).unwrap_or_default()
+            ));
+        }
+        for r in sweep.iter().chain(eval.iter()).filter(|r| r.conclusion.as_deref() != Some("success")) {
+            why.push(format!("`{}` {} on {}", r.name, r.conclusion.as_deref().unwrap_or("pending"), short(c)));
+        }
+        if sweep.is_empty() && !runs.is_empty() {
+            why.push(format!("no `single-node */` check run on {}", short(c)));
+        }
+        if eval.is_empty() && evals_expected && !runs.is_empty() {
+            why.push(format!("no `eval /` check run on {}", short(c)));
+        }
+    }
+    let detail = if why.is_empty() { String::new() } else { format!(" ({})", why.into_iter().take(3).collect::<Vec<_>>().join("; ")) };
+    Err(Finding::new("pr-facts", None, "check_runs", format!("No passing sweep/eval was found on any commit in this PR{detail}")))
+}
+
+/// The run was made at a commit of the PR, measured (not predicted), gated green and finished.
+fn run_made_and_gated(ctx: &Ctx, run: &RunArtifacts, parts: &mut Vec<String>, bad: &mut Vec<Finding>) {
+    let dir = run.dir.display().to_string();
+    match &run.head_ref {
+        Some(r) if ctx.commits.iter().any(|c| c.starts_with(r.as_str())) => parts.push(format!("run made at {r}, a commit of this PR")),
+        Some(r) => bad.push(Finding::new(format!("{dir}/plan.json"), None, r, format!("the run was made at {r}, not a commit of this PR"))),
+        None => bad.push(Finding::new(&dir, None, "plan.json", "the run records no commit (no plan.json head_ref)")),
+    }
+    let predicted: Vec<&str> = run.points.iter().filter(|p| p.result_kind.as_deref() == Some("predicted")).map(|p| p.id.as_str()).collect();
+    if !predicted.is_empty() {
+        bad.push(Finding::new(
+            &dir,
+            None,
+            "result_kind: predicted",
+            format!("the run is predicted (reference engine) at {} point(s), not a measured sweep", predicted.len()),
+        ));
+    }
+    match run.gate_passed {
+        Some(true) => parts.push("gate passed".into()),
+        Some(false) => bad.push(Finding::new(format!("{dir}/gate.json"), None, "passed: false", "the run's gate failed")),
+        None => bad.push(Finding::new(&dir, None, "gate.json", "the run has no gate verdict (run `sweep gate`)")),
+    }
+    for id in run.unfinished() {
+        bad.push(Finding::new(format!("{dir}/summary.json"), None, &id, format!("point {id} did not finish with a valid aggregate")));
+    }
+}
+
+/// Metrics publication: every throughput point published its aggregate with the engine's own
+/// metrics captured; the curves' Pareto coverage is stated.
+fn run_published(run: &RunArtifacts, s: &RunSummary, parts: &mut Vec<String>, bad: &mut Vec<Finding>) {
+    let dir = run.dir.display().to_string();
+    for p in s.points.iter().filter(|p| !p.id.starts_with("eval:") && p.ok()) {
+        match run.points.iter().find(|x| x.id == p.id) {
+            None => bad.push(Finding::new(&dir, None, &p.id, format!("point {} published no agg.json", p.id))),
+            Some(x) if !x.has_tput => {
+                bad.push(Finding::new(x.file.display().to_string(), None, "tput_per_gpu", "the aggregate has no tput_per_gpu"))
+            }
+            Some(x) if x.server_metrics == Some(false) => bad.push(Finding::new(
+                x.file.display().to_string(),
+                None,
+                "server_metrics.present: false",
+                format!("point {} captured no engine metrics (serve with --enable-metrics)", p.id),
+            )),
+            _ => {}
+        }
+    }
+    let thin: Vec<String> = s
+        .curves
+        .iter()
+        .filter(|c| c.coverage.frontier < crate::pareto::MIN_VALID_POINTS)
+        .map(|c| format!("{} {} frontier point(s)", c.curve, c.coverage.frontier))
+        .collect();
+    parts.push(format!("{} point(s) published", run.points.len()));
+    if !thin.is_empty() {
+        parts.push(format!("Pareto coverage below the recommended {}: {}", crate::pareto::MIN_VALID_POINTS, thin.join(", ")));
+    }
+}
+
+/// When evals were expected: the run has eval results and at least one of them executed.
+fn run_evals_missing(run: &RunArtifacts) -> Option<Finding> {
+    let dir = run.dir.display().to_string();
+    if run.evals.is_empty() {
+        Some(Finding::new(&dir, None, "eval results", "the sweep's evals did not run (no eval results in the run)"))
+    } else if run.evals.iter().all(|e| e.not_applicable.is_some()) {
+        Some(Finding::new(
+            &dir,
+            None,
+            "not_applicable",
+            format!("no eval executed ({})", run.evals[0].not_applicable.as_deref().unwrap_or_default()),
+        ))
+    } else {
+        None
+    }
 }
 
 /// Links to upstream recipe documentation the verifier accepts.
@@ -355,7 +367,19 @@ pub fn recipe(ctx: &Ctx) -> Check {
             vec![Finding::new("pr-facts", None, &link.url, "no args")],
         );
     };
-    // The recipe's values per flag (a flag given several times lists variants, e.g. TP 4 and 8).
+    let mismatch = arg_mismatches(&launches, &upstream_args(args));
+    if mismatch.is_empty() {
+        Check::pass(
+            3,
+            format!("{} ({}) matches the major server args of {} launch(es)", link.url, link.state.to_ascii_uppercase(), launches.len()),
+        )
+    } else {
+        Check::from_findings(3, mismatch, "")
+    }
+}
+
+/// The recipe's values per major flag (a flag given several times lists variants, e.g. TP 4 and 8).
+fn upstream_args(args: &[String]) -> BTreeMap<&'static str, BTreeSet<String>> {
     let mut upstream: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for (i, a) in args.iter().enumerate() {
         let one = major_args(&args[i..(i + 2).min(args.len())]);
@@ -365,8 +389,14 @@ pub fn recipe(ctx: &Ctx) -> Check {
             }
         }
     }
+    upstream
+}
+
+/// The launches' major args the upstream recipe lacks or contradicts (one finding per value and
+/// file in a row).
+fn arg_mismatches(launches: &[LaunchView], upstream: &BTreeMap<&str, BTreeSet<String>>) -> Vec<Finding> {
     let mut mismatch = Vec::new();
-    for l in &launches {
+    for l in launches {
         for (k, v) in major_args(&l.argv) {
             if v.starts_with('$') {
                 continue;
@@ -393,14 +423,7 @@ pub fn recipe(ctx: &Ctx) -> Check {
         }
     }
     mismatch.dedup_by(|a, b| a.value == b.value && a.file == b.file);
-    if mismatch.is_empty() {
-        Check::pass(
-            3,
-            format!("{} ({}) matches the major server args of {} launch(es)", link.url, link.state.to_ascii_uppercase(), launches.len()),
-        )
-    } else {
-        Check::from_findings(3, mismatch, "")
-    }
+    mismatch
 }
 
 /// Check 4: an authorized `/reuse-sweep-run [id]` comment line.

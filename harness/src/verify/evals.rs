@@ -4,7 +4,7 @@
 //! `not_applicable` stand-in for a score, every selected eval row present, and the run on the
 //! image the pull request's config pins.
 
-use super::artifacts::EvalRow;
+use super::artifacts::{EvalRow, RunArtifacts};
 use super::{Check, Ctx, Finding};
 use std::collections::BTreeSet;
 
@@ -59,59 +59,72 @@ pub fn check(ctx: &Ctx) -> Check {
     }
     let mut bad = Vec::new();
     let mut passed = Vec::new();
-    let mut bars: BTreeSet<String> = BTreeSet::new();
-    let mut ns: BTreeSet<u64> = BTreeSet::new();
     for r in &run.evals {
-        let src = r.source.display().to_string();
-        let who = format!("{} {}", r.task, label(r));
-        if let Some(na) = &r.not_applicable {
-            bad.push(Finding::new(&src, None, format!("not_applicable: {na}"), format!("{who}: no score (not_applicable: {na})")));
-            continue;
-        }
-        if r.infrastructure_success == Some(false) {
-            bad.push(Finding::new(&src, None, "infrastructure_success: false", format!("{who}: the eval's infrastructure failed")));
-            continue;
-        }
-        let (thr, source) = threshold(ctx, r.model_prefix.as_deref(), &r.task);
-        let Some(strict) = r.em_strict else {
-            bad.push(Finding::new(&src, None, "exact_match", format!("{who}: no exact_match score in the results")));
-            continue;
-        };
-        let mut row_ok = true;
-        for (name, v) in [("em_strict", Some(strict)), ("em_flexible", r.em_flexible)] {
-            if let Some(v) = v
-                && v < thr
-            {
-                row_ok = false;
-                bad.push(Finding::new(
-                    &src,
-                    None,
-                    format!("{name} {v:.4}"),
-                    format!("{who}: {name} {v:.4} is below the {thr:.2} bar ({source})"),
-                ));
-            }
-        }
-        let full = r.n_total.or_else(|| task_size(&r.task));
-        match (r.n_eff, full) {
-            (Some(n), Some(f)) if n < f => {
-                row_ok = false;
-                bad.push(Finding::new(&src, None, format!("n={n}"), format!("{who}: partial n={n} of {f}")));
-            }
-            (None, _) => {
-                row_ok = false;
-                bad.push(Finding::new(&src, None, "n_eff", format!("{who}: the results record no sample count")));
-            }
-            _ => {}
-        }
-        if row_ok {
-            passed.push((r.task.clone(), format!("{strict:.4} ({})", label(r))));
-            bars.insert(format!("{thr:.2} bar ({source})"));
-            if let Some(n) = r.n_eff {
-                ns.insert(n);
-            }
+        match score(ctx, r) {
+            Ok(p) => passed.push(p),
+            Err(findings) => bad.extend(findings),
         }
     }
-    // Every selected eval row has a result (matched on the fields both record).
+    bad.extend(missing_results(ctx, run, &dir));
+    let images = run_images(ctx, run, &mut bad);
+    if !bad.is_empty() {
+        return Check::from_findings(2, bad, "");
+    }
+    Check::pass(2, pass_reason(run, &passed, &images))
+}
+
+/// An eval result that cleared its bar over the task's full size.
+struct Passed {
+    task: String,
+    /// `0.9750 (TP2/EP2 C32)`.
+    score: String,
+    /// `0.85 bar (<where the threshold comes from>)`.
+    bar: String,
+    n: Option<u64>,
+}
+
+/// Scores one eval result: what it passed with, or every reason it does not pass.
+fn score(ctx: &Ctx, r: &EvalRow) -> Result<Passed, Vec<Finding>> {
+    let src = r.source.display().to_string();
+    let who = format!("{} {}", r.task, label(r));
+    if let Some(na) = &r.not_applicable {
+        return Err(vec![Finding::new(&src, None, format!("not_applicable: {na}"), format!("{who}: no score (not_applicable: {na})"))]);
+    }
+    if r.infrastructure_success == Some(false) {
+        return Err(vec![Finding::new(&src, None, "infrastructure_success: false", format!("{who}: the eval's infrastructure failed"))]);
+    }
+    let (thr, source) = threshold(ctx, r.model_prefix.as_deref(), &r.task);
+    let Some(strict) = r.em_strict else {
+        return Err(vec![Finding::new(&src, None, "exact_match", format!("{who}: no exact_match score in the results"))]);
+    };
+    let mut bad = Vec::new();
+    for (name, v) in [("em_strict", Some(strict)), ("em_flexible", r.em_flexible)] {
+        if let Some(v) = v
+            && v < thr
+        {
+            bad.push(Finding::new(
+                &src,
+                None,
+                format!("{name} {v:.4}"),
+                format!("{who}: {name} {v:.4} is below the {thr:.2} bar ({source})"),
+            ));
+        }
+    }
+    let full = r.n_total.or_else(|| task_size(&r.task));
+    match (r.n_eff, full) {
+        (Some(n), Some(f)) if n < f => bad.push(Finding::new(&src, None, format!("n={n}"), format!("{who}: partial n={n} of {f}"))),
+        (None, _) => bad.push(Finding::new(&src, None, "n_eff", format!("{who}: the results record no sample count"))),
+        _ => {}
+    }
+    if !bad.is_empty() {
+        return Err(bad);
+    }
+    Ok(Passed { task: r.task.clone(), score: format!("{strict:.4} ({})", label(r)), bar: format!("{thr:.2} bar ({source})"), n: r.n_eff })
+}
+
+/// The selected eval rows the run has no result for (matched on the fields both record).
+fn missing_results(ctx: &Ctx, run: &RunArtifacts, dir: &str) -> Vec<Finding> {
+    let mut bad = Vec::new();
     for row in &ctx.eval_rows {
         let get = |k: &str| row.fields.get(k).and_then(|v| v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())));
         let prefix = row.fields.get("model-prefix").and_then(|v| v.as_str());
@@ -126,16 +139,45 @@ pub fn check(ctx: &Ctx) -> Check {
         if !hit {
             let name = row.fields.get("exp-name").and_then(|v| v.as_str()).unwrap_or(&row.origin.config_key);
             bad.push(Finding::new(
-                &dir,
+                dir,
                 None,
                 name,
                 format!("no eval result for {} (tp {}, ep {}, conc {})", name, tp.unwrap_or(0), ep.unwrap_or(0), conc.unwrap_or(0)),
             ));
         }
     }
-    // The image: what the throughput points ran, what the evals record, what the config pins.
-    let mut images = Vec::new();
-    let (mut from_tput, mut from_evals) = (false, false);
+    bad
+}
+
+/// The images the run recorded for the submitted configs, and where they were recorded.
+#[derive(Default)]
+struct RunImages {
+    images: Vec<String>,
+    from_tput: bool,
+    from_evals: bool,
+}
+
+impl RunImages {
+    /// `image X (the evals')`, `images X, Y (…)`, or that the run recorded none.
+    fn describe(&self) -> String {
+        let which = match (self.from_evals, self.from_tput) {
+            (true, true) => "the evals' and the throughput run's",
+            (true, false) => "the evals'",
+            (false, true) => "the throughput run's; the eval results record none",
+            (false, false) => "",
+        };
+        match self.images.as_slice() {
+            [] => "image not recorded by the run".to_string(),
+            [one] => format!("image {one} ({which})"),
+            many => format!("images {} ({which})", many.join(", ")),
+        }
+    }
+}
+
+/// The image: what the throughput points ran and what the evals record, against what the config
+/// pins. Pushes a finding per point or result on another image.
+fn run_images(ctx: &Ctx, run: &RunArtifacts, bad: &mut Vec<Finding>) -> RunImages {
+    let mut seen = RunImages::default();
     for key in &ctx.submitted {
         let Some(e) = ctx.head.master.get(key) else { continue };
         let pts: Vec<_> = run
@@ -172,40 +214,30 @@ pub fn check(ctx: &Ctx) -> Check {
         }
         let evals_recorded = run.evals.iter().any(|r| r.image.as_deref() == Some(&e.image));
         if !pts.is_empty() || evals_recorded {
-            images.push(e.image.clone());
-            from_tput |= pts.iter().any(|p| p.image.is_some());
-            from_evals |= evals_recorded;
+            seen.images.push(e.image.clone());
+            seen.from_tput |= pts.iter().any(|p| p.image.is_some());
+            seen.from_evals |= evals_recorded;
         }
     }
-    images.sort();
-    images.dedup();
-    if !bad.is_empty() {
-        return Check::from_findings(2, bad, "");
-    }
-    let which = match (from_evals, from_tput) {
-        (true, true) => "the evals' and the throughput run's",
-        (true, false) => "the evals'",
-        (false, true) => "the throughput run's; the eval results record none",
-        (false, false) => "",
-    };
-    let image = match images.as_slice() {
-        [] => "image not recorded by the run".to_string(),
-        [one] => format!("image {one} ({which})"),
-        many => format!("images {} ({which})", many.join(", ")),
-    };
+    seen.images.sort();
+    seen.images.dedup();
+    seen
+}
+
+/// The PASS reason: `gsm8k em_strict 0.9750 (TP2/EP2 C32) and 0.9742 (DEP2 C160), n=1319, …`,
+/// per task in the runs' order.
+fn pass_reason(run: &RunArtifacts, passed: &[Passed], images: &RunImages) -> String {
+    let bars: BTreeSet<&str> = passed.iter().map(|p| p.bar.as_str()).collect();
+    let ns: BTreeSet<u64> = passed.iter().filter_map(|p| p.n).collect();
     let n = ns.iter().map(|n| n.to_string()).collect::<Vec<_>>().join("/");
-    // `gsm8k em_strict 0.9750 (TP2/EP2 C32) and 0.9742 (DEP2 C160)`: per task, in the runs' order.
-    let mut tasks: Vec<&str> = passed.iter().map(|(t, _)| t.as_str()).collect();
+    let mut tasks: Vec<&str> = passed.iter().map(|p| p.task.as_str()).collect();
     tasks.dedup();
     let scores: Vec<String> = tasks
         .iter()
         .map(|t| {
-            format!("{t} em_strict {}", passed.iter().filter(|(x, _)| x == t).map(|(_, s)| s.as_str()).collect::<Vec<_>>().join(" and "))
+            format!("{t} em_strict {}", passed.iter().filter(|p| p.task == *t).map(|p| p.score.as_str()).collect::<Vec<_>>().join(" and "))
         })
         .collect();
     let infra = if run.evals.iter().all(|r| r.infrastructure_success == Some(true)) { ", infrastructure_success: true" } else { "" };
-    Check::pass(
-        2,
-        format!("{}, n={n}{infra}, {image}, above the {}", scores.join("; "), bars.into_iter().collect::<Vec<_>>().join(" and ")),
-    )
+    format!("{}, n={n}{infra}, {}, above the {}", scores.join("; "), images.describe(), bars.into_iter().collect::<Vec<_>>().join(" and "))
 }

@@ -12,6 +12,7 @@ mod codeowners;
 pub mod date;
 mod evals;
 pub mod facts;
+mod gather;
 pub mod git;
 mod images;
 mod models;
@@ -24,9 +25,8 @@ pub use artifacts::RunArtifacts;
 pub use date::Date;
 pub use facts::PrFacts;
 
-use crate::changelog::{self, Entry as ClEntry};
+use crate::changelog::Entry as ClEntry;
 use crate::plan::matrix::Row;
-use crate::plan::{Inputs, Labels};
 use crate::problem::Problems;
 use git::{AddedLine, FileChange, Git};
 use serde::Serialize;
@@ -317,164 +317,42 @@ impl Ctx<'_> {
     }
 }
 
-/// The number at the end of a `…/pull/<n>` link.
-fn pr_number_of(link: &str) -> Option<u64> {
-    link.trim_end_matches('/').rsplit_once("/pull/").and_then(|(_, n)| n.parse().ok())
-}
-
-/// Runs every check.
+/// Runs every check: gathers what they read (git, the run, the input files) into a [`Ctx`], then
+/// decides each check from it alone.
 pub fn verify(opts: &Options) -> Result<Report, VerifyError> {
     let git = Git::open(&opts.dir)?;
-    let head_rev = git.resolve(&opts.head)?;
-    let base_given = git.resolve(&opts.base)?;
-    // The pull request's diff starts at the fork point (`git diff base...head`).
-    let base_rev = git.merge_base(&base_given, &head_rev)?;
-    let base = Snapshot::load(&git, &base_rev)?;
-    let head = Snapshot::load(&git, &head_rev)?;
-    let changes = git.name_status(&base_rev, &head_rev)?;
-    let added = git.added_lines(&base_rev, &head_rev)?;
-    let commits = git.commits(&base_rev, &head_rev)?;
+    let revs = gather::Revisions::gather(&git, opts)?;
     let run = opts.run.as_deref().map(RunArtifacts::load).transpose()?;
+    let ctx = Ctx::gather(&git, opts, revs, run.as_ref())?;
+    Ok(decide(&ctx, opts))
+}
 
-    // Master entries added or changed (their YAML as written, comments aside), and configs whose
-    // serving recipe changed.
-    let mut changed_keys: BTreeSet<String> =
-        head.master_values.iter().filter(|(k, v)| base.master_values.get(*k) != Some(*v)).map(|(k, _)| k.clone()).collect();
-    for (k, v) in &head.recipe_values {
-        if base.recipe_values.get(k) != Some(v) && head.master.get(k).is_some() {
-            changed_keys.insert(k.clone());
-        }
-    }
-    // …and configs a shared file reaches (a golden AL curve, the runner table).
-    let shared = shared::shared_changes(&base, &head);
-    changed_keys.extend(shared.keys.keys().cloned());
-    let appended = match (&base.changelog, &head.changelog) {
-        (Some(b), Some(h)) => changelog::check_append(b, h).map(|d| d.appended),
-        (None, Some(h)) => Ok(h.entries.clone()),
-        _ => Ok(Vec::new()),
-    };
-    let mut submitted = changed_keys.clone();
-    for e in appended.iter().flatten() {
-        for pat in &e.config_keys {
-            submitted.extend(changelog::resolve_pattern(pat, head.master.keys()));
-        }
-    }
-    let facts = opts.facts.as_ref();
-    // The labels select eval rows as the sweep did; PR labels that are not sweep labels are left out.
-    let known = |w: &str| crate::plan::labels::PRIMARY.iter().any(|(n, _)| *n == w) || crate::plan::labels::MODIFIERS.contains(&w);
-    let mut words: Vec<String> = facts.map(|f| f.labels.iter().filter(|l| known(l)).cloned().collect()).unwrap_or_default();
-    if !words.iter().any(|w| crate::plan::labels::PRIMARY.iter().any(|(n, _)| n == w)) {
-        words.insert(0, "full-sweep-enabled".into());
-    }
-    let labels = Labels::parse(&words).map_err(|m| {
-        VerifyError::Input(Problems::one(crate::problem::Problem::new(
-            std::path::Path::new("pr-facts"),
-            None,
-            "labels",
-            m,
-            "keep one primary sweep label",
-        )))
-    })?;
-    let eval_rows = match (&appended, &head.changelog) {
-        (Ok(app), Some(cl)) if !app.is_empty() => {
-            let inputs =
-                Inputs { master: head.master.clone(), runners: head.runners.clone(), golden: head.golden.clone(), changelog: cl.clone() };
-            let base_master = app.iter().any(|e| e.append_only).then_some(&base.master);
-            crate::plan::selected_rows(&inputs, app, base_master, &labels).map(|(_, evals)| evals).unwrap_or_default()
-        }
-        _ => Vec::new(),
-    };
-    let pr_number = facts.and_then(|f| f.number).or_else(|| {
-        let nums: BTreeSet<u64> = appended.iter().flatten().filter_map(|e| pr_number_of(&e.pr_link)).collect();
-        (nums.len() == 1).then(|| *nums.iter().next().expect("one number"))
-    });
-    let models = match (&base.models_md, &opts.models) {
-        (Some(m), _) => Some(m.clone()),
-        (None, Some(p)) => {
-            // Read within the input limits every YAML input has (a device or a huge file stops there).
-            let bytes = crate::yaml::read_bytes(p).map_err(VerifyError::Input)?;
-            let text = String::from_utf8(bytes).map_err(|e| VerifyError::Input(Problems::not_utf8(p, e.as_bytes(), &e.utf8_error())))?;
-            Some(TextFile { path: p.display().to_string(), text })
-        }
-        _ => head.models_md.clone(),
-    };
-    let thresholds = match (&base.thresholds, &opts.thresholds) {
-        (Some(t), _) => Some(t.clone()),
-        (None, Some(p)) => Some((
-            p.display().to_string(),
-            crate::gate::Thresholds::load(p).map_err(|m| {
-                VerifyError::Input(Problems::one(crate::problem::Problem::new(
-                    p,
-                    None,
-                    "",
-                    m,
-                    "fix the thresholds file (format: docs/verify.md)",
-                )))
-            })?,
-        )),
-        _ => head.thresholds.clone(),
-    };
-    let mut wanted: Vec<String> = changes
-        .iter()
-        .filter(|c| c.status != 'D')
-        .filter(|c| c.path.starts_with("benchmarks/") || c.path.starts_with("docs/waiver/") || c.path.starts_with(".github/workflows/"))
-        .map(|c| c.path.clone())
-        .collect();
-    if head.layout == Layout::InferenceX {
-        for k in &changed_keys {
-            if let Some(e) = head.master.get(k) {
-                let spec = scan::is_spec(e);
-                wanted.extend(scan::scripts_of(&head.files, e, true, spec));
-                wanted.extend(scan::scripts_of(&head.files, e, false, spec));
-            }
-        }
-    }
-    wanted.sort();
-    wanted.dedup();
-    let head_texts = git.read_many(&head.tree, &wanted)?.into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned())).collect();
-    let ctx = Ctx {
-        head_texts,
-        golden_changes: shared.golden,
-        base,
-        head,
-        changes,
-        added,
-        commits,
-        changed_keys,
-        appended,
-        submitted,
-        eval_rows,
-        facts,
-        run: run.as_ref(),
-        date: opts.review_date,
-        pr_number,
-        models,
-        thresholds,
-    };
+/// The report: every check decided from `ctx`, and the verdict.
+fn decide(ctx: &Ctx, opts: &Options) -> Report {
     let checks = vec![
-        checks_forge::codeowners(&ctx),
-        checks_forge::sweep_ran(&ctx),
-        evals::check(&ctx),
-        checks_forge::recipe(&ctx),
-        checks_forge::reuse(&ctx),
-        checks_forge::checklist(&ctx),
-        images::check(&ctx),
-        models::check(&ctx),
-        scan::architecture(&ctx),
-        scan::chat_templates(&ctx),
-        scan::engine_patches(&ctx),
-        acceptance::check(&ctx),
-        append_only::check(&ctx),
+        checks_forge::codeowners(ctx),
+        checks_forge::sweep_ran(ctx),
+        evals::check(ctx),
+        checks_forge::recipe(ctx),
+        checks_forge::reuse(ctx),
+        checks_forge::checklist(ctx),
+        images::check(ctx),
+        models::check(ctx),
+        scan::architecture(ctx),
+        scan::chat_templates(ctx),
+        scan::engine_patches(ctx),
+        acceptance::check(ctx),
+        append_only::check(ctx),
         shared::tree_check(&ctx.base.tree, &ctx.head.tree),
     ];
     let passed = checks.iter().all(|c| c.status != Status::Fail);
-    Ok(Report {
+    Report {
         base: ctx.base.rev.clone(),
         head: ctx.head.rev.clone(),
         review_date: opts.review_date.to_string(),
-        signer: facts.and_then(|f| f.signer.clone()),
+        signer: ctx.facts.and_then(|f| f.signer.clone()),
         passed,
         verdict: if passed { "PASS" } else { "REJECTED" },
         checks,
-    })
+    }
 }

@@ -6,7 +6,7 @@
 
 use super::date::Date;
 use super::scan;
-use super::snapshot::Layout;
+use super::snapshot::{Layout, TextFile};
 use super::{Check, Ctx, Finding};
 use crate::plan::matrix::Scenario;
 use crate::recipe::master::Entry;
@@ -96,6 +96,90 @@ fn precision_of(s: &str) -> Option<String> {
         .filter(|p| ["bf16", "fp8", "fp4", "int4", "mxfp4", "fp16"].contains(&p.as_str()))
 }
 
+/// One row of a Markdown table, read through its table's (lowercased) header.
+struct Row<'a> {
+    header: &'a [String],
+    cells: Vec<String>,
+    /// 1-based line number.
+    line: usize,
+    text: String,
+}
+
+impl Row<'_> {
+    /// The cell under the first header that contains `name` (empty when there is none).
+    fn col(&self, name: &str) -> &str {
+        self.header.iter().position(|h| h.contains(name)).and_then(|j| self.cells.get(j)).map(String::as_str).unwrap_or("")
+    }
+
+    /// A rule from this row for every scenario, precision and arm of `prefix`, binding from `from`.
+    fn rule(&self, prefix: Option<String>, from: Date) -> Rule {
+        Rule { prefix, scenario: None, precision: None, non_spec_arm: false, from, line: self.line, text: self.text.clone() }
+    }
+}
+
+/// A scenarios-table row: a scenario deprecated for all models since a date.
+fn scenario_rule(row: &Row) -> Option<Rule> {
+    let status = row.col("status");
+    if !status.to_ascii_lowercase().contains("deprecated for all") {
+        return None;
+    }
+    let (Some(s), Some(d)) = (scenario_of(row.col("scenario")), Date::find_iso(status)) else { return None };
+    Some(Rule { scenario: Some(s), ..row.rule(None, d) })
+}
+
+/// A model-support-matrix row: its retired models and their deprecated scenarios or precisions.
+fn matrix_rules(row: &Row) -> Vec<Rule> {
+    let mut rules = Vec::new();
+    let added = Date::find_iso(row.col("date added"));
+    let active = row.col("active scenarios");
+    let retired = active.trim().to_ascii_lowercase().starts_with("none");
+    let retired_on = if retired { Date::find_iso(active) } else { None };
+    for p in &backticked(row.col("prefix")) {
+        if let Some(d) = retired_on {
+            rules.push(row.rule(Some(p.clone()), d));
+        }
+        for item in items(row.col("deprecated scenarios")) {
+            let lower = item.to_ascii_lowercase();
+            let from = if lower.contains("day 0") { added } else { Date::find_iso(&item) };
+            let precision = precision_of(&item);
+            let scenario = if precision.is_some() { None } else { scenario_of(&item) };
+            if scenario.is_none() && precision.is_none() {
+                continue;
+            }
+            // Listed without a date: as of the model's retirement, else as of this file.
+            let from = from.or(retired_on).unwrap_or(Date { y: 1, m: 1, d: 1 });
+            rules.push(Rule { scenario, precision, non_spec_arm: lower.contains("non-"), ..row.rule(Some(p.clone()), from) });
+        }
+    }
+    rules
+}
+
+/// A row of the deprecation notice of `day` (binding the day after); `from_row` is the file from
+/// the row on, whose text after the table may say the notice is not yet enacted.
+fn notice_rules(row: &Row, day: Date, from_row: &[&str]) -> Vec<Rule> {
+    // A table whose section says it is not yet enacted does not bind yet.
+    let rest: String =
+        from_row.iter().take_while(|x| !x.starts_with("### ") && !x.starts_with("## ")).copied().collect::<Vec<_>>().join("\n");
+    let after_table = rest.split("\n\n").nth(1).unwrap_or("").to_ascii_lowercase();
+    if after_table.contains("not yet enacted") {
+        return Vec::new();
+    }
+    let deprecated = row.col("deprecated");
+    let arm = row.header.iter().any(|h| h.contains("arm"));
+    backticked(row.col("model"))
+        .into_iter()
+        .map(|p| {
+            let precision = precision_of(deprecated);
+            Rule {
+                scenario: if precision.is_some() { None } else { scenario_of(deprecated) },
+                precision,
+                non_spec_arm: arm || deprecated.to_ascii_lowercase().contains("non-"),
+                ..row.rule(Some(p), day.next_day())
+            }
+        })
+        .collect()
+}
+
 pub fn parse(text: &str) -> Vec<Rule> {
     let lines: Vec<&str> = text.lines().collect();
     let mut rules = Vec::new();
@@ -122,87 +206,15 @@ pub fn parse(text: &str) -> Vec<Rule> {
             i += 2; // the `|---|` line
             continue;
         }
-        let col = |name: &str| header.iter().position(|h| h.contains(name)).and_then(|j| c.get(j)).map(String::as_str).unwrap_or("");
-        let ln = i + 1;
-        let row = l.trim().to_string();
+        let row = Row { header: &header, cells: c, line: i + 1, text: l.trim().to_string() };
         if section.starts_with("scenarios") {
-            let status = col("status");
-            if status.to_ascii_lowercase().contains("deprecated for all")
-                && let (Some(s), Some(d)) = (scenario_of(col("scenario")), Date::find_iso(status))
-            {
-                rules.push(Rule {
-                    prefix: None,
-                    scenario: Some(s),
-                    precision: None,
-                    non_spec_arm: false,
-                    from: d,
-                    line: ln,
-                    text: row.clone(),
-                });
-            }
+            rules.extend(scenario_rule(&row));
         } else if section.starts_with("model support matrix") {
-            let prefixes = backticked(col("prefix"));
-            let added = Date::find_iso(col("date added"));
-            let active = col("active scenarios");
-            let retired = active.trim().to_ascii_lowercase().starts_with("none");
-            let retired_on = if retired { Date::find_iso(active) } else { None };
-            for p in &prefixes {
-                if let Some(d) = retired_on {
-                    rules.push(Rule {
-                        prefix: Some(p.clone()),
-                        scenario: None,
-                        precision: None,
-                        non_spec_arm: false,
-                        from: d,
-                        line: ln,
-                        text: row.clone(),
-                    });
-                }
-                for item in items(col("deprecated scenarios")) {
-                    let lower = item.to_ascii_lowercase();
-                    let from = if lower.contains("day 0") { added } else { Date::find_iso(&item) };
-                    let precision = precision_of(&item);
-                    let scenario = if precision.is_some() { None } else { scenario_of(&item) };
-                    if scenario.is_none() && precision.is_none() {
-                        continue;
-                    }
-                    rules.push(Rule {
-                        prefix: Some(p.clone()),
-                        scenario,
-                        precision,
-                        non_spec_arm: lower.contains("non-"),
-                        // Listed without a date: as of the model's retirement, else as of this file.
-                        from: from.or(retired_on).unwrap_or(Date { y: 1, m: 1, d: 1 }),
-                        line: ln,
-                        text: row.clone(),
-                    });
-                }
-            }
+            rules.extend(matrix_rules(&row));
         } else if section.starts_with("deprecation notice")
             && let Some(day) = notice_day
         {
-            let deprecated = col("deprecated");
-            // A table whose section says it is not yet enacted does not bind yet.
-            let rest: String =
-                lines[i..].iter().take_while(|x| !x.starts_with("### ") && !x.starts_with("## ")).copied().collect::<Vec<_>>().join("\n");
-            let after_table = rest.split("\n\n").nth(1).unwrap_or("").to_ascii_lowercase();
-            let enacted = !after_table.contains("not yet enacted");
-            let arm = header.iter().any(|h| h.contains("arm"));
-            for p in backticked(col("model")) {
-                if !enacted {
-                    continue;
-                }
-                let precision = precision_of(deprecated);
-                rules.push(Rule {
-                    prefix: Some(p),
-                    scenario: if precision.is_some() { None } else { scenario_of(deprecated) },
-                    precision,
-                    non_spec_arm: arm || deprecated.to_ascii_lowercase().contains("non-"),
-                    from: day.next_day(),
-                    line: ln,
-                    text: row.clone(),
-                });
-            }
+            rules.extend(notice_rules(&row, day, &lines[i..]));
         }
         i += 1;
     }
@@ -236,60 +248,55 @@ fn entry_scenarios(e: &Entry, only: &[Scenario]) -> Vec<(Scn, bool)> {
     out
 }
 
-pub fn check(ctx: &Ctx) -> Check {
-    // What the PR adds, changes or re-enables: changed master entries (all their scenarios), the
-    // configs the new changelog entries run (their scenarios), changed launch scripts.
-    let mut subs: Vec<Submitted> = Vec::new();
-    let both = [Scenario::FixedSeqLen, Scenario::AgenticCoding];
-    let mut push_entry = |e: &Entry, only: &[Scenario], file: String, line: Option<usize>, why: &str| {
-        for (s, non_spec) in entry_scenarios(e, only) {
-            subs.push(Submitted {
-                what: format!("{} ({why})", e.key),
-                prefix: e.model_prefix.clone(),
-                scenario: Some(s),
-                precision: e.precision.clone(),
-                non_spec,
-                file: file.clone(),
-                line,
-            });
-        }
-    };
-    for k in &ctx.changed_keys {
-        if let Some(e) = ctx.head.master.get(k) {
-            let (f, l) = ctx.master_line(k, "model-prefix");
-            push_entry(e, &both, f, l, "added or changed");
-        }
-    }
-    if let (Ok(app), Some(cl)) = (&ctx.appended, &ctx.head.changelog) {
-        for entry in app {
-            for pat in &entry.config_keys {
-                for k in crate::changelog::resolve_pattern(pat, ctx.head.master.keys()) {
-                    // A changed entry is checked whole above.
-                    if ctx.changed_keys.contains(&k) {
-                        continue;
-                    }
-                    if let Some(e) = ctx.head.master.get(&k) {
-                        push_entry(
-                            e,
-                            &entry.scenarios(),
-                            cl.file.display().to_string(),
-                            Some(entry.line),
-                            "run by the new changelog entry",
-                        );
-                    }
+/// One submission per scenario of `e` among `only`, found at `file`:`line` and submitted `why`.
+fn entry_submissions(e: &Entry, only: &[Scenario], file: &str, line: Option<usize>, why: &str) -> Vec<Submitted> {
+    entry_scenarios(e, only)
+        .into_iter()
+        .map(|(s, non_spec)| Submitted {
+            what: format!("{} ({why})", e.key),
+            prefix: e.model_prefix.clone(),
+            scenario: Some(s),
+            precision: e.precision.clone(),
+            non_spec,
+            file: file.to_string(),
+            line,
+        })
+        .collect()
+}
+
+/// The configs the new changelog entries run (their scenarios), changed master entries aside.
+fn changelog_submissions(ctx: &Ctx) -> Vec<Submitted> {
+    let mut subs = Vec::new();
+    let (Ok(app), Some(cl)) = (&ctx.appended, &ctx.head.changelog) else { return subs };
+    for entry in app {
+        for pat in &entry.config_keys {
+            for k in crate::changelog::resolve_pattern(pat, ctx.head.master.keys()) {
+                // A changed entry is checked whole, every scenario (`submissions`).
+                if ctx.changed_keys.contains(&k) {
+                    continue;
+                }
+                if let Some(e) = ctx.head.master.get(&k) {
+                    let file = cl.file.display().to_string();
+                    subs.extend(entry_submissions(e, &entry.scenarios(), &file, Some(entry.line), "run by the new changelog entry"));
                 }
             }
         }
     }
-    if ctx.head.layout == Layout::InferenceX {
-        for c in ctx
-            .changes
-            .iter()
-            .filter(|c| c.status != 'D' && c.path.starts_with("benchmarks/") && c.path.ends_with(".sh") && !c.path.contains("/deprecated/"))
-        {
+    subs
+}
+
+/// The launch scripts the PR adds or changes (InferenceX), outside `deprecated/`.
+fn script_submissions(ctx: &Ctx) -> Vec<Submitted> {
+    if ctx.head.layout != Layout::InferenceX {
+        return Vec::new();
+    }
+    ctx.changes
+        .iter()
+        .filter(|c| c.status != 'D' && c.path.starts_with("benchmarks/") && c.path.ends_with(".sh") && !c.path.contains("/deprecated/"))
+        .map(|c| {
             let v = scan::script_view(&c.path, "");
             let name = c.path.rsplit('/').next().unwrap_or("");
-            subs.push(Submitted {
+            Submitted {
                 what: c.path.clone(),
                 prefix: v.prefix,
                 scenario: c.path.contains("/agentic/").then_some(Scn::Agentic),
@@ -297,9 +304,74 @@ pub fn check(ctx: &Ctx) -> Check {
                 non_spec: !name.ends_with("_mtp.sh"),
                 file: c.path.clone(),
                 line: None,
-            });
+            }
+        })
+        .collect()
+}
+
+/// What the PR adds, changes or re-enables: changed master entries (all their scenarios), the
+/// configs the new changelog entries run (their scenarios), changed launch scripts.
+fn submissions(ctx: &Ctx) -> Vec<Submitted> {
+    let both = [Scenario::FixedSeqLen, Scenario::AgenticCoding];
+    let mut subs: Vec<Submitted> = Vec::new();
+    for k in &ctx.changed_keys {
+        if let Some(e) = ctx.head.master.get(k) {
+            let (f, l) = ctx.master_line(k, "model-prefix");
+            subs.extend(entry_submissions(e, &both, &f, l, "added or changed"));
         }
     }
+    subs.extend(changelog_submissions(ctx));
+    subs.extend(script_submissions(ctx));
+    subs
+}
+
+impl Rule {
+    /// Whether this rule covers the submission (whatever its date).
+    fn covers(&self, s: &Submitted) -> bool {
+        let prefix_ok = self.prefix.as_ref().is_none_or(|p| *p == s.prefix);
+        // A script whose scenario is unknown matches only whole-model rules.
+        let scn_ok = match (&self.scenario, &s.scenario) {
+            (None, _) => true,
+            (Some(a), Some(b)) => a == b,
+            (Some(_), None) => false,
+        };
+        let prec_ok = self.precision.as_ref().is_none_or(|p| p.eq_ignore_ascii_case(&s.precision));
+        let arm_ok = !self.non_spec_arm || s.non_spec;
+        prefix_ok && scn_ok && prec_ok && arm_ok
+    }
+
+    /// What the rule deprecates, in words.
+    fn what(&self) -> String {
+        match (&self.scenario, &self.precision) {
+            (_, Some(p)) => format!("{p} recipes"),
+            (Some(sc), _) if self.non_spec_arm => format!("{} without speculative decoding", sc.name()),
+            (Some(sc), _) => sc.name(),
+            (None, None) => "every scenario (retired)".into(),
+        }
+    }
+}
+
+/// The finding of a submission that rule `r` of `models` deprecates.
+fn deprecated(s: &Submitted, r: &Rule, models: &TextFile) -> Finding {
+    Finding::new(
+        &s.file,
+        s.line,
+        format!("{} {}", s.prefix, s.scenario.as_ref().map(Scn::name).unwrap_or_default()),
+        format!(
+            "{}: `{}` {} is deprecated since {} ({}:{}: {})",
+            s.what,
+            s.prefix,
+            r.what(),
+            r.from,
+            models.path,
+            r.line,
+            scan::shown(&r.text)
+        ),
+    )
+}
+
+pub fn check(ctx: &Ctx) -> Check {
+    let subs = submissions(ctx);
     if subs.is_empty() {
         return Check::na(7, "the PR adds, changes or re-enables no benchmark configuration");
     }
@@ -307,44 +379,10 @@ pub fn check(ctx: &Ctx) -> Check {
         return Check::na(7, "no MODELS.md at the base revision (pass --models FILE)");
     };
     let rules = parse(&models.text);
-    let mut bad = Vec::new();
-    for s in &subs {
-        for r in rules.iter().filter(|r| r.from <= ctx.date) {
-            let prefix_ok = r.prefix.as_ref().is_none_or(|p| *p == s.prefix);
-            // A script whose scenario is unknown matches only whole-model rules.
-            let scn_ok = match (&r.scenario, &s.scenario) {
-                (None, _) => true,
-                (Some(a), Some(b)) => a == b,
-                (Some(_), None) => false,
-            };
-            let prec_ok = r.precision.as_ref().is_none_or(|p| p.eq_ignore_ascii_case(&s.precision));
-            let arm_ok = !r.non_spec_arm || s.non_spec;
-            if prefix_ok && scn_ok && prec_ok && arm_ok {
-                let what = match (&r.scenario, &r.precision) {
-                    (_, Some(p)) => format!("{p} recipes"),
-                    (Some(sc), _) if r.non_spec_arm => format!("{} without speculative decoding", sc.name()),
-                    (Some(sc), _) => sc.name(),
-                    (None, None) => "every scenario (retired)".into(),
-                };
-                bad.push(Finding::new(
-                    &s.file,
-                    s.line,
-                    format!("{} {}", s.prefix, s.scenario.as_ref().map(Scn::name).unwrap_or_default()),
-                    format!(
-                        "{}: `{}` {} is deprecated since {} ({}:{}: {})",
-                        s.what,
-                        s.prefix,
-                        what,
-                        r.from,
-                        models.path,
-                        r.line,
-                        scan::shown(&r.text)
-                    ),
-                ));
-                break;
-            }
-        }
-    }
+    let bad: Vec<Finding> = subs
+        .iter()
+        .filter_map(|s| rules.iter().filter(|r| r.from <= ctx.date).find(|r| r.covers(s)).map(|r| deprecated(s, r, models)))
+        .collect();
     if bad.is_empty() {
         let mut models_seen: Vec<&str> = subs.iter().map(|s| s.prefix.as_str()).collect();
         models_seen.sort_unstable();

@@ -70,6 +70,122 @@ fn is_yaml(f: &str) -> bool {
     f.ends_with(".yaml") || f.ends_with(".yml")
 }
 
+/// The files of a revision that hold its parsed inputs, by the layout's conventions.
+struct Sources {
+    masters: Vec<String>,
+    runners: Option<String>,
+    recipes: Vec<String>,
+    golden: Vec<String>,
+}
+
+impl Sources {
+    fn locate(files: &BTreeSet<String>, layout: Layout) -> Sources {
+        match layout {
+            Layout::Sweep => Sources {
+                masters: vec!["recipes/master.yaml".to_string()],
+                runners: files.get("recipes/runners.yaml").cloned(),
+                recipes: in_dir(files, "recipes/")
+                    .filter(|f| is_yaml(f) && !f.ends_with("master.yaml") && !f.ends_with("/runners.yaml"))
+                    .cloned()
+                    .collect(),
+                golden: in_dir(files, "golden_al/").filter(|f| is_yaml(f)).cloned().collect(),
+            },
+            Layout::InferenceX => {
+                let mut masters: Vec<String> = in_dir(files, "configs/").filter(|f| f.ends_with("-master.yaml")).cloned().collect();
+                if masters.is_empty() {
+                    masters = in_dir(files, ".github/configs/").filter(|f| f.ends_with("-master.yaml")).cloned().collect();
+                }
+                let runners =
+                    ["configs/runners.yaml", ".github/configs/runners.yaml"].iter().find(|f| files.contains(**f)).map(|f| f.to_string());
+                let golden = in_dir(files, "golden_al_distribution/").filter(|f| is_yaml(f)).cloned().collect();
+                Sources { masters, runners, recipes: Vec::new(), golden }
+            }
+        }
+    }
+
+    /// Every file to read: these and the fixed-name inputs the tree has.
+    fn wanted(&self, files: &BTreeSet<String>) -> Vec<String> {
+        let mut wanted: Vec<String> = self.masters.iter().chain(&self.recipes).chain(&self.golden).cloned().collect();
+        wanted.extend(self.runners.iter().cloned());
+        for f in [CHANGELOG, MODELS, CHECKLIST].into_iter().chain(THRESHOLDS).chain(CODEOWNERS) {
+            if files.contains(f) {
+                wanted.push(f.to_string());
+            }
+        }
+        wanted
+    }
+}
+
+/// The files read at a revision, decoded on demand; what does not decode or parse is kept as a
+/// problem naming the file.
+struct Reader<'a> {
+    rev: &'a str,
+    bytes: BTreeMap<String, Vec<u8>>,
+    problems: Problems,
+}
+
+impl Reader<'_> {
+    /// The file's text (`None` when it was not read or is not UTF-8).
+    fn text(&mut self, f: &str) -> Option<String> {
+        let b = self.bytes.get(f)?;
+        match std::str::from_utf8(b) {
+            Ok(t) => Some(t.to_string()),
+            Err(e) => {
+                self.problems.extend(Problems::not_utf8(&at(self.rev, f), b, &e));
+                None
+            }
+        }
+    }
+
+    fn doc(&mut self, f: &str) -> Option<Doc> {
+        let t = self.text(f)?;
+        self.problems.take(yaml::parse(&at(self.rev, f), &t))
+    }
+
+    fn file(&mut self, f: &str) -> Option<TextFile> {
+        self.text(f).map(|t| TextFile { path: f.to_string(), text: t })
+    }
+
+    /// Serving recipes by config key, and each one's values as written.
+    fn recipes(&mut self, files: &[String]) -> (BTreeMap<String, Recipe>, BTreeMap<String, Value>) {
+        let mut recipes = BTreeMap::new();
+        let mut recipe_values = BTreeMap::new();
+        for f in files {
+            let Some(t) = self.text(f) else { continue };
+            if let Some(r) = self.problems.take(Recipe::from_str(&at(self.rev, f), &t)) {
+                if let Ok(v) = serde_yaml_ng::from_str::<Value>(&t) {
+                    recipe_values.insert(r.config_key.clone(), v);
+                }
+                recipes.insert(r.config_key.clone(), r);
+            }
+        }
+        (recipes, recipe_values)
+    }
+
+    /// The first thresholds file the tree has that reads, with its path.
+    fn thresholds(&mut self) -> Option<(String, Thresholds)> {
+        THRESHOLDS.iter().find_map(|f| {
+            let t = self.text(f)?;
+            self.problems.take(yaml::parse_typed::<Thresholds>(&at(self.rev, f), &t)).map(|th| (f.to_string(), th))
+        })
+    }
+}
+
+/// Each config key's entry as written, over the master files.
+fn master_values(docs: &[Doc]) -> BTreeMap<String, Value> {
+    let mut values = BTreeMap::new();
+    for d in docs {
+        if let Value::Mapping(m) = &d.value {
+            for (k, v) in m {
+                if let Some(k) = k.as_str() {
+                    values.insert(k.to_string(), v.clone());
+                }
+            }
+        }
+    }
+    values
+}
+
 impl Snapshot {
     /// Reads the inputs of `rev`. Inputs that do not load are problems naming the revision's file.
     pub fn load(git: &Git, rev: &str) -> Result<Snapshot, SnapshotError> {
@@ -77,87 +193,24 @@ impl Snapshot {
         // Only regular files are inputs: a symbolic link or submodule is never read through.
         let files: BTreeSet<String> = tree.files().cloned().collect();
         let layout = if files.contains("recipes/master.yaml") { Layout::Sweep } else { Layout::InferenceX };
-        let (masters, runners_file, recipe_files, golden_files): (Vec<String>, Option<String>, Vec<String>, Vec<String>) = match layout {
-            Layout::Sweep => (
-                vec!["recipes/master.yaml".to_string()],
-                files.get("recipes/runners.yaml").cloned(),
-                in_dir(&files, "recipes/")
-                    .filter(|f| is_yaml(f) && !f.ends_with("master.yaml") && !f.ends_with("/runners.yaml"))
-                    .cloned()
-                    .collect(),
-                in_dir(&files, "golden_al/").filter(|f| is_yaml(f)).cloned().collect(),
-            ),
-            Layout::InferenceX => {
-                let mut m: Vec<String> = in_dir(&files, "configs/").filter(|f| f.ends_with("-master.yaml")).cloned().collect();
-                if m.is_empty() {
-                    m = in_dir(&files, ".github/configs/").filter(|f| f.ends_with("-master.yaml")).cloned().collect();
-                }
-                let runners =
-                    ["configs/runners.yaml", ".github/configs/runners.yaml"].iter().find(|f| files.contains(**f)).map(|f| f.to_string());
-                (m, runners, Vec::new(), in_dir(&files, "golden_al_distribution/").filter(|f| is_yaml(f)).cloned().collect())
-            }
-        };
-        let mut wanted: Vec<String> = masters.iter().chain(&recipe_files).chain(&golden_files).cloned().collect();
-        wanted.extend(runners_file.iter().cloned());
-        for f in [CHANGELOG, MODELS, CHECKLIST].into_iter().chain(THRESHOLDS).chain(CODEOWNERS) {
-            if files.contains(f) {
-                wanted.push(f.to_string());
-            }
-        }
-        let bytes = git.read_many(&tree, &wanted)?;
-        let mut problems = Problems::default();
-        let text = |f: &str, problems: &mut Problems| -> Option<String> {
-            let b = bytes.get(f)?;
-            match std::str::from_utf8(b) {
-                Ok(t) => Some(t.to_string()),
-                Err(e) => {
-                    problems.extend(Problems::not_utf8(&at(rev, f), b, &e));
-                    None
-                }
-            }
-        };
-        let doc = |f: &str, problems: &mut Problems| -> Option<Doc> {
-            let t = text(f, problems)?;
-            problems.take(yaml::parse(&at(rev, f), &t))
-        };
+        let src = Sources::locate(&files, layout);
+        let bytes = git.read_many(&tree, &src.wanted(&files))?;
+        let mut r = Reader { rev, bytes, problems: Problems::default() };
 
-        let master_docs: Vec<Doc> = masters.iter().filter_map(|f| doc(f, &mut problems)).collect();
-        let master = problems.take(Master::from_docs(&master_docs)).unwrap_or_default();
-        let mut master_values = BTreeMap::new();
-        for d in &master_docs {
-            if let Value::Mapping(m) = &d.value {
-                for (k, v) in m {
-                    if let Some(k) = k.as_str() {
-                        master_values.insert(k.to_string(), v.clone());
-                    }
-                }
-            }
-        }
-        let runners = runners_file.as_deref().and_then(|f| doc(f, &mut problems)).and_then(|d| problems.take(Runners::from_doc(&d)));
-        let changelog = text(CHANGELOG, &mut problems).and_then(|t| problems.take(Changelog::parse(&at(rev, CHANGELOG), t.as_bytes())));
-        let golden_docs: Vec<Doc> = golden_files.iter().filter_map(|f| doc(f, &mut problems)).collect();
-        let golden = if golden_files.is_empty() { None } else { problems.take(GoldenAl::from_docs(&golden_docs)) };
-        let mut recipes = BTreeMap::new();
-        let mut recipe_values = BTreeMap::new();
-        for f in &recipe_files {
-            let Some(t) = text(f, &mut problems) else { continue };
-            if let Some(r) = problems.take(Recipe::from_str(&at(rev, f), &t)) {
-                if let Ok(v) = serde_yaml_ng::from_str::<Value>(&t) {
-                    recipe_values.insert(r.config_key.clone(), v);
-                }
-                recipes.insert(r.config_key.clone(), r);
-            }
-        }
-        let file = |f: &str, problems: &mut Problems| text(f, problems).map(|t| TextFile { path: f.to_string(), text: t });
-        let models_md = file(MODELS, &mut problems);
-        let checklist = file(CHECKLIST, &mut problems);
-        let codeowners = CODEOWNERS.iter().find_map(|f| file(f, &mut problems));
-        let thresholds = THRESHOLDS.iter().find_map(|f| {
-            let t = text(f, &mut problems)?;
-            problems.take(yaml::parse_typed::<Thresholds>(&at(rev, f), &t)).map(|th| (f.to_string(), th))
-        });
-        if !problems.is_empty() {
-            return Err(SnapshotError::Inputs { rev: rev[..rev.len().min(12)].to_string(), problems });
+        let master_docs: Vec<Doc> = src.masters.iter().filter_map(|f| r.doc(f)).collect();
+        let master = r.problems.take(Master::from_docs(&master_docs)).unwrap_or_default();
+        let master_values = master_values(&master_docs);
+        let runners = src.runners.as_deref().and_then(|f| r.doc(f)).and_then(|d| r.problems.take(Runners::from_doc(&d)));
+        let changelog = r.text(CHANGELOG).and_then(|t| r.problems.take(Changelog::parse(&at(rev, CHANGELOG), t.as_bytes())));
+        let golden_docs: Vec<Doc> = src.golden.iter().filter_map(|f| r.doc(f)).collect();
+        let golden = if src.golden.is_empty() { None } else { r.problems.take(GoldenAl::from_docs(&golden_docs)) };
+        let (recipes, recipe_values) = r.recipes(&src.recipes);
+        let models_md = r.file(MODELS);
+        let checklist = r.file(CHECKLIST);
+        let codeowners = CODEOWNERS.iter().find_map(|f| r.file(f));
+        let thresholds = r.thresholds();
+        if !r.problems.is_empty() {
+            return Err(SnapshotError::Inputs { rev: rev[..rev.len().min(12)].to_string(), problems: r.problems });
         }
         Ok(Snapshot {
             rev: rev.to_string(),
