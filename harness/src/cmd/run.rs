@@ -7,7 +7,7 @@ use crate::repo::Repo;
 use crate::results::{RunSummary, Status};
 use crate::run::identity::RunIdentity;
 use crate::run::launcher::{Endpoint, PointLauncher};
-use crate::run::{self, PointRunner, RunOptions};
+use crate::run::{self, PointRunner, RunOptions, Target};
 use crate::targets::sim::{ProfileChoice, SimRunner};
 use crate::trace::TraceSource;
 use anyhow::Context;
@@ -43,7 +43,7 @@ pub struct Args {
     /// `url:URL` (an existing OpenAI-compatible server), or `slurm` (one batch job per point,
     /// see the Slurm options).
     #[arg(long, default_value = "sim")]
-    pub target: String,
+    pub target: Target,
     /// Profiling duration per point, seconds (default: the plan's, 3600 or 1200 with agentx-fast).
     #[arg(long)]
     pub duration: Option<f64>,
@@ -127,7 +127,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let Some((repo, plan)) = plan_for(args)? else { return Ok(ExitCode::FAILURE) };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let label = args.labels.first().map(|s| s.replace(',', "+")).unwrap_or_default();
-    let seed_replicates = args.seed_replicates.unwrap_or(if args.target == "sim" { DEFAULT_SIM_SEED_REPLICATES } else { 0 });
+    let seed_replicates = args.seed_replicates.unwrap_or(if args.target == Target::Sim { DEFAULT_SIM_SEED_REPLICATES } else { 0 });
     let identity = run_identity(args, &plan, seed_replicates);
     let out = out_dir(args, &repo, &identity, &label, now)?;
     let run_id = out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| label.clone());
@@ -140,7 +140,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let opts = RunOptions {
         run_id,
         labels: args.labels.clone(),
-        target: args.target.clone(),
+        target: args.target.to_string(),
         out: out.clone(),
         resume: args.resume,
         only: args.only.iter().chain(&args.point).cloned().collect(),
@@ -190,7 +190,7 @@ fn run_identity(args: &Args, plan: &Plan, seed_replicates: usize) -> RunIdentity
     RunIdentity {
         version: env!("CARGO_PKG_VERSION").into(),
         labels: args.labels.clone(),
-        target: args.target.clone(),
+        target: args.target.to_string(),
         seed: args.seed,
         duration: args.duration,
         traces: args.traces.clone(),
@@ -249,11 +249,11 @@ fn guard_finished(args: &Args, out: &Path) -> anyhow::Result<()> {
 /// Refuses, before any point runs, options the target cannot take: `--twin` on the virtual
 /// clock, another framework than SGLang on the reference engine, a bad `--traces`.
 fn check_target(args: &Args, plan: &Plan) -> anyhow::Result<()> {
-    if args.twin && args.target == "sim" {
+    if args.twin && args.target == Target::Sim {
         anyhow::bail!("--twin compares a live run with its virtual-clock twin; use it with --target local, local:engine or url:URL");
     }
     // The reference engine simulates SGLang: another framework's points can only be measured.
-    if matches!(args.target.as_str(), "sim" | "local:engine")
+    if args.target.is_reference_engine()
         && let Some(p) = plan.points().find(|p| p.row.get("framework").and_then(|f| f.as_str()).is_some_and(|f| f != "sglang"))
     {
         anyhow::bail!(
@@ -316,8 +316,8 @@ fn runner_for(
     repo_root: &Path,
     pools: Arc<crate::targets::pools::PointPools>,
 ) -> anyhow::Result<Box<dyn PointRunner>> {
-    Ok(match args.target.as_str() {
-        "sim" => {
+    Ok(match &args.target {
+        Target::Sim => {
             let mut r = SimRunner::with_pools(pools);
             r.duration_s = args.duration;
             r.profiles = ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() };
@@ -326,11 +326,11 @@ fn runner_for(
             }
             Box::new(r)
         }
-        t if t == "local" || t == "local:engine" || t.starts_with("url:") => Box::new(crate::targets::http::HttpRunner {
-            endpoint: match t.strip_prefix("url:") {
-                Some(url) => Endpoint::Url(url.to_string()),
-                None => Endpoint::Launch(PointLauncher {
-                    engine_twin: t == "local:engine",
+        t @ (Target::Local | Target::LocalEngine | Target::Url(_)) => Box::new(crate::targets::http::HttpRunner {
+            endpoint: match t {
+                Target::Url(url) => Endpoint::Url(url.clone()),
+                _ => Endpoint::Launch(PointLauncher {
+                    engine_twin: *t == Target::LocalEngine,
                     health_timeout: std::time::Duration::from_secs_f64(args.server_timeout.max(1.0)),
                     profiles: ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() },
                 }),
@@ -340,13 +340,12 @@ fn runner_for(
             client: args.client.options()?,
             warm: Default::default(),
         }),
-        "slurm" => {
+        Target::Slurm => {
             let inner = inner_args(args);
             let r = crate::run::slurm::SlurmRunner::new(args.slurm.config(), inner, plan, out, run_id, repo_root, args.resume)
                 .map_err(anyhow::Error::msg)?;
             Box::new(r)
         }
-        t => anyhow::bail!("--target {t}: expected sim, local, local:engine, url:URL or slurm"),
     })
 }
 
@@ -432,7 +431,7 @@ pub fn inner_args(a: &Args) -> Vec<String> {
             v.push(x);
         }
     };
-    opt("--target", Some(a.slurm.inner_target.clone()));
+    opt("--target", Some(a.slurm.inner_target.to_string()));
     opt("--base", a.base.clone());
     opt("--configs", a.configs.clone());
     opt("--duration", a.duration.map(|d| d.to_string()));
@@ -520,7 +519,7 @@ mod tests {
         assert_eq!(inner[0], "run");
         let back = RunCli::try_parse_from(&inner).unwrap().a;
         assert_eq!(back.labels, outer.labels);
-        assert_eq!(back.target, "local", "the job runs its point on the inner target");
+        assert_eq!(back.target, Target::Local, "the job runs its point on the inner target");
         assert_eq!((back.base, back.configs, back.duration), (outer.base.clone(), outer.configs.clone(), outer.duration));
         assert_eq!((back.traces, back.seed, back.jobs), (outer.traces.clone(), outer.seed, outer.jobs));
         assert_eq!((back.server_timeout, back.model, back.hardware), (outer.server_timeout, outer.model.clone(), outer.hardware.clone()));

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 pub struct SlurmArgs {
     /// Target each job runs its point on, inside the allocation: sim, local, local:engine or url:URL.
     #[arg(long = "slurm-inner-target", value_name = "TARGET", default_value = "sim")]
-    pub inner_target: String,
+    pub inner_target: crate::run::Target,
     /// Partition (`#SBATCH --partition`); default: the cluster's default partition.
     #[arg(long = "slurm-partition", value_name = "NAME")]
     pub partition: Option<String>,

@@ -10,6 +10,7 @@ pub mod identity;
 pub mod launcher;
 mod order;
 pub mod slurm;
+mod target;
 #[cfg(test)]
 mod tests;
 pub mod twin;
@@ -27,6 +28,7 @@ use std::time::Instant;
 pub use execute::execute;
 pub use finalize::{finalize, load_samples, write_parquet};
 pub use order::{StartOrder, Turn};
+pub use target::Target;
 
 /// Why a run (or a collection of runs) could not go on.
 #[derive(Debug, thiserror::Error)]

@@ -39,7 +39,7 @@ pub use state::{JobInfo, is_terminal, killed_reason, parse_sacct, parse_scontrol
 #[derive(Clone, Debug, Default)]
 pub struct SlurmConfig {
     /// Target each job runs its point on, inside the allocation: sim, local, local:engine or url:URL.
-    pub inner_target: String,
+    pub inner_target: crate::run::Target,
     /// Partition (`#SBATCH --partition`); `None`: the cluster's default partition.
     pub partition: Option<String>,
     /// Account to charge (`#SBATCH --account`).
@@ -147,7 +147,7 @@ impl SlurmRunner {
         repo_root: &Path,
         resume: bool,
     ) -> Result<Self, SlurmError> {
-        if cfg.inner_target == "slurm" {
+        if cfg.inner_target == crate::run::Target::Slurm {
             return Err(bad("slurm-inner-target", "slurm", "a job runs its point on sim, local, local:engine or url:URL"));
         }
         for prog in ["sbatch", "squeue", "scontrol", "scancel"] {

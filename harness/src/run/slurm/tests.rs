@@ -6,7 +6,7 @@ use crate::run::tests::repo_plan;
 use std::process::Command;
 
 fn cfg() -> SlurmConfig {
-    SlurmConfig { inner_target: "sim".into(), poll_s: 2.0, max_jobs: 8, ..Default::default() }
+    SlurmConfig { inner_target: crate::run::Target::Sim, poll_s: 2.0, max_jobs: 8, ..Default::default() }
 }
 
 #[test]
