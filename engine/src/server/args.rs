@@ -116,24 +116,105 @@ impl Default for ServeConfig {
     }
 }
 
-/// Flags that belong to this server only; removed before the engine parses argv.
-const SERVER_ONLY: &[&str] = &[
-    "--time-scale",
-    "--chat-template",
-    "--engine-model",
-    "--hardware",
-    "--router-args",
-    "--sglang-compat",
-    "--tokenizer-cache-mb",
-    "--max-request-body-mb",
-    "--mean-output-tokens",
-    "--fail-fraction",
-    "--fail-after",
-    "--header-read-timeout",
-    "--body-read-timeout",
-    "--keep-alive-timeout",
-    "--max-connections",
-    "--drain-timeout",
+/// What a flag sets, from its value (empty for a switch).
+type Set = fn(&mut ServeConfig, &mut Given, &str, &str) -> Result<(), ServeArgsError>;
+
+/// One front-end flag, declared once: its names, whether it takes a value, whether it belongs to
+/// this server only (removed from argv before the engine parses it) and what it sets.
+struct Flag {
+    names: &'static [&'static str],
+    takes_value: bool,
+    server_only: bool,
+    set: Set,
+}
+
+impl Flag {
+    fn named(name: &str) -> Option<&'static Flag> {
+        FLAGS.iter().find(|f| f.names.contains(&name))
+    }
+}
+
+/// An SGLang flag with a value: read here and left in argv for the engine.
+const fn sglang(names: &'static [&'static str], set: Set) -> Flag {
+    Flag { names, takes_value: true, server_only: false, set }
+}
+/// An SGLang switch, read here and left in argv.
+const fn switch(names: &'static [&'static str], set: Set) -> Flag {
+    Flag { names, takes_value: false, server_only: false, set }
+}
+/// A flag only this server has (a value), removed from argv.
+const fn own(names: &'static [&'static str], set: Set) -> Flag {
+    Flag { names, takes_value: true, server_only: true, set }
+}
+
+/// Every front-end flag. Flags not here are the engine's alone and pass through untouched.
+#[expect(clippy::unit_arg, reason = "`Ok(c.field = value)`: a setter that cannot fail stays one line of the table")]
+const FLAGS: &[Flag] = &[
+    sglang(&["--host"], |c, _, _, v| Ok(c.host = v.into())),
+    sglang(&["--port"], |c, _, f, v| Ok(c.port = v.parse().map_err(|_| invalid(f, v, "expected a port number 0-65535"))?)),
+    sglang(&["--model-path", "--model"], |c, _, _, v| Ok(c.model_path = v.into())),
+    sglang(&["--served-model-name"], |_, g, _, v| Ok(g.served = Some(v.to_string()))),
+    sglang(&["--api-key"], |c, _, _, v| Ok(c.api_key = Some(v.into()))),
+    sglang(&["--tokenizer-path"], |c, _, _, v| Ok(c.tokenizer_path = Some(PathBuf::from(v)))),
+    sglang(&["--tokenizer-backend"], |c, g, f, v| {
+        g.backend = true;
+        c.tokenizer_backend = v.parse().map_err(|e: crate::tokenize::TokenizeError| invalid(f, v, e.to_string()))?;
+        Ok(())
+    }),
+    sglang(&["--tokenizer-worker-num"], |c, _, f, v| {
+        c.tokenizer_worker_num = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(f, v, "expected an integer >= 1"))?;
+        Ok(())
+    }),
+    own(&["--chat-template"], |_, g, f, v| Ok(g.template = Some(v.parse().map_err(|e: String| invalid(f, v, e))?))),
+    sglang(&["--reasoning-parser"], |c, _, _, v| Ok(c.reasoning_parser = Some(v.into()))),
+    sglang(&["--context-length"], |c, _, f, v| {
+        c.context_length = Some(v.parse().ok().filter(|n| *n >= 2).ok_or_else(|| invalid(f, v, "expected an integer >= 2"))?);
+        Ok(())
+    }),
+    sglang(&["--random-seed"], |c, _, f, v| Ok(c.seed = v.parse().map_err(|_| invalid(f, v, "expected an unsigned integer"))?)),
+    switch(&["--enable-metrics"], |c, _, _, _| Ok(c.enable_metrics = true)),
+    switch(&["--enable-cache-report"], |c, _, _, _| Ok(c.enable_cache_report = true)),
+    switch(&["--stream-response-default-include-usage"], |c, _, _, _| Ok(c.stream_default_usage = true)),
+    own(&["--engine-model"], |c, _, _, v| Ok(c.engine_model = Some(v.into()))),
+    own(&["--hardware"], |c, _, _, v| Ok(c.hardware = v.into())),
+    // Router flags contain no quoted values; whitespace separates them.
+    own(&["--router-args"], |c, _, _, v| Ok(c.router_args = v.split_whitespace().map(str::to_string).collect())),
+    own(&["--sglang-compat"], |c, _, f, v| {
+        c.compat_055 = match v {
+            "0.5.5" => true,
+            "0.5.23" => false,
+            _ => return Err(invalid(f, v, "expected 0.5.23 (default) or 0.5.5")),
+        };
+        Ok(())
+    }),
+    own(&["--time-scale"], |c, _, f, v| Ok(c.time_scale = positive(f, v, "must be > 0 (1 = real time)")?)),
+    own(&["--fail-fraction"], |c, _, f, v| {
+        let x = number(f, v)?;
+        if !(0.0..=1.0).contains(&x) {
+            return Err(invalid(f, v, "expected a fraction 0-1 of requests to fail with HTTP 500"));
+        }
+        c.fail_fraction = x;
+        Ok(())
+    }),
+    own(&["--fail-after"], |c, _, f, v| Ok(c.fail_after = v.parse().map_err(|_| invalid(f, v, "expected a request count"))?)),
+    own(&["--tokenizer-cache-mb"], |c, _, f, v| Ok(c.tokenizer_cache_bytes = (number(f, v)?.max(0.0) * 1048576.0) as usize)),
+    own(&["--max-request-body-mb"], |c, _, f, v| Ok(c.max_body_bytes = (positive(f, v, "must be > 0")? * 1048576.0) as usize)),
+    own(&["--mean-output-tokens"], |c, _, f, v| {
+        c.mean_output_tokens = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(f, v, "expected an integer >= 1"))?;
+        Ok(())
+    }),
+    own(&["--header-read-timeout"], |c, _, f, v| Ok(c.header_read_timeout = seconds(f, v)?)),
+    own(&["--body-read-timeout"], |c, _, f, v| Ok(c.body_read_timeout = seconds(f, v)?)),
+    own(&["--keep-alive-timeout"], |c, g, f, v| {
+        g.keep_alive = true;
+        c.keep_alive_timeout = seconds(f, v)?;
+        Ok(())
+    }),
+    own(&["--drain-timeout"], |c, _, f, v| Ok(c.drain_timeout = seconds(f, v)?)),
+    own(&["--max-connections"], |c, _, f, v| {
+        c.max_connections = Some(v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(f, v, "expected a connection count >= 1"))?);
+        Ok(())
+    }),
 ];
 
 fn split(arg: &str) -> (&str, Option<&str>) {
@@ -147,40 +228,13 @@ fn invalid(flag: &str, value: &str, reason: impl Into<String>) -> ServeArgsError
     ServeArgsError::Invalid { flag: flag.into(), value: value.into(), reason: reason.into() }
 }
 
-/// Flags that take a value (the others are switches).
-const VALUED: &[&str] = &[
-    "--host",
-    "--port",
-    "--model-path",
-    "--model",
-    "--served-model-name",
-    "--api-key",
-    "--tokenizer-path",
-    "--tokenizer-backend",
-    "--tokenizer-worker-num",
-    "--chat-template",
-    "--reasoning-parser",
-    "--context-length",
-    "--random-seed",
-    "--time-scale",
-    "--tokenizer-cache-mb",
-    "--max-request-body-mb",
-    "--mean-output-tokens",
-    "--engine-model",
-    "--hardware",
-    "--router-args",
-    "--sglang-compat",
-    "--fail-fraction",
-    "--fail-after",
-    "--header-read-timeout",
-    "--body-read-timeout",
-    "--keep-alive-timeout",
-    "--max-connections",
-    "--drain-timeout",
-];
-
 fn number(flag: &str, v: &str) -> Result<f64, ServeArgsError> {
     v.parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| invalid(flag, v, "expected a number"))
+}
+
+/// A number > 0, or the error `why`.
+fn positive(flag: &str, v: &str, why: &str) -> Result<f64, ServeArgsError> {
+    Some(number(flag, v)?).filter(|x| *x > 0.0).ok_or_else(|| invalid(flag, v, why))
 }
 
 /// Seconds > 0 (fractions allowed, so tests can use short timeouts).
@@ -211,7 +265,8 @@ impl ServeConfig {
         let mut i = 0;
         while i < argv.len() {
             let (flag, inline) = split(&argv[i]);
-            let takes_value = VALUED.contains(&flag);
+            let known = Flag::named(flag);
+            let takes_value = known.is_some_and(|f| f.takes_value);
             let value = match inline {
                 Some(v) if takes_value => Some(v.to_string()),
                 None if takes_value => {
@@ -221,102 +276,16 @@ impl ServeConfig {
                 _ => None,
             };
             let consumed = if takes_value && inline.is_none() { 2 } else { 1 };
-            c.apply(flag, value.as_deref().unwrap_or(""), &mut given)?;
-            if !SERVER_ONLY.contains(&flag) {
+            if let Some(f) = known {
+                (f.set)(&mut c, &mut given, flag, value.as_deref().unwrap_or(""))?;
+            }
+            if !known.is_some_and(|f| f.server_only) {
                 rest.extend_from_slice(&argv[i..i + consumed]);
             }
             i += consumed;
         }
         c.settle(given, env)?;
         Ok((c, rest))
-    }
-
-    /// Sets what one flag (value `v`, empty for a switch) changes.
-    fn apply(&mut self, flag: &str, v: &str, given: &mut Given) -> Result<(), ServeArgsError> {
-        match flag {
-            "--host" => self.host = v.into(),
-            "--port" => self.port = v.parse().map_err(|_| invalid(flag, v, "expected a port number 0-65535"))?,
-            "--model-path" | "--model" => self.model_path = v.into(),
-            "--served-model-name" => given.served = Some(v.to_string()),
-            "--api-key" => self.api_key = Some(v.into()),
-            "--tokenizer-path" => self.tokenizer_path = Some(PathBuf::from(v)),
-            "--tokenizer-backend" => {
-                given.backend = true;
-                self.tokenizer_backend = v.parse().map_err(|e: crate::tokenize::TokenizeError| invalid(flag, v, e.to_string()))?
-            }
-            "--tokenizer-worker-num" => {
-                self.tokenizer_worker_num =
-                    v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected an integer >= 1"))?
-            }
-            "--chat-template" => given.template = Some(v.parse().map_err(|e: String| invalid(flag, v, e))?),
-            "--reasoning-parser" => self.reasoning_parser = Some(v.into()),
-            "--engine-model" => self.engine_model = Some(v.into()),
-            "--hardware" => self.hardware = v.into(),
-            // Router flags contain no quoted values; whitespace separates them.
-            "--router-args" => self.router_args = v.split_whitespace().map(str::to_string).collect(),
-            "--sglang-compat" => {
-                self.compat_055 = match v {
-                    "0.5.5" => true,
-                    "0.5.23" => false,
-                    _ => return Err(invalid(flag, v, "expected 0.5.23 (default) or 0.5.5")),
-                }
-            }
-            "--context-length" => {
-                self.context_length = Some(v.parse().ok().filter(|n| *n >= 2).ok_or_else(|| invalid(flag, v, "expected an integer >= 2"))?)
-            }
-            "--random-seed" => self.seed = v.parse().map_err(|_| invalid(flag, v, "expected an unsigned integer"))?,
-            "--enable-metrics" => self.enable_metrics = true,
-            "--enable-cache-report" => self.enable_cache_report = true,
-            "--stream-response-default-include-usage" => self.stream_default_usage = true,
-            "--time-scale" => {
-                let x = number(flag, v)?;
-                if x <= 0.0 {
-                    return Err(invalid(flag, v, "must be > 0 (1 = real time)"));
-                }
-                self.time_scale = x;
-            }
-            "--fail-fraction" => {
-                let x = number(flag, v)?;
-                if !(0.0..=1.0).contains(&x) {
-                    return Err(invalid(flag, v, "expected a fraction 0-1 of requests to fail with HTTP 500"));
-                }
-                self.fail_fraction = x;
-            }
-            "--fail-after" => self.fail_after = v.parse().map_err(|_| invalid(flag, v, "expected a request count"))?,
-            "--tokenizer-cache-mb" => self.tokenizer_cache_bytes = (number(flag, v)?.max(0.0) * 1048576.0) as usize,
-            "--max-request-body-mb" => {
-                let x = number(flag, v)?;
-                if x <= 0.0 {
-                    return Err(invalid(flag, v, "must be > 0"));
-                }
-                self.max_body_bytes = (x * 1048576.0) as usize;
-            }
-            "--mean-output-tokens" => {
-                self.mean_output_tokens = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected an integer >= 1"))?
-            }
-            "--keep-alive-timeout" => {
-                given.keep_alive = true;
-                self.apply_connection(flag, v)?
-            }
-            _ => self.apply_connection(flag, v)?,
-        }
-        Ok(())
-    }
-
-    /// The connection flags: timeouts, the cap, the drain.
-    fn apply_connection(&mut self, flag: &str, v: &str) -> Result<(), ServeArgsError> {
-        match flag {
-            "--header-read-timeout" => self.header_read_timeout = seconds(flag, v)?,
-            "--body-read-timeout" => self.body_read_timeout = seconds(flag, v)?,
-            "--keep-alive-timeout" => self.keep_alive_timeout = seconds(flag, v)?,
-            "--drain-timeout" => self.drain_timeout = seconds(flag, v)?,
-            "--max-connections" => {
-                self.max_connections =
-                    Some(v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(flag, v, "expected a connection count >= 1"))?)
-            }
-            _ => {}
-        }
-        Ok(())
     }
 
     /// Defaults that depend on other flags, and the environment.
