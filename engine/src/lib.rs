@@ -11,8 +11,9 @@
 //!
 //! # Driving contract (sans-IO)
 //!
-//! The engine owns no clock, thread or socket. Its shell (the harness's
-//! discrete-event loop on a virtual clock, or the HTTP server in real time) calls:
+//! The engine owns no clock, thread or socket, and this crate depends on no async runtime, HTTP
+//! stack or tokenizer: Cargo keeps it so. Its shell (the harness's discrete-event loop on a
+//! virtual clock, or the HTTP server of the `engine-server` crate in real time) calls:
 //!
 //! 1. [`Engine::new`]`(config, model, gpu, seed)` — `config` from
 //!    [`EngineConfig::from_args`] (SGLang argv + environment map); limits are
@@ -76,10 +77,8 @@ pub mod limits;
 pub mod profiles;
 pub mod prompt;
 pub mod rng;
-pub mod server;
 pub mod spec_decode;
 pub mod time;
-pub mod tokenize;
 pub mod yaml_limits;
 
 pub use args::{EngineConfig, FlagRecord, FlagStatus, RouterConfig};

@@ -3,8 +3,8 @@
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use engine::server::engine_core::{EngineCore, engine_env};
-use engine::server::{ServeConfig, Server, shutdown_signal};
+use engine_server::server::engine_core::{EngineCore, engine_env};
+use engine_server::server::{ServeConfig, Server, shutdown_signal};
 
 /// Arguments of `sweep engine`.
 #[derive(Debug, Args)]

@@ -45,11 +45,10 @@ fn violations(crate_dir: &str, paths: &[&str], forbidden: &[&str]) -> Vec<String
 
 #[test]
 fn the_engine_core_knows_no_clock_socket_thread_or_tokenizer() {
-    let v = violations(
-        "engine/src",
-        &["core"],
-        &["crate::server", "crate::tokenize", "std::time", "std::net", "std::thread", "tokio", "hyper", "Instant::now"],
-    );
+    // The server and the tokenizers are the `engine-server` crate, which the engine cannot name,
+    // and the engine has no async runtime or HTTP stack to call; the standard library's clock,
+    // sockets and threads are what Cargo cannot keep out.
+    let v = violations("engine/src", &["core"], &["std::time", "std::net", "std::thread", "Instant::now"]);
     assert!(v.is_empty(), "{}", v.join("\n"));
 }
 
@@ -169,7 +168,7 @@ const MAX_FILE_LINES: usize = 600;
 fn no_source_file_is_over_600_lines_without_saying_why() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut over = Vec::new();
-    for krate in ["engine", "harness"] {
+    for krate in ["engine", "engine-server", "harness"] {
         for f in sources(&root.join(krate)).into_iter().filter(|f| !f.components().any(|c| c.as_os_str() == "target")) {
             let text = std::fs::read_to_string(&f).unwrap();
             let lines = text.lines().count();

@@ -154,7 +154,7 @@ fn llama_synthesized_prompts_have_the_servers_token_counts() {
         let v: Value = serde_json::from_str(&http(&server.url, "POST", "/v1/chat/completions", &body).1).unwrap();
         let server_count = v["usage"]["prompt_tokens"].as_u64().unwrap_or_else(|| panic!("{v}"));
         // What the client records when the server sends no usage.
-        let ours = harness::targets::http::templated_prompt_tokens(&r.spec.prompt, engine::tokenize::TemplateFamily::DeepSeekV4);
+        let ours = harness::targets::http::templated_prompt_tokens(&r.spec.prompt, ::engine_server::tokenize::TemplateFamily::DeepSeekV4);
         let diff = (server_count as f64 - ours as f64).abs();
         assert!(diff / server_count as f64 <= 0.01, "synthesized {ours} tokens, the server counts {server_count}");
         compared += 1;

@@ -9,7 +9,7 @@ use super::vocab::TokenText;
 /// a prompt of N content ids is N tokens on the server too. The reference engine's built-in
 /// vocabulary and `tokenizer.json` files both work.
 pub struct TokenizerVocab {
-    tok: engine::tokenize::Tokenizer,
+    tok: engine_server::tokenize::Tokenizer,
     /// The text of every alphabet id, indexed by id, when the decoder is concatenative (checked
     /// at construction): synthesis then joins pieces instead of running the decoder over every
     /// prompt token, which was most of the live client's CPU per request.
@@ -23,7 +23,7 @@ pub struct TokenizerVocab {
 }
 
 impl TokenizerVocab {
-    pub fn new(tok: engine::tokenize::Tokenizer) -> Self {
+    pub fn new(tok: engine_server::tokenize::Tokenizer) -> Self {
         let pieces = Self::piece_table(&tok);
         let escaped = pieces.as_ref().map(|p| Escaped::new(p, tok.alphabet()));
         // The built-in vocabulary's decoder is a table lookup already.
@@ -33,7 +33,7 @@ impl TokenizerVocab {
 
     /// Per-id text, if joining it reproduces the decoder on a sample mixing alphabet ids with a
     /// marker (decoders that strip, merge or add spaces are not concatenative).
-    fn piece_table(tok: &engine::tokenize::Tokenizer) -> Option<Pieces> {
+    fn piece_table(tok: &engine_server::tokenize::Tokenizer) -> Option<Pieces> {
         let pieces = Pieces::new(tok)?;
         let alphabet = tok.alphabet();
         let mut r = 0x5EED_u64;
@@ -48,13 +48,15 @@ impl TokenizerVocab {
     /// The reference engine's built-in vocabulary (what `sweep engine serve` uses without
     /// `--tokenizer-path`).
     pub fn builtin() -> Self {
-        Self::new(engine::tokenize::Tokenizer::builtin())
+        Self::new(engine_server::tokenize::Tokenizer::builtin())
     }
     /// A `tokenizer.json` (or a directory holding one), read with HuggingFace `tokenizers`: the
     /// client only encodes short markers, where fastokens (built for long prompts) pays a
     /// per-call cache of megabytes, measured as a third of the client's CPU.
     pub fn from_path(path: &std::path::Path) -> Result<Self, String> {
-        engine::tokenize::Tokenizer::from_path(path, engine::tokenize::Backend::HuggingFace).map(Self::new).map_err(|e| e.to_string())
+        engine_server::tokenize::Tokenizer::from_path(path, engine_server::tokenize::Backend::HuggingFace)
+            .map(Self::new)
+            .map_err(|e| e.to_string())
     }
     /// Where the vocabulary came from (`builtin` or the file).
     pub fn source(&self) -> &str {
@@ -133,7 +135,7 @@ struct Pieces {
 }
 
 impl Pieces {
-    fn new(tok: &engine::tokenize::Tokenizer) -> Option<Pieces> {
+    fn new(tok: &engine_server::tokenize::Tokenizer) -> Option<Pieces> {
         let alphabet = tok.alphabet();
         let max = *alphabet.iter().max()? as usize;
         let mut p = Pieces { text: String::new(), span: vec![(0, u32::MAX); max + 1] };
@@ -151,7 +153,7 @@ impl Pieces {
     }
 
     /// `ids` as text: alphabet ids join their pieces; any other run (the marker) goes through the decoder.
-    fn join(&self, tok: &engine::tokenize::Tokenizer, ids: &[u32]) -> String {
+    fn join(&self, tok: &engine_server::tokenize::Tokenizer, ids: &[u32]) -> String {
         // Sized exactly for the pieces (plus a little for a marker): regrowing a megabyte string
         // copies it into fresh memory.
         let len: usize = ids.iter().map(|&id| self.get(id).map_or(16, str::len)).sum();

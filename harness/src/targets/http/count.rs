@@ -1,8 +1,8 @@
 //! What the client decides about a finished request when the server said less than it should:
 //! token counts without a `usage` chunk, and a dropped stream that was a context overflow.
 
-use engine::tokenize::template::Piece;
-use engine::tokenize::{ChatMessage, ChatOptions, Role, TemplateFamily};
+use engine_server::tokenize::template::Piece;
+use engine_server::tokenize::{ChatMessage, ChatOptions, Role, TemplateFamily};
 
 use super::HttpTarget;
 use super::stream::Uncounted;

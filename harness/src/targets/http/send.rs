@@ -29,7 +29,7 @@ impl HttpTarget {
             ("x-correlation-id", spec.correlation_id.as_ref()),
             ("content-type", "application/json"),
             // `sweep engine serve` then stamps its events with engine time; other servers ignore it.
-            (engine::server::ENGINE_TIME_HEADER, "1"),
+            (engine_server::server::ENGINE_TIME_HEADER, "1"),
         ];
         // Keep the streamed text to count outputs until the server shows it sends usage.
         let opts = ReadOpts { time_scale: self.time_scale, keep_text: !self.usage_seen.load(Ordering::Relaxed), touched };

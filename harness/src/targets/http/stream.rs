@@ -108,7 +108,7 @@ pub(super) struct ReadOpts<'a> {
 pub(super) async fn read_reply(mut reply: impl Reply, mut rec: Record, opts: ReadOpts<'_>, clock_now: impl Fn() -> u64) -> Answer {
     rec.ack_ns = Some(clock_now());
     opts.touched.store(clock_now(), Ordering::Relaxed);
-    let arrival = reply.header(engine::server::ARRIVAL_HEADER).and_then(|v| v.parse::<u64>().ok());
+    let arrival = reply.header(engine_server::server::ARRIVAL_HEADER).and_then(|v| v.parse::<u64>().ok());
     let mut sse = Sse::new(&mut rec, arrival, opts.time_scale, opts.keep_text);
     let status = reply.status();
     if !(200..300).contains(&status) {

@@ -4,17 +4,17 @@ use super::clock::Clock;
 use super::*;
 
 /// The reference engine's real HTTP server in process (time-scaled), ready.
-async fn engine_server() -> engine::server::Server {
-    use engine::server::engine_core::EngineCore;
+async fn engine_server() -> engine_server::server::Server {
+    use engine_server::server::engine_core::EngineCore;
     let flags: Vec<String> =
         ["--model-path", "deepseek-ai/DeepSeek-V4.1-Flash", "--tp", "4", "--hardware", "gb300", "--port", "0", "--time-scale", "100"]
             .iter()
             .map(|s| s.to_string())
             .collect();
-    let (cfg, rest) = engine::server::ServeConfig::from_argv(&flags, |_| None).unwrap();
+    let (cfg, rest) = engine_server::server::ServeConfig::from_argv(&flags, |_| None).unwrap();
     let core =
         EngineCore::from_args(&rest, &cfg.router_args, &Default::default(), cfg.engine_model.as_deref(), &cfg.hardware, cfg.seed).unwrap();
-    let server = engine::server::Server::start(cfg, core).await.unwrap();
+    let server = engine_server::server::Server::start(cfg, core).await.unwrap();
     let health = format!("http://{}/health", server.addr);
     for _ in 0..600 {
         if reqwest::get(&health).await.is_ok_and(|r| r.status().is_success()) {

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use engine::server::engine_core::EngineCore;
-use engine::server::{ServeConfig, Server};
-use engine::tokenize::Tokenizer;
+use engine_server::server::engine_core::EngineCore;
+use engine_server::server::{ServeConfig, Server};
+use engine_server::tokenize::Tokenizer;
 use serde_json::{Value, json};
 #[path = "common/http.rs"]
 mod http;
@@ -142,9 +142,9 @@ async fn inferencex_stream_has_sglang_shape_and_exact_usage() {
 async fn stream_interval_and_engine_time_stamps() {
     let s = start("--stream-interval 8 --enable-cache-report").await;
     let body = inferencex_body("Count to thirty-two.", 32).to_string();
-    let r = http(s.addr, "POST", "/v1/completions", &[JSON, (engine::server::ENGINE_TIME_HEADER, "1")], body.as_bytes()).await;
+    let r = http(s.addr, "POST", "/v1/completions", &[JSON, (engine_server::server::ENGINE_TIME_HEADER, "1")], body.as_bytes()).await;
     let chunks = chunks(&r);
-    let arrival: u64 = r.header(engine::server::ARRIVAL_HEADER).expect("arrival header").parse().unwrap();
+    let arrival: u64 = r.header(engine_server::server::ARRIVAL_HEADER).expect("arrival header").parse().unwrap();
     let content = &chunks[..chunks.len() - 1];
     // Each text chunk is stamped with the engine time of its output (the usage chunk and
     // `[DONE]` follow the last one unstamped, as on the chat path).

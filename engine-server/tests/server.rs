@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use engine::server::engine_core::EngineCore;
-use engine::server::{ServeConfig, Server};
-use engine::tokenize::Tokenizer;
+use engine_server::server::engine_core::EngineCore;
+use engine_server::server::{ServeConfig, Server};
+use engine_server::tokenize::Tokenizer;
 use serde_json::Value;
 #[path = "common/http.rs"]
 mod http;
@@ -116,10 +116,16 @@ async fn stream_has_sglang_shape_and_exact_usage() {
 async fn engine_time_stamps_on_request() {
     let s = start("--enable-metrics").await;
     let body = chat("Write a poem.", serde_json::json!({"stream": true, "ignore_eos": true, "max_completion_tokens": 12}));
-    let r =
-        http(s.addr, "POST", "/v1/chat/completions", &[JSON, (engine::server::ENGINE_TIME_HEADER, "1")], body.to_string().as_bytes()).await;
+    let r = http(
+        s.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[JSON, (engine_server::server::ENGINE_TIME_HEADER, "1")],
+        body.to_string().as_bytes(),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.text());
-    let arrival: u64 = r.header(engine::server::ARRIVAL_HEADER).expect("arrival header").parse().unwrap();
+    let arrival: u64 = r.header(engine_server::server::ARRIVAL_HEADER).expect("arrival header").parse().unwrap();
     let (mut stamps, mut data) = (Vec::new(), 0);
     for event in r.text().split("\n\n").filter(|e| !e.is_empty()) {
         for line in event.lines() {
@@ -140,7 +146,7 @@ async fn engine_time_stamps_on_request() {
     assert!(stamps[1..stamps.len() - 1].windows(2).all(|w| w[0] < w[1]), "{stamps:?}");
     // Without the request header the same request streams SGLang's frames only.
     let r = post(s.addr, &body).await;
-    assert!(r.header(engine::server::ARRIVAL_HEADER).is_none());
+    assert!(r.header(engine_server::server::ARRIVAL_HEADER).is_none());
     assert!(r.events().len() > 2);
     s.shutdown().await;
 }

@@ -5,22 +5,22 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::driver::{Core, CoreError, CoreEvent, CoreFinish, CoreRequest, CoreStats, Nanos, ReqId};
-use crate::core::{Engine, FinishReason, Output, Request, RequestError};
-use crate::prompt::Prompt;
-use crate::time::Time;
-use crate::{EngineConfig, GpuSpec, ModelSpec};
+use engine::core::{Engine, FinishReason, Output, Request, RequestError};
+use engine::prompt::Prompt;
+use engine::time::Time;
+use engine::{EngineConfig, GpuSpec, ModelSpec};
 
 /// Errors building the engine from flags.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineSetupError {
     #[error(transparent)]
-    Args(#[from] crate::args::ArgsError),
+    Args(#[from] engine::args::ArgsError),
     #[error("no engine model profile for {model:?}: {source}; pass --engine-model <profile name or .yaml>")]
-    Model { model: String, source: crate::profiles::ProfileError },
+    Model { model: String, source: engine::profiles::ProfileError },
     #[error("hardware profile {name:?}: {source}; pass --hardware <profile name or .yaml>")]
-    Hardware { name: String, source: crate::profiles::ProfileError },
+    Hardware { name: String, source: engine::profiles::ProfileError },
     #[error(transparent)]
-    Config(#[from] crate::limits::ConfigError),
+    Config(#[from] engine::limits::ConfigError),
 }
 
 /// The engine plus what the shell needs to report it.
@@ -72,7 +72,7 @@ impl EngineCore {
     }
 }
 
-fn to_core_error(e: &crate::core::SubmitError) -> CoreError {
+fn to_core_error(e: &engine::core::SubmitError) -> CoreError {
     CoreError { status: e.status_code(), message: e.to_string() }
 }
 

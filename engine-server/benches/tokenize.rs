@@ -1,7 +1,7 @@
 //! Tokenizer benchmarks: full encode of a 500K-token conversation through each
 //! backend side by side, and the incremental re-encode after one new 2K-token message.
 //!
-//! `cargo bench -p engine --bench tokenize` (reads the DeepSeek-V4 tokenizer from
+//! `cargo bench -p engine-server --bench tokenize` (reads the DeepSeek-V4 tokenizer from
 //! `SWEEP_SHARED_DATA`, default `../shared/data`; without it only the built-in
 //! vocabulary runs, and the bench says so).
 
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use engine::tokenize::{
+use engine_server::tokenize::{
     Backend, ChatEncoder, ChatMessage, ChatOptions, Role, TemplateFamily, Tokenizer, deepseek_v4_tokenizer_path, sample, shared_data_dir,
 };
 

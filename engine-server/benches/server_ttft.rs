@@ -3,17 +3,17 @@
 //! tokenised) and a warm one (the same conversation plus one new ~2K-token message,
 //! through the incremental path).
 //!
-//! `cargo bench -p engine --bench server_ttft` (needs the DeepSeek-V4 tokenizer in
+//! `cargo bench -p engine-server --bench server_ttft` (needs the DeepSeek-V4 tokenizer in
 //! `SWEEP_SHARED_DATA`, default `../shared/data`; says so and exits when absent).
 
 use std::time::Instant;
 
-use engine::server::driver::{Core, CoreEvent, CoreRequest};
-use engine::server::engine_core::EngineCore;
-use engine::server::{ServeConfig, Server};
+use engine_server::server::driver::{Core, CoreEvent, CoreRequest};
+use engine_server::server::engine_core::EngineCore;
+use engine_server::server::{ServeConfig, Server};
 use std::sync::Arc;
 
-use engine::tokenize::{
+use engine_server::tokenize::{
     Backend, ChatEncoder, ChatMessage, Role, TemplateFamily, Tokenizer, deepseek_v4_tokenizer_path, sample, shared_data_dir,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use engine::server::engine_core::EngineCore;
-use engine::server::{ServeConfig, Server};
+use engine_server::server::engine_core::EngineCore;
+use engine_server::server::{ServeConfig, Server};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
