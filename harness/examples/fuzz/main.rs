@@ -5,9 +5,9 @@
 //! non-zero. `scripts/fuzz.sh` runs it.
 //!
 //! ```text
-//! cargo run -p harness --example fuzz -- [--budget 150] [--seed N] [--cap 2] [--findings DIR]
-//! cargo run -p harness --example fuzz -- --replay DIR/master-17.yaml --kind Master
-//! cargo run -p harness --example fuzz -- --seed N --input 17   (input 17 of seed N alone)
+//! cargo run --release -p harness --example fuzz -- [--budget 150] [--seed N] [--cap 2] [--findings DIR]
+//! cargo run --release -p harness --example fuzz -- --replay DIR/master-17.yaml --kind Master
+//! cargo run --release -p harness --example fuzz -- --seed N --input 17   (input 17 of seed N alone)
 //! ```
 //! Seeds from `$SWEEP_SHARED_DATA` when it is set (InferenceX inputs, small real traces).
 
@@ -197,11 +197,11 @@ fn save_finding(o: &Opts, seed: &Seed, n: usize, input: &Path, note: &str) -> Pa
     let stem = seed.name.strip_suffix(&format!(".{ext}")).unwrap_or(&seed.name);
     let file = o.findings.join(format!("{}-{n}-{stem}.{ext}", format!("{kind:?}").to_lowercase()));
     std::fs::copy(input, &file).unwrap();
-    let replay = format!("cargo run -p harness --example fuzz -- --replay {} --kind {kind:?}", file.display());
+    let replay = format!("cargo run --release -p harness --example fuzz -- --replay {} --kind {kind:?}", file.display());
     std::fs::write(format!("{}.txt", file.display()), format!("{note}\nseed {} input {n}\nreplay: {replay}\n", o.seed)).unwrap();
     eprintln!(
         "FINDING {kind:?} input {n}: {note}\n    saved {}\n    replay: {replay}\n    \
-         or, from this log alone: SWEEP_SHARED_DATA=… cargo run -p harness --example fuzz -- --seed {} --input {n}",
+         or, from this log alone: SWEEP_SHARED_DATA=… cargo run --release -p harness --example fuzz -- --seed {} --input {n}",
         file.display(),
         o.seed
     );
