@@ -5,7 +5,7 @@
 #   - every request body is the same (messages, model, max_tokens, temperature, stop, seed, top_p);
 #   - the scores, their standard errors, n-samples and task_hashes are the same, to the last bit;
 #   - InferenceX's collect_eval_results.py and validate_scores.py read sweep's folder;
-#   - lm-eval's own filters and metric give the table harness/src/eval/score.rs tests against.
+#   - lm-eval's own filters and metric give the table sweep-results/src/eval/score.rs tests against.
 # Needs the shared data (SWEEP_SHARED_DATA) and PyPI; about two minutes (the venv is cached).
 #
 # Usage: scripts/eval/crosscheck-lm-eval.sh [--sweep target/debug/sweep] [--limit N]
@@ -108,6 +108,6 @@ echo "validate_scores.py reads the results (and fails them, as it should)"
 echo "== lm-eval's filters and metric on the table score.rs tests against"
 "$py" scripts/eval/lm_eval_score_table.py > "$work/table.txt"
 while IFS= read -r row; do
-  grep -qF -- "$row" harness/src/eval/score.rs || { echo "not in score.rs: $row" >&2; exit 1; }
+  grep -qF -- "$row" sweep-results/src/eval/score.rs || { echo "not in score.rs: $row" >&2; exit 1; }
 done < "$work/table.txt"
 echo "$(wc -l < "$work/table.txt") rows as score.rs has them"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Scores a table of model responses with lm-eval's own gsm8k filters and exact_match metric, and
-prints it as the Rust table in harness/src/eval/score.rs (`LM_EVAL_TABLE`).
+prints it as the Rust table in sweep-results/src/eval/score.rs (`LM_EVAL_TABLE`).
 
 The filters and the metric are configured exactly as InferenceX's gsm8k.yaml configures them.
 Run it in a venv with lm-eval installed (`pip install 'lm-eval==0.4.13'`):

@@ -3,7 +3,7 @@
 
 use crate::eval::record::{EvalRecord, EvalStatus, Meta};
 use crate::eval::runner::{EvalConfig, EvalProgress};
-use crate::eval::{data, runner, task, write};
+use crate::eval::{data, runner, task};
 use crate::gate::{self, Thresholds};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -173,7 +173,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         (None, None) => unreachable!("clap requires --url or --engine"),
     };
     let g = gate::check_eval(&rec, &rec.meta.label(), &thr, None);
-    write::reports(&out, &rec, Some(&g)).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
+    crate::report::eval::write_pages(&out, &rec, Some(&g)).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
     crate::outln!("{}", summary_line(&rec));
     let verdict = match (g.applicable, g.check.passed) {
         (false, _) => "N/A",

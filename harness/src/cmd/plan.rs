@@ -83,7 +83,7 @@ pub fn table(plan: &Plan, show_commands: bool) -> String {
     configs.sort();
     configs.dedup();
     o.push_str(&format!("selected by {sel}: {} config(s)\n", configs.len()));
-    if l.trim_conc_note() {
+    if l.primary.trim_conc() {
         o.push_str("sweep-enabled: single-node rows trimmed to the minimum concurrency per recipe\n");
     }
     let cols = Columns::of(plan, show_commands);
@@ -234,10 +234,4 @@ fn commands(p: &PlanPoint) -> String {
         o.push_str(&format!("      router: {}\n", shell_quote(r)));
     }
     o
-}
-
-impl Labels {
-    fn trim_conc_note(&self) -> bool {
-        self.primary.trim_conc()
-    }
 }

@@ -227,7 +227,7 @@ fn print_deltas(deltas: &[gate::Delta]) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::fake_run;
+    use sweep_results::testing::fake_run;
 
     #[test]
     fn gate_passes_against_itself_and_fails_on_an_injected_regression() {

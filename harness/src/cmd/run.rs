@@ -542,7 +542,7 @@ mod tests {
 
     #[test]
     fn the_summary_keeps_its_columns_aligned_and_shows_the_frontier_metric() {
-        let mut run = crate::report::tests::fake_run_of(&[("a-fp8-h200-x", 4, 1.0), ("b-fp4-gb300-y", 3, 30.0)]);
+        let mut run = sweep_results::testing::fake_run_of(&[("a-fp8-h200-x", 4, 1.0), ("b-fp4-gb300-y", 3, 30.0)]);
         // A long status and a long frontier cell must not push the columns after them.
         run.points[1].status = Status::Failed { reason: "server exited with code 1 after 12 s (see server.log)".into() };
         run.points[5].summary.as_mut().unwrap().tput_per_gpu = 1_234_567.0;

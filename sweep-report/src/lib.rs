@@ -1,0 +1,7 @@
+//! A run's report: charts, `report.md` and `report.html`, and the eval's pages. Reads records;
+//! executes nothing.
+
+pub mod report;
+
+pub(crate) use sweep_inputs::{html, problem, recipe};
+pub(crate) use sweep_results::{eval, gate, kv, metrics, pareto, records, results, twin};
