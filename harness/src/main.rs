@@ -3,6 +3,7 @@ use harness::{cmd, engine_cmd};
 use std::process::ExitCode;
 
 mod calibrate;
+mod stderr_log;
 
 /// Plan, run and report LLM-serving recipe sweeps (AgentX, InferenceX-compatible).
 #[derive(Parser)]
@@ -62,9 +63,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // Warnings reach stderr; `RUST_LOG` (e.g. `RUST_LOG=harness=debug`) asks for more.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().with_target(false).init();
+    stderr_log::init();
     let result = match Cli::parse().command {
         Command::Validate(a) => cmd::validate::run(&a),
         Command::Plan(a) => cmd::plan::run(&a),

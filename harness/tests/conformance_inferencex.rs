@@ -99,7 +99,7 @@ fn golden_al_files_all_load_and_look_up() {
     assert_eq!(g.files.len(), 9);
     assert_eq!(g.lookup("qwen3.5", Some("thinking_on"), 3, None).unwrap().al, 3.39);
     assert_eq!(g.lookup("dsv4dspark", None, 5, None).unwrap().al, 3.61);
-    let e = g.lookup("qwen3.5", None, 42, None).unwrap_err();
+    let e = g.lookup("qwen3.5", None, 42, None).unwrap_err().to_string();
     assert!(e.contains("no golden AL for 42"), "{e}");
 }
 

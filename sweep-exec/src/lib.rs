@@ -2,6 +2,11 @@
 //! time, fixed-length points), the run driver with its launcher, Slurm and twin, the eval's
 //! execution, and the fit that runs the engine to calibrate it.
 
+/// The `tracing` target of progress lines (a finished point, a replay's state, a server not
+/// ready yet, a Slurm job's state): library code reports them, the binary decides how they show
+/// (plain lines on stderr by default).
+pub const PROGRESS: &str = "sweep::progress";
+
 pub mod eval;
 pub mod fit;
 pub mod run;

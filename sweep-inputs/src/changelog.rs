@@ -413,19 +413,34 @@ pub fn append(file: &Path, entry: &NewEntry) -> Result<Delta, Problems> {
     Ok(delta)
 }
 
+/// Why `git show REV:PATH` gave no file.
+#[derive(Debug, thiserror::Error)]
+pub enum GitShowError {
+    #[error("no file name")]
+    NoFileName { path: PathBuf },
+    #[error("cannot run git: {source}")]
+    Spawn {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("git show {rev}:{}: {stderr}", .path.display())]
+    Failed { rev: String, path: PathBuf, stderr: String },
+}
+
 /// `git show REV:PATH` from the repository containing `path`.
-pub fn git_show(rev: &str, path: &Path) -> Result<Vec<u8>, String> {
+pub fn git_show(rev: &str, path: &Path) -> Result<Vec<u8>, GitShowError> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or("no file name")?.to_string_lossy().into_owned();
+    let name = path.file_name().ok_or_else(|| GitShowError::NoFileName { path: path.to_path_buf() })?.to_string_lossy().into_owned();
     let out = std::process::Command::new("git")
         .arg("-C")
         .arg(dir)
         .arg("show")
         .arg(format!("{rev}:./{name}"))
         .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
+        .map_err(|source| GitShowError::Spawn { source })?;
     if !out.status.success() {
-        return Err(format!("git show {rev}:{}: {}", path.display(), String::from_utf8_lossy(&out.stderr).trim()));
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(GitShowError::Failed { rev: rev.to_string(), path: path.to_path_buf(), stderr });
     }
     Ok(out.stdout)
 }

@@ -36,6 +36,34 @@ pub struct Golden {
     pub file: PathBuf,
 }
 
+/// Why a golden AL lookup found no value: the models, files, modes or K that exist instead.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum GoldenError {
+    #[error("no golden AL curve for model `{slug}` (model-prefix `{prefix}`); known models: {}", .known.join(", "))]
+    UnknownModel { slug: String, prefix: String, known: Vec<String> },
+    #[error("model `{slug}` has several golden AL files ({}); name the speculative method to choose one", joined_paths(.files))]
+    Ambiguous { slug: String, files: Vec<PathBuf> },
+    #[error("{}: model `{slug}` has no `{mode}` curve (has: {})", .file.display(), .modes.join(", "))]
+    NoMode { file: PathBuf, slug: String, mode: String, modes: Vec<String> },
+    #[error(
+        "{}: model `{slug}`{} has no golden AL for {k} speculative tokens (has K = {})",
+        .file.display(),
+        mode_suffix(.mode),
+        .have.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    NoK { file: PathBuf, slug: String, mode: Option<String>, k: u32, have: Vec<u32> },
+}
+
+/// Paths as `a, b, c`.
+fn joined_paths(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// ` thinking_on` after the model's name, when the curve has modes.
+fn mode_suffix(mode: &Option<String>) -> String {
+    mode.as_ref().map(|m| format!(" {m}")).unwrap_or_default()
+}
+
 /// Model prefix → golden slug (InferenceX's map, plus sweep's own models).
 pub fn slug_for_prefix(prefix: &str) -> &str {
     match prefix {
@@ -83,14 +111,14 @@ impl GoldenAl {
 
     /// Looks up the golden AL for (model prefix, thinking mode, K). `method` (e.g. `dspark`,
     /// `mtp`, `eagle3`) picks among several files for one slug.
-    pub fn lookup(&self, prefix: &str, thinking: Option<&str>, k: u32, method: Option<&str>) -> Result<Golden, String> {
+    pub fn lookup(&self, prefix: &str, thinking: Option<&str>, k: u32, method: Option<&str>) -> Result<Golden, GoldenError> {
         // A mapped prefix, or the slug itself.
         let mapped = slug_for_prefix(prefix);
         let slug = if self.files.iter().any(|f| f.curves.contains_key(mapped)) { mapped } else { prefix };
         let mut cands: Vec<&GoldenFile> = self.files.iter().filter(|f| f.curves.contains_key(slug)).collect();
         if cands.is_empty() {
-            let known: Vec<&str> = self.files.iter().flat_map(|f| f.curves.keys().map(|s| s.as_str())).collect();
-            return Err(format!("no golden AL curve for model `{slug}` (model-prefix `{prefix}`); known models: {}", known.join(", ")));
+            let known: Vec<String> = self.files.iter().flat_map(|f| f.curves.keys().cloned()).collect();
+            return Err(GoldenError::UnknownModel { slug: slug.to_string(), prefix: prefix.to_string(), known });
         }
         if cands.len() > 1
             && let Some(m) = method
@@ -105,11 +133,8 @@ impl GoldenAl {
             // The plain `<model>_<method>` file is the default curve; variants carry longer names.
             cands.sort_by_key(|f| f.stem.len());
             if cands[0].stem.len() == cands[1].stem.len() {
-                let names: Vec<String> = cands.iter().map(|f| f.path.display().to_string()).collect();
-                return Err(format!(
-                    "model `{slug}` has several golden AL files ({}); name the speculative method to choose one",
-                    names.join(", ")
-                ));
+                let files: Vec<PathBuf> = cands.iter().map(|f| f.path.clone()).collect();
+                return Err(GoldenError::Ambiguous { slug: slug.to_string(), files });
             }
         }
         let f = cands[0];
@@ -118,24 +143,11 @@ impl GoldenAl {
         let mode = if has_modes { Some(thinking.unwrap_or("thinking_on").to_string()) } else { None };
         let Some(ks) = curve.modes.get(&mode) else {
             let modes: Vec<String> = curve.modes.keys().flatten().cloned().collect();
-            return Err(format!(
-                "{}: model `{slug}` has no `{}` curve (has: {})",
-                f.path.display(),
-                mode.unwrap_or_default(),
-                modes.join(", ")
-            ));
+            return Err(GoldenError::NoMode { file: f.path.clone(), slug: slug.to_string(), mode: mode.unwrap_or_default(), modes });
         };
         match ks.get(&k) {
             Some(al) => Ok(Golden { al: *al, slug: slug.to_string(), mode, k, file: f.path.clone() }),
-            None => {
-                let have: Vec<String> = ks.keys().map(|k| k.to_string()).collect();
-                Err(format!(
-                    "{}: model `{slug}`{} has no golden AL for {k} speculative tokens (has K = {})",
-                    f.path.display(),
-                    mode.map(|m| format!(" {m}")).unwrap_or_default(),
-                    have.join(", ")
-                ))
-            }
+            None => Err(GoldenError::NoK { file: f.path.clone(), slug: slug.to_string(), mode, k, have: ks.keys().copied().collect() }),
         }
     }
 }
@@ -299,6 +311,7 @@ mod tests {
         assert_eq!(g.lookup("qwen3.5-397b-a17b-nvfp4", None, 3, None).unwrap().al, 3.39);
         assert_eq!(g.lookup("qwen3.5-397b-a17b-nvfp4", Some("thinking_off"), 2, None).unwrap().al, 2.70);
         let e = g.lookup("qwen3.5-397b-a17b-nvfp4", None, 7, None).unwrap_err();
+        let e = e.to_string();
         assert!(e.contains("no golden AL for 7") && e.contains("1, 2, 3"), "{e}");
     }
 

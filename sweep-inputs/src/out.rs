@@ -30,7 +30,7 @@ pub fn write(args: std::fmt::Arguments) {
         && !CLOSED.swap(true, Ordering::Relaxed)
         && e.kind() != ErrorKind::BrokenPipe
     {
-        eprintln!("warning: standard output failed ({e}); the rest of the output is dropped, the work goes on");
+        tracing::warn!("standard output failed ({e}); the rest of the output is dropped, the work goes on");
     }
 }
 

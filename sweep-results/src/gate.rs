@@ -7,7 +7,7 @@ use crate::noise::{self, Judgement, Metric};
 use crate::results::{PointResult, RunSummary, Status};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Check {
@@ -76,6 +76,25 @@ pub struct Thresholds {
     pub models: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
+/// Why a thresholds file is not read.
+#[derive(Debug, thiserror::Error)]
+pub enum ThresholdsError {
+    /// Not readable, not YAML, or over the input limits.
+    #[error(transparent)]
+    Load(#[from] crate::problem::Problems),
+    /// YAML, but not the thresholds format (serde's message, its quoted value cut to an excerpt).
+    #[error(
+        "{}: {}; expected `default: {{gsm8k: 0.90}}` and `models: {{<prefix>: {{gsm8k: 0.91}}}}`",
+        .path.display(),
+        crate::problem::excerpt_quoted(&.source.to_string())
+    )]
+    Format {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+}
+
 /// `validate_scores.py`'s `--min-score` default: the threshold of a task no entry names.
 pub const FALLBACK_MIN_SCORE: f64 = 0.85;
 
@@ -85,22 +104,18 @@ const EMBEDDED_THRESHOLDS: &str = include_str!("../data/thresholds.yaml");
 impl Thresholds {
     /// A thresholds file; as in `validate_scores.py`, a mapping with neither `default` nor
     /// `models` is the legacy flat form (the whole mapping is `default`).
-    pub fn load(path: &Path) -> Result<Thresholds, String> {
-        let v: serde_yaml_ng::Value = crate::yaml::load_typed(path).map_err(|e| e.to_string())?;
-        Self::from_value(v).map_err(|e| {
-            format!("{}: {e}; expected `default: {{gsm8k: 0.90}}` and `models: {{<prefix>: {{gsm8k: 0.91}}}}`", path.display())
-        })
+    pub fn load(path: &Path) -> Result<Thresholds, ThresholdsError> {
+        let v: serde_yaml_ng::Value = crate::yaml::load_typed(path)?;
+        Self::from_value(v).map_err(|source| ThresholdsError::Format { path: path.to_path_buf(), source })
     }
 
-    fn from_value(v: serde_yaml_ng::Value) -> Result<Thresholds, String> {
+    fn from_value(v: serde_yaml_ng::Value) -> Result<Thresholds, serde_yaml_ng::Error> {
         let flat = v.as_mapping().is_some_and(|m| !m.contains_key("default") && !m.contains_key("models"));
         if flat {
-            // serde quotes the offending value whole: an excerpt of it says enough.
-            let default: BTreeMap<String, f64> =
-                serde_yaml_ng::from_value(v).map_err(|e| crate::problem::excerpt_quoted(&e.to_string()))?;
+            let default: BTreeMap<String, f64> = serde_yaml_ng::from_value(v)?;
             return Ok(Thresholds { default, models: BTreeMap::new() });
         }
-        serde_yaml_ng::from_value(v).map_err(|e| crate::problem::excerpt_quoted(&e.to_string()))
+        serde_yaml_ng::from_value(v)
     }
 
     /// InferenceX's thresholds as shipped (`sweep-results/data/thresholds.yaml`).
@@ -109,7 +124,7 @@ impl Thresholds {
     }
 
     /// `--thresholds FILE`, else the embedded InferenceX table; the second value names the source.
-    pub fn load_or_embedded(path: Option<&Path>) -> Result<(Thresholds, String), String> {
+    pub fn load_or_embedded(path: Option<&Path>) -> Result<(Thresholds, String), ThresholdsError> {
         match path {
             Some(p) => Ok((Self::load(p)?, p.display().to_string())),
             None => Ok((Self::embedded(), "InferenceX thresholds.yaml (embedded)".into())),
@@ -482,7 +497,7 @@ mod tests {
         std::fs::write(&p, "gsm8k: 0.8\n").unwrap();
         assert_eq!(Thresholds::load(&p).unwrap().lookup(Some("x"), "gsm8k"), (0.8, "default".into()), "legacy flat form");
         std::fs::write(&p, "default: {gsm8k: high}\n").unwrap();
-        let e = Thresholds::load(&p).unwrap_err();
+        let e = Thresholds::load(&p).unwrap_err().to_string();
         assert!(e.contains("t.yaml") && e.contains("default: {gsm8k: 0.90}"), "{e}");
         let t = Thresholds::embedded();
         assert_eq!(t.lookup(Some("glm5"), "gsm8k"), (0.94, "models.glm5".into()));

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::io::{BufRead, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -248,31 +248,62 @@ pub fn append_jsonl<W: Write>(w: &mut W, records: &[Record]) -> std::io::Result<
     Ok(())
 }
 
+/// Why a `profile_export.jsonl` does not read back: the file and (1-based) line.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadJsonlError {
+    #[error("{}: {source}", .path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}:{line}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        line: usize,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}:{line}: not JSON: {source}", .path.display())]
+    NotJson {
+        path: PathBuf,
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A record without a field every record has (`metadata.request_start_ns`, …).
+    #[error("{}:{line}: missing `{field}`", .path.display())]
+    Missing { path: PathBuf, line: usize, field: &'static str },
+}
+
 /// Reads a `profile_export.jsonl` written by sweep or AIPerf back into records, plain or
 /// gzip-compressed (told by its first bytes, whatever its name).
-pub fn read_jsonl(path: &Path) -> Result<Vec<Record>, String> {
-    let mut f = std::io::BufReader::new(std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?);
-    let gz = f.fill_buf().map_err(|e| format!("{}: {e}", path.display()))?.starts_with(&[0x1f, 0x8b]);
+pub fn read_jsonl(path: &Path) -> Result<Vec<Record>, ReadJsonlError> {
+    let open = |source| ReadJsonlError::Open { path: path.to_path_buf(), source };
+    let mut f = std::io::BufReader::new(std::fs::File::open(path).map_err(open)?);
+    let gz = f.fill_buf().map_err(open)?.starts_with(&[0x1f, 0x8b]);
     let reader: Box<dyn BufRead> = if gz { Box::new(std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f))) } else { Box::new(f) };
     let mut out = Vec::new();
     for (i, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
+        let line = line.map_err(|source| ReadJsonlError::Read { path: path.to_path_buf(), line: i + 1, source })?;
         if line.trim().is_empty() {
             continue;
         }
-        let v: Value = serde_json::from_str(&line).map_err(|e| format!("{}:{}: not JSON: {e}", path.display(), i + 1))?;
-        out.push(from_aiperf(&v).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?);
+        let v: Value =
+            serde_json::from_str(&line).map_err(|source| ReadJsonlError::NotJson { path: path.to_path_buf(), line: i + 1, source })?;
+        out.push(from_aiperf(&v).map_err(|field| ReadJsonlError::Missing { path: path.to_path_buf(), line: i + 1, field })?);
     }
     Ok(out)
 }
 
-fn from_aiperf(v: &Value) -> Result<Record, String> {
-    let md = v.get("metadata").ok_or("missing `metadata`")?;
+/// A record from its AIPerf form; the error names the missing field.
+fn from_aiperf(v: &Value) -> Result<Record, &'static str> {
+    let md = v.get("metadata").ok_or("metadata")?;
     let s = |k: &str| md.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
     let u = |k: &str| md.get(k).and_then(Value::as_u64);
     let m = |k: &str| v.get("metrics").and_then(|m| m.get(k)).and_then(|x| x.get("value")).and_then(Value::as_f64);
-    let start = u("request_start_ns").ok_or("missing `metadata.request_start_ns`")?;
-    let end = u("request_end_ns").ok_or("missing `metadata.request_end_ns`")?;
+    let start = u("request_start_ns").ok_or("metadata.request_start_ns")?;
+    let end = u("request_end_ns").ok_or("metadata.request_end_ns")?;
     let ttft = m("time_to_first_token");
     let e2el = m("request_latency");
     let error = match v.get("error") {

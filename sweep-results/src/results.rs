@@ -182,11 +182,31 @@ fn default_replicates() -> usize {
     200
 }
 
+/// Why a run's `summary.json` does not load (`path`: the file).
+#[derive(Debug, thiserror::Error)]
+pub enum SummaryError {
+    #[error("{}: {source} (is this a sweep run directory?)", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", .path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 impl RunSummary {
-    pub fn load(dir: &Path) -> Result<RunSummary, String> {
-        let p = dir.join("summary.json");
-        let t = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e} (is this a sweep run directory?)", p.display()))?;
-        serde_json::from_str(&t).map_err(|e| format!("{}: {e}", p.display()))
+    pub fn load(dir: &Path) -> Result<RunSummary, SummaryError> {
+        let path = dir.join("summary.json");
+        let t = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(source) => return Err(SummaryError::Read { path, source }),
+        };
+        serde_json::from_str(&t).map_err(|source| SummaryError::Parse { path, source })
     }
     pub fn save(&self, dir: &Path) -> std::io::Result<()> {
         atomic_write(&dir.join("summary.json"), &serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?)

@@ -33,7 +33,7 @@ pub use messages::MessagePlan;
 pub use pages::PageHashCache;
 pub use tokenizer_vocab::TokenizerVocab;
 pub use turn::TurnPrompt;
-pub use vocab::{TokenText, WordVocab};
+pub use vocab::{EncodeError, TokenText, WordVocab};
 
 /// Page size of the engines' KV cache (tokens); page hashes are computed at this granularity.
 pub const PAGE_TOKENS: usize = 64;

@@ -165,7 +165,9 @@ const FLAGS: &[Flag] = &[
         c.tokenizer_worker_num = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(f, v, "expected an integer >= 1"))?;
         Ok(())
     }),
-    own(&["--chat-template"], |_, g, f, v| Ok(g.template = Some(v.parse().map_err(|e: String| invalid(f, v, e))?))),
+    own(&["--chat-template"], |_, g, f, v| {
+        Ok(g.template = Some(v.parse().map_err(|e: crate::tokenize::TokenizeError| invalid(f, v, e.to_string()))?))
+    }),
     sglang(&["--reasoning-parser"], |c, _, _, v| Ok(c.reasoning_parser = Some(v.into()))),
     sglang(&["--context-length"], |c, _, f, v| {
         c.context_length = Some(v.parse().ok().filter(|n| *n >= 2).ok_or_else(|| invalid(f, v, "expected an integer >= 2"))?);

@@ -36,6 +36,8 @@ pub enum TokenizeError {
     MissingMarker { family: TemplateFamily, marker: String, source_name: String },
     #[error("unknown tokenizer backend {0:?}; expected one of: huggingface, fastokens (or builtin)")]
     UnknownBackend(String),
+    #[error("unknown chat template {0:?}; expected deepseek-v4, deepseek-v3 or chatml")]
+    UnknownTemplate(String),
 }
 
 /// Which implementation encodes text.

@@ -116,13 +116,13 @@ impl fmt::Display for TemplateFamily {
 }
 
 impl FromStr for TemplateFamily {
-    type Err = String;
+    type Err = super::TokenizeError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "deepseek-v4" | "deepseek-v41" | "deepseek-v4.1" | "deepseek-v32" | "dsv4" => Ok(TemplateFamily::DeepSeekV4),
             "deepseek-v3" | "deepseek-v31" | "dsv3" => Ok(TemplateFamily::DeepSeekV3),
             "chatml" | "qwen" => Ok(TemplateFamily::ChatMl),
-            _ => Err(format!("unknown chat template {s:?}; expected deepseek-v4, deepseek-v3 or chatml")),
+            _ => Err(super::TokenizeError::UnknownTemplate(s.to_string())),
         }
     }
 }

@@ -242,9 +242,7 @@ pub fn run_repo(root: &Path, with_plan: bool) -> Outcome {
         return Outcome::Accepted;
     }
     let args = plan::Args {
-        labels: vec!["full-sweep-fail-fast".into()],
-        base: None,
-        no_evals: false,
+        select: harness::cmd::select_args::LabelArgs { labels: vec!["full-sweep-fail-fast".into()], base: None, no_evals: false },
         format: plan::Format::Table,
         show_commands: false,
         repo: repo_args(root),
@@ -274,7 +272,7 @@ pub fn run_shared(path: &Path, name: &str) -> Outcome {
             harness::recipe::Master::load(&[path.to_path_buf()]).map(|_| ()).map_err(|p| problems_name_files(&p, Some(path)))
         }
         "perf-changelog.yaml" => harness::changelog::Changelog::load(path).map(|_| ()).map_err(|p| problems_name_files(&p, Some(path))),
-        "thresholds.yaml" => harness::gate::Thresholds::load(path).map(|_| ()).map_err(named),
+        "thresholds.yaml" => harness::gate::Thresholds::load(path).map(|_| ()).map_err(|e| named(e.to_string())),
         // Published points (`sweep predict --points`).
         "points.yaml" => harness::published::load(path).map(|_| ()).map_err(|p| problems_name_files(&p, Some(path))),
         _ => harness::trace::published::PublishedStats::load(path).map(|_| ()).map_err(|p| problems_name_files(&p, Some(path))),

@@ -20,7 +20,7 @@ pub fn run_eval_reply(path: &Path) -> Outcome {
             }
             Outcome::Accepted
         }
-        Err(e) if e.len() > 1024 => Outcome::Finding(format!("a {}-byte error echoes the reply", e.len())),
+        Err(e) if e.to_string().len() > 1024 => Outcome::Finding(format!("a {}-byte error echoes the reply", e.to_string().len())),
         Err(_) => Outcome::Refused,
     }
 }

@@ -70,8 +70,9 @@ pub fn check(base: Option<&str>, repo: &RepoArgs) -> Result<String, Problems> {
     let Some(rev) = base else {
         return Ok(format!("ok: {} entries in {}", head.entries.len(), repo.changelog.display()));
     };
-    let base_bytes = changelog::git_show(rev, &repo.changelog)
-        .map_err(|e| Problems::one(Problem::new(&repo.changelog, None, "", e, "pass a revision that has this file (e.g. origin/main)")))?;
+    let base_bytes = changelog::git_show(rev, &repo.changelog).map_err(|e| {
+        Problems::one(Problem::new(&repo.changelog, None, "", e.to_string(), "pass a revision that has this file (e.g. origin/main)"))
+    })?;
     let base = Changelog::parse(&repo.changelog, &base_bytes)?;
     let delta = changelog::check_append(&base, &head)?;
     if !repo.master_files.is_empty() {
@@ -117,7 +118,7 @@ pub fn append_entry(repo: &crate::repo::Repo, e: &NewEntry) -> Result<String, Pr
 
 pub fn keys_from_run(run: &std::path::Path) -> Result<Vec<String>, Problems> {
     let bad = |m: String, fix: &str| Problems::one(Problem::new(run, None, "", m, fix));
-    let summary = crate::results::RunSummary::load(run).map_err(|e| bad(e, "pass a run directory written by `sweep run`"))?;
+    let summary = crate::results::RunSummary::load(run).map_err(|e| bad(e.to_string(), "pass a run directory written by `sweep run`"))?;
     let gate: serde_json::Value = std::fs::read_to_string(run.join("gate.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())

@@ -1,6 +1,7 @@
 //! `sweep eval`: gsm8k against a server (`--url`) as InferenceX runs it, or recorded as not
 //! applicable for the reference engine (`--engine`); results, reports and the threshold gate.
 
+use super::select_args::Server;
 use crate::eval::record::{EvalRecord, EvalStatus, Meta};
 use crate::eval::runner::{EvalConfig, EvalProgress};
 use crate::eval::{data, runner, task};
@@ -12,15 +13,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
-#[command(group(clap::ArgGroup::new("target").required(true).args(["url", "engine"])))]
 pub struct Args {
-    /// An OpenAI-compatible server, e.g. http://127.0.0.1:30000.
-    #[arg(long)]
-    pub url: Option<String>,
-    /// SGLang server flags for the reference engine: it is simulated and answers no math, so the
-    /// eval is recorded as `not_applicable: simulated engine` (no score).
-    #[arg(long, allow_hyphen_values = true)]
-    pub engine: Option<String>,
+    #[command(flatten)]
+    pub server: super::select_args::ServerArgs,
     /// The served model (default: the first one /v1/models lists).
     #[arg(long)]
     pub model: Option<String>,
@@ -164,13 +159,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(a.limit != Some(0), "--limit 0: give a positive number of questions, or leave --limit out for all of them");
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-eval-gsm8k", super::run::utc_stamp(now))));
-    let rec = match (&a.url, &a.engine) {
-        (_, Some(flags)) => engine_record(a, flags, meta, &out)?,
-        (Some(url), None) => match url_record(a, url, meta, &out)? {
+    let rec = match a.server.server() {
+        Server::Engine(flags) => engine_record(a, flags, meta, &out)?,
+        Server::Url(url) => match url_record(a, url, meta, &out)? {
             Some(r) => r,
             None => return Ok(ExitCode::from(130)),
         },
-        (None, None) => unreachable!("clap requires --url or --engine"),
     };
     let g = gate::check_eval(&rec, &rec.meta.label(), &thr, None);
     crate::report::eval::write_pages(&out, &rec, Some(&g)).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;

@@ -12,6 +12,7 @@ pub mod predict_points;
 pub mod replay;
 pub mod results;
 pub mod run;
+pub mod select_args;
 pub mod serve;
 pub mod slurm_args;
 pub mod store;

@@ -1,7 +1,7 @@
 //! `sweep plan <label>`: the sweep a label would run, as a table, JSON or a GitHub matrix.
 
 use super::RepoArgs;
-use crate::plan::{self, Inputs, Labels, Plan, PlanPoint, PlanRequest};
+use crate::plan::{self, Inputs, Plan, PlanPoint};
 use crate::recipe::SeqLen;
 use crate::recipe::serving::shell_quote;
 
@@ -14,17 +14,8 @@ pub enum Format {
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// PR labels: exactly one primary (e.g. full-sweep-fail-fast) plus modifiers
-    /// (all-evals, evals-only, agentx-fast); separate words or comma-separated.
-    #[arg(required = true, num_args = 1..)]
-    pub labels: Vec<String>,
-    /// Base revision: the entries appended to perf-changelog.yaml since it select the configs
-    /// (default: the latest entry).
-    #[arg(long)]
-    pub base: Option<String>,
-    /// Throughput only: leave out the eval rows (the generator's `--no-evals`).
-    #[arg(long)]
-    pub no_evals: bool,
+    #[command(flatten)]
+    pub select: super::select_args::LabelArgs,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// Print each point's resolved server command line, environment and router command.
@@ -35,7 +26,7 @@ pub struct Args {
 }
 
 pub fn load(args: &Args) -> anyhow::Result<Result<Plan, crate::problem::Problems>> {
-    let labels = Labels::parse(&args.labels).map_err(anyhow::Error::msg)?;
+    let request = args.select.request()?;
     let repo = match args.repo.repo() {
         Ok(r) => r,
         Err(p) => return Ok(Err(p)),
@@ -44,7 +35,7 @@ pub fn load(args: &Args) -> anyhow::Result<Result<Plan, crate::problem::Problems
         Ok(i) => i,
         Err(p) => return Ok(Err(p)),
     };
-    Ok(plan::build(&repo, &inputs, &PlanRequest { labels, base: args.base.clone(), no_evals: args.no_evals }))
+    Ok(plan::build(&repo, &inputs, &request))
 }
 
 pub fn run(args: &Args) -> anyhow::Result<std::process::ExitCode> {

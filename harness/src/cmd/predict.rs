@@ -129,7 +129,8 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
     let (spec, note) = trace_spec(a.traces.as_deref(), gpu.fit.as_ref());
     let (pools, trace_set) = if scales.is_identity() {
         // Compiled one trace at a time: a synthesized published corpus is gigabytes as hash ids.
-        let pools = crate::targets::pools::PointPools::new(&spec, a.seed);
+        let parsed = spec.parse().map_err(|e| anyhow::anyhow!("--traces {spec}: {e}"))?;
+        let pools = crate::targets::pools::PointPools::new(parsed, a.seed);
         let set = pools.pool_for(&first).map_err(anyhow::Error::msg)?.trace_set;
         (pools, format!("{set}{note}"))
     } else {

@@ -95,7 +95,7 @@ fn predict(
     };
     row.profile = gpu.name.clone();
     row.profile_residuals = published::profile_residuals(&gpu);
-    let engine = published_point::engine(c, p, &model, &gpu, o.seed)?;
+    let engine = published_point::engine(c, p, &model, &gpu, o.seed).map_err(|e| e.to_string())?;
     let pool = if c.scenario == "fixed-seq-len" {
         None
     } else {
@@ -107,7 +107,7 @@ fn predict(
         Some(spec)
     };
     let pool = pool.as_ref().map(|s| (s.as_str(), &pools[s]));
-    row.predicted = published_point::simulate(c, p, engine, pool, o.seed, o.duration_s)?;
+    row.predicted = published_point::simulate(c, p, engine, pool, o.seed, o.duration_s).map_err(|e| e.to_string())?;
     Ok(())
 }
 

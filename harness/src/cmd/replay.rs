@@ -2,6 +2,7 @@
 //! `--isl/--osl` InferenceX's fixed-length random workload, against a server (`--url`) or the
 //! reference engine with SGLang flags on the virtual clock (`--engine`).
 
+use super::select_args::Server;
 use crate::metrics::{self, PointContext};
 use crate::recipe::serving::Launch;
 use crate::records::{self, Record};
@@ -17,15 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 #[derive(clap::Args, Debug)]
-#[command(group(clap::ArgGroup::new("target").required(true).args(["url", "engine"])))]
 pub struct Args {
-    /// An OpenAI-compatible server, e.g. http://127.0.0.1:30000.
-    #[arg(long)]
-    pub url: Option<String>,
-    /// SGLang server flags for the reference engine on the virtual clock, e.g.
-    /// "--model-path deepseek-ai/DeepSeek-V3 --tp 8" (SGLANG_* variables are read from the environment).
-    #[arg(long, allow_hyphen_values = true)]
-    pub engine: Option<String>,
+    #[command(flatten)]
+    pub server: super::select_args::ServerArgs,
     /// Live session trees.
     #[arg(long)]
     pub concurrency: u32,
@@ -33,7 +28,7 @@ pub struct Args {
     #[arg(long, default_value_t = 3600.0)]
     pub duration: f64,
     #[arg(long, default_value = "synthetic")]
-    pub traces: String,
+    pub traces: crate::targets::pools::TraceSpec,
     /// GPUs behind the server (per-GPU throughput).
     #[arg(long, default_value_t = 1)]
     pub gpus: u32,
@@ -129,7 +124,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     };
     let pool = match fixed {
         Some(_) => Vec::new(),
-        None => crate::targets::pools::load(&a.traces, a.seed).map_err(anyhow::Error::msg)?,
+        None => match a.traces.source() {
+            Some(source) => crate::targets::pools::compile(source, a.traces.as_str(), a.seed)?,
+            None => anyhow::bail!(
+                "--traces auto: a replay has no plan point whose model family picks a corpus; name the trace set (e.g. like:cc-traces-weka-062126 or synthetic)"
+            ),
+        },
     };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let name = match &fixed {
@@ -153,7 +153,7 @@ fn replay_into(a: &Args, pool: &[Arc<TracePlan>], fixed: Option<(FixedConfig, Go
     let cfg = workload_config(a);
     let mut ctx = PointContext {
         num_gpus: a.gpus.max(1),
-        trace_set: a.traces.clone(),
+        trace_set: a.traces.to_string(),
         seed: a.seed,
         benchmark_id: cfg.run_id.clone(),
         concurrency: a.concurrency,
@@ -167,9 +167,9 @@ fn replay_into(a: &Args, pool: &[Arc<TracePlan>], fixed: Option<(FixedConfig, Go
         Some((f, goodput)) => Scenario::Fixed(f, goodput),
         None => Scenario::Agentx(pool, cfg),
     };
-    let (records, status) = match &a.engine {
-        Some(flags) => replay_engine(a, flags, scenario, &mut ctx, &b, &interrupt)?,
-        None => replay_url(a, scenario, &mut ctx, &b, out, &interrupt)?,
+    let (records, status) = match a.server.server() {
+        Server::Engine(flags) => replay_engine(a, flags, scenario, &mut ctx, &b, &interrupt)?,
+        Server::Url(url) => replay_url(a, url, scenario, &mut ctx, &b, out, &interrupt)?,
     };
     b.finish_and_clear();
     if let Status::Failed { reason } = &status {
@@ -210,7 +210,11 @@ fn workload_config(a: &Args) -> WorkloadConfig {
         concurrency: a.concurrency.max(1),
         seed: a.seed,
         run_id: a.benchmark_id.clone().unwrap_or_else(|| {
-            if a.engine.is_some() { format!("replay-c{}", a.concurrency) } else { crate::workload::random_benchmark_id() }
+            if matches!(a.server.server(), Server::Engine(_)) {
+                format!("replay-c{}", a.concurrency)
+            } else {
+                crate::workload::random_benchmark_id()
+            }
         }),
         duration_ns: (a.duration.max(0.0) * 1e9) as u64,
         warmup_requests_per_lane: a.warmup_per_lane,
@@ -296,20 +300,20 @@ fn replay_engine(
 /// The replay against a server in real time (`--url`); its `/metrics` export goes into `out`.
 fn replay_url(
     a: &Args,
+    url: &str,
     scenario: Scenario,
     ctx: &mut PointContext,
     b: &Bar,
     out: &Path,
     cancel: &AtomicBool,
 ) -> anyhow::Result<(Vec<Record>, Status)> {
-    let url = a.url.clone().expect("clap requires --url or --engine");
     // One thread for the I/O (synthesis runs on the blocking pool): cross-thread wake-ups for
     // every streamed chunk cost about 40 % of the client's CPU.
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let t0 = std::time::Instant::now();
     let run = rt.block_on(async {
         let opts = a.client.options()?;
-        let mut t = HttpTarget::connect(&url, &url, &opts, ctx).await.map_err(anyhow::Error::msg)?;
+        let mut t = HttpTarget::connect(url, url, &opts, ctx).await.map_err(anyhow::Error::msg)?;
         let mut wl: Box<dyn crate::workload::Machine> = match scenario {
             Scenario::Agentx(pool, cfg) => Box::new(t.workload(cfg, pool, ctx).map_err(anyhow::Error::msg)?),
             Scenario::Fixed(f, goodput) => {
@@ -325,7 +329,7 @@ fn replay_url(
             t.time_scale = k;
         }
         t.metrics_urls.extend(a.server_metrics.iter().map(|u| u.trim_end_matches('/').to_string()));
-        ctx.target = url.clone();
+        ctx.target = url.to_string();
         let scale = t.time_scale;
         let clock = if scale == 1.0 { "real".to_string() } else { format!("server (x{scale}) ") };
         Ok::<_, anyhow::Error>(

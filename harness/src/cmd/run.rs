@@ -2,12 +2,13 @@
 //! (default: the reference engine on the virtual clock), write the report and the gate verdict.
 
 use super::RepoArgs;
-use crate::plan::{self, Inputs, Labels, Plan, PlanRequest};
+use crate::plan::{self, Inputs, Plan};
 use crate::repo::Repo;
 use crate::results::{RunSummary, Status};
 use crate::run::identity::RunIdentity;
 use crate::run::launcher::{Endpoint, PointLauncher};
 use crate::run::{self, PointRunner, RunOptions, Target};
+use crate::targets::pools::TraceSpec;
 use crate::targets::sim::{ProfileChoice, SimRunner};
 use crate::trace::TraceSource;
 use anyhow::Context;
@@ -22,18 +23,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// PR labels: one primary (e.g. full-sweep-fail-fast) plus modifiers (agentx-fast, …).
-    #[arg(required = true, num_args = 1..)]
-    pub labels: Vec<String>,
-    /// Base revision: the changelog entries appended since it select the configs (default: the latest entry).
-    #[arg(long)]
-    pub base: Option<String>,
+    #[command(flatten)]
+    pub select: super::select_args::LabelArgs,
     /// Run only configs whose key matches this glob (`*`, `?`), e.g. `dsv41flash-*`.
     #[arg(long)]
     pub configs: Option<String>,
-    /// Throughput only: leave out the eval points (the generator's `--no-evals`).
-    #[arg(long)]
-    pub no_evals: bool,
     /// Evals: score only the first N gsm8k test questions (a smoke run; the result says so and
     /// the gate does not accept it as a full eval).
     #[arg(long, value_name = "N")]
@@ -52,7 +46,7 @@ pub struct Args {
     /// others the bundled synthetic set), `synthetic[:N[:SEED]]`, `like:NAME|STATS.yaml[:N[:SEED]]`,
     /// or Weka/mooncake files or directories.
     #[arg(long, default_value = "auto")]
-    pub traces: String,
+    pub traces: TraceSpec,
     /// Output directory (default: reports/<UTC timestamp>-<label> under the repository root).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -123,77 +117,100 @@ pub use crate::plan::narrow::glob_match;
 
 pub use crate::report::summary::summary_table;
 
+/// `sweep run`'s options resolved once, before any point runs: the plan the labels select, the
+/// run's folder and the identity a resumed run must match. The runner and the run's options are
+/// derived from it.
+struct Resolved {
+    repo: Repo,
+    plan: Plan,
+    identity: RunIdentity,
+    out: PathBuf,
+    run_id: String,
+}
+
+impl Resolved {
+    /// `None` when the repository's inputs have problems (printed).
+    fn new(args: &Args) -> anyhow::Result<Option<Resolved>> {
+        let Some((repo, plan)) = plan_for(args)? else { return Ok(None) };
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let label = args.select.labels.first().map(|s| s.replace(',', "+")).unwrap_or_default();
+        let identity = run_identity(args, &plan);
+        let out = out_dir(args, &repo, &identity, &label, now)?;
+        let run_id = out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or(label);
+        guard_finished(args, &out)?;
+        check_target(args, &plan)?;
+        Ok(Some(Resolved { repo, plan, identity, out, run_id }))
+    }
+
+    fn options(&self, args: &Args) -> RunOptions {
+        RunOptions {
+            run_id: self.run_id.clone(),
+            labels: args.select.labels.clone(),
+            target: args.target.to_string(),
+            out: self.out.clone(),
+            resume: args.resume,
+            only: args.only.iter().chain(&args.point).cloned().collect(),
+            seed: args.seed,
+            replicates: 200,
+            seed_replicates: self.identity.seed_replicates,
+            identity: Some(self.identity.clone()),
+            verbose: true,
+            eval_limit: args.eval_limit,
+        }
+    }
+}
+
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let Some((repo, plan)) = plan_for(args)? else { return Ok(ExitCode::FAILURE) };
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let label = args.labels.first().map(|s| s.replace(',', "+")).unwrap_or_default();
-    let seed_replicates = args.seed_replicates.unwrap_or(if args.target == Target::Sim { DEFAULT_SIM_SEED_REPLICATES } else { 0 });
-    let identity = run_identity(args, &plan, seed_replicates);
-    let out = out_dir(args, &repo, &identity, &label, now)?;
-    let run_id = out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| label.clone());
-    guard_finished(args, &out)?;
-
-    check_target(args, &plan)?;
-    let pools = Arc::new(crate::targets::pools::PointPools::new(&args.traces, args.seed));
-    let runner = runner_for(args, &plan, &out, &run_id, &repo.root, pools.clone())?;
-
-    let opts = RunOptions {
-        run_id,
-        labels: args.labels.clone(),
-        target: args.target.to_string(),
-        out: out.clone(),
-        resume: args.resume,
-        only: args.only.iter().chain(&args.point).cloned().collect(),
-        seed: args.seed,
-        replicates: 200,
-        seed_replicates,
-        identity: Some(identity),
-        verbose: true,
-        eval_limit: args.eval_limit,
-    };
+    let Some(r) = Resolved::new(args)? else { return Ok(ExitCode::FAILURE) };
+    let (plan, out, repo) = (&r.plan, &r.out, &r.repo);
+    let pools = Arc::new(crate::targets::pools::PointPools::new(args.traces.clone(), args.seed));
+    let runner = runner_for(args, plan, out, &r.run_id, &repo.root, pools.clone())?;
+    let opts = r.options(args);
     let n = plan.points().filter(|p| opts.only.is_empty() || opts.only.contains(&p.id)).count();
     eprintln!(
         "sweep run: {} point(s) on target {} ({} at once), traces {}, seed {}; writing {}",
         n,
         args.target,
         runner.max_parallel(),
-        if args.traces == crate::targets::pools::AUTO { "auto (each config's model family's corpus)" } else { args.traces.as_str() },
+        if args.traces.source().is_none() { "auto (each config's model family's corpus)" } else { args.traces.as_str() },
         args.seed,
         out.display()
     );
     let interrupt = Arc::new(AtomicBool::new(false));
     super::install_interrupt(interrupt.clone(), "stopping running points; finished points are kept (re-run with --resume to continue)");
     let t0 = std::time::Instant::now();
-    let summary = run::execute(&plan, &opts, runner.as_ref(), &interrupt).map_err(anyhow::Error::msg)?;
+    let summary = run::execute(plan, &opts, runner.as_ref(), &interrupt).map_err(anyhow::Error::msg)?;
     let wall = t0.elapsed().as_secs_f64();
     if args.twin {
         // The twins replay the traces the live points replayed (compiled once, shared).
         let fallback = ProfileChoice { model: args.model.clone(), hardware: args.hardware.clone() };
-        let r = crate::run::twin::run_twins(&plan, &summary, &out, pools.clone(), &args.traces, args.seed, args.duration, &fallback)
-            .map_err(anyhow::Error::msg)?;
-        eprintln!("twin: {} point(s) replayed on the virtual clock; {}", r.points.len(), out.join("residuals.json").display());
+        let twins =
+            crate::run::twin::run_twins(plan, &summary, out, pools.clone(), args.traces.as_str(), args.seed, args.duration, &fallback)
+                .map_err(anyhow::Error::msg)?;
+        eprintln!("twin: {} point(s) replayed on the virtual clock; {}", twins.points.len(), out.join("residuals.json").display());
     }
-    let (code, passed) = finish(&summary, &out, wall, interrupt.load(Ordering::SeqCst), args.point.is_some())?;
+    let (code, passed) = finish(&summary, out, wall, interrupt.load(Ordering::SeqCst), args.point.is_some())?;
     if args.point.is_none()
-        && let Some(line) = super::store::record_quietly(&out, &args.record, Some(&repo.root), "run")
+        && let Some(line) = super::store::record_quietly(out, &args.record, Some(&repo.root), "run")
     {
         crate::outln!("{line}");
     }
     if args.append_changelog {
-        return append_changelog(args, &repo, &out, passed, code);
+        return append_changelog(args, repo, out, passed, code);
     }
     Ok(code)
 }
 
 /// What the run's options are, as a resumed run must match them.
-fn run_identity(args: &Args, plan: &Plan, seed_replicates: usize) -> RunIdentity {
+fn run_identity(args: &Args, plan: &Plan) -> RunIdentity {
+    let seed_replicates = args.seed_replicates.unwrap_or(if args.target == Target::Sim { DEFAULT_SIM_SEED_REPLICATES } else { 0 });
     RunIdentity {
         version: env!("CARGO_PKG_VERSION").into(),
-        labels: args.labels.clone(),
+        labels: args.select.labels.clone(),
         target: args.target.to_string(),
         seed: args.seed,
         duration: args.duration,
-        traces: args.traces.clone(),
+        traces: args.traces.to_string(),
         seed_replicates,
         model: args.model.clone(),
         hardware: args.hardware.clone(),
@@ -263,23 +280,20 @@ fn check_target(args: &Args, plan: &Plan) -> anyhow::Result<()> {
         );
     }
     // A bad --traces must fail before any point runs.
-    if args.traces != crate::targets::pools::AUTO {
-        let source = args.traces.parse::<TraceSource>().map_err(|e| anyhow::anyhow!("--traces {}: {e}", args.traces))?;
-        if let TraceSource::Files(paths) = &source
-            && let Some(missing) = paths.iter().find(|p| !p.exists())
-        {
-            anyhow::bail!(
-                "--traces {}: no such file or folder; pass AgentX trace files (.jsonl, .jsonl.gz) or a folder of them, `synthetic[:N[:SEED]]`, `like:NAME` or `auto`",
-                missing.display()
-            );
-        }
+    if let Some(TraceSource::Files(paths)) = args.traces.source()
+        && let Some(missing) = paths.iter().find(|p| !p.exists())
+    {
+        anyhow::bail!(
+            "--traces {}: no such file or folder; pass AgentX trace files (.jsonl, .jsonl.gz) or a folder of them, `synthetic[:N[:SEED]]`, `like:NAME` or `auto`",
+            missing.display()
+        );
     }
     Ok(())
 }
 
 /// The repository and the plan the labels select, narrowed to `--configs`; `None` when the repository's inputs have problems (printed).
 fn plan_for(args: &Args) -> anyhow::Result<Option<(Repo, Plan)>> {
-    let labels = Labels::parse(&args.labels).map_err(anyhow::Error::msg)?;
+    let request = args.select.request()?;
     // Checked before any point runs: a bad link must not cost a sweep.
     if let Some(l) = &args.pr_link
         && !crate::changelog::is_canonical_pr_link(l)
@@ -288,7 +302,7 @@ fn plan_for(args: &Args) -> anyhow::Result<Option<(Repo, Plan)>> {
     }
     let built = args.repo.repo().and_then(|repo| {
         let inputs = Inputs::load(&repo)?;
-        let plan = plan::build(&repo, &inputs, &PlanRequest { labels, base: args.base.clone(), no_evals: args.no_evals })?;
+        let plan = plan::build(&repo, &inputs, &request)?;
         Ok((repo, plan))
     });
     let (repo, mut plan) = match built {
@@ -301,7 +315,7 @@ fn plan_for(args: &Args) -> anyhow::Result<Option<(Repo, Plan)>> {
     if let Some(g) = &args.configs {
         crate::plan::narrow::filter_configs(&mut plan, g);
         if plan.points().next().is_none() {
-            anyhow::bail!("--configs {g}: no config key in the plan matches (see `sweep plan {}`)", args.labels.join(" "));
+            anyhow::bail!("--configs {g}: no config key in the plan matches (see `sweep plan {}`)", args.select.labels.join(" "));
         }
     }
     Ok(Some((repo, plan)))
@@ -424,7 +438,7 @@ fn finish(summary: &RunSummary, out: &Path, wall_s: f64, interrupted: bool, one_
 /// plan and the point), with the inner target.
 pub fn inner_args(a: &Args) -> Vec<String> {
     let mut v: Vec<String> = vec!["run".into()];
-    v.extend(a.labels.iter().cloned());
+    v.extend(a.select.labels.iter().cloned());
     let mut opt = |k: &str, val: Option<String>| {
         if let Some(x) = val {
             v.push(k.to_string());
@@ -432,10 +446,10 @@ pub fn inner_args(a: &Args) -> Vec<String> {
         }
     };
     opt("--target", Some(a.slurm.inner_target.to_string()));
-    opt("--base", a.base.clone());
+    opt("--base", a.select.base.clone());
     opt("--configs", a.configs.clone());
     opt("--duration", a.duration.map(|d| d.to_string()));
-    opt("--traces", Some(a.traces.clone()));
+    opt("--traces", Some(a.traces.to_string()));
     opt("--seed", Some(a.seed.to_string()));
     opt("--seed-replicates", a.seed_replicates.map(|n| n.to_string()));
     opt("--jobs", a.jobs.map(|j| j.to_string()));
@@ -518,9 +532,9 @@ mod tests {
         let inner = inner_args(&outer);
         assert_eq!(inner[0], "run");
         let back = RunCli::try_parse_from(&inner).unwrap().a;
-        assert_eq!(back.labels, outer.labels);
+        assert_eq!(back.select.labels, outer.select.labels);
         assert_eq!(back.target, Target::Local, "the job runs its point on the inner target");
-        assert_eq!((back.base, back.configs, back.duration), (outer.base.clone(), outer.configs.clone(), outer.duration));
+        assert_eq!((back.select.base, back.configs, back.duration), (outer.select.base.clone(), outer.configs.clone(), outer.duration));
         assert_eq!((back.traces, back.seed, back.jobs), (outer.traces.clone(), outer.seed, outer.jobs));
         assert_eq!((back.server_timeout, back.model, back.hardware), (outer.server_timeout, outer.model.clone(), outer.hardware.clone()));
         assert_eq!(back.repo.root, outer.repo.root);

@@ -3,5 +3,6 @@
 
 pub use sweep_results::eval::*;
 
+mod attempt;
 pub mod point;
 pub mod runner;

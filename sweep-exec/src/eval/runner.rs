@@ -5,12 +5,13 @@
 //! scored and appended to `samples.jsonl` as they arrive, so an interrupted or killed run
 //! resumes without asking again; the results are written once every question is answered.
 
+use super::attempt::attempt;
 use super::data::Gsm8k;
 use super::record::{EvalRecord, EvalStatus, FilterPair, Meta, SAMPLES_FILE, Sample, read_samples};
-use super::reply::{Reply, excerpt_of, reply_limit, reply_text};
+use super::reply::{excerpt_of, reply_limit};
 use super::{score, task, write};
 use crate::targets::dialect::{Dialect, MaxTokensField};
-use crate::targets::http::{HttpTarget, describe};
+use crate::targets::http::HttpTarget;
 use futures_util::StreamExt;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -139,33 +140,6 @@ pub fn retry_wait(attempt: u32) -> Duration {
     Duration::from_secs_f64(w.clamp(1.0, 10.0))
 }
 
-/// One attempt's outcome: the answer, or why it failed.
-async fn attempt(client: &reqwest::Client, url: &str, key: &str, body: &[u8], timeout: Duration, limit: usize) -> Result<Reply, String> {
-    let mut r = client
-        .post(url)
-        .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {key}"))
-        .body(body.to_vec())
-        .timeout(timeout)
-        .send()
-        .await
-        .map_err(|e| describe(&e))?;
-    let status = r.status();
-    let mut bytes = Vec::new();
-    while let Some(chunk) = r.chunk().await.map_err(|e| describe(&e))? {
-        if bytes.len() + chunk.len() > limit {
-            return Err(format!("the reply passed {limit} bytes (the most max_tokens allows): cut there"));
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    if !status.is_success() {
-        let excerpt: String = String::from_utf8_lossy(&bytes).chars().take(300).collect();
-        return Err(format!("HTTP {}: {excerpt}", status.as_u16()));
-    }
-    let v: Value = serde_json::from_slice(&bytes).map_err(|e| format!("the reply is not JSON ({e})"))?;
-    reply_text(&v)
-}
-
 struct Shared<'a> {
     data: &'a Gsm8k,
     client: reqwest::Client,
@@ -225,7 +199,7 @@ async fn ask(sh: &Shared<'_>, p: task::Prompt) -> Option<Sample> {
                 break;
             }
             Err(e) => {
-                sample.error = Some(e);
+                sample.error = Some(e.to_string());
                 if n < sh.cfg.max_attempts {
                     sh.retries.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(retry_wait(n)).await;

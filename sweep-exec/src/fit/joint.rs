@@ -22,7 +22,7 @@ use super::nelder_mead::{self, Options};
 use super::parallel::parallel_map;
 use super::space::{Candidate, Param, from_unit, to_unit};
 use crate::published::{PublishedConfig, PublishedPoint};
-use crate::targets::published::{self as point_sim, Metrics};
+use crate::targets::published::{self as point_sim, Metrics, PublishedError};
 use crate::workload::TracePlan;
 
 /// Each metric's weight in the loss: throughput and TPOT carry the fit, TTFT half (its target is
@@ -94,7 +94,7 @@ pub struct JointProblem {
 #[derive(Clone, Debug)]
 pub struct JointEval {
     pub loss: f64,
-    pub metrics: Vec<Result<Metrics, String>>,
+    pub metrics: Vec<Result<Metrics, PublishedError>>,
 }
 
 /// The best parameters found, their evaluation and how many evaluations it took.
@@ -158,7 +158,7 @@ impl JointProblem {
         JointEval { loss, metrics }
     }
 
-    fn loss(&self, metrics: &[Result<Metrics, String>]) -> f64 {
+    fn loss(&self, metrics: &[Result<Metrics, PublishedError>]) -> f64 {
         let (mut sum, mut wsum) = (0.0, 0.0);
         for (jp, m) in self.points.iter().zip(metrics).filter(|(jp, _)| !jp.excluded) {
             for (k, w) in WEIGHTS {

@@ -12,7 +12,8 @@ use crate::workload::TracePlan;
 
 /// Reads a trace set into memory (workload scales are applied per candidate).
 pub fn load_traces(spec: &str) -> Result<Vec<Trace>, FitError> {
-    let source: TraceSource = spec.parse().map_err(|e: String| FitError::Traces { spec: spec.into(), message: e })?;
+    let source: TraceSource =
+        spec.parse().map_err(|e: crate::trace::TraceSourceError| FitError::Traces { spec: spec.into(), message: e.to_string() })?;
     let mut warnings = Vec::new();
     let mut out = Vec::new();
     source
@@ -74,8 +75,8 @@ pub fn scale_trace(t: &Trace, s: WorkloadScales) -> Trace {
 /// Compiles one trace for replay with workload scales applied; the delay cap bounds each
 /// compiled end-to-start delay (a cap on recorded time would move later turns of other streams).
 pub fn compile_one(t: &Trace, s: WorkloadScales, seed: u64) -> Result<TracePlan, FitError> {
-    let mut p =
-        if s.is_identity() { TracePlan::build(t, seed) } else { TracePlan::build(&scale_trace(t, s), seed) }.map_err(FitError::Plan)?;
+    let mut p = if s.is_identity() { TracePlan::build(t, seed) } else { TracePlan::build(&scale_trace(t, s), seed) }
+        .map_err(|e| FitError::Plan(e.to_string()))?;
     if let Some(cap) = s.delay_cap_s {
         let cap_ns = (cap.max(0.0) * 1e9).round() as u64;
         for st in &mut p.streams {
@@ -125,7 +126,7 @@ pub fn load_pool(spec: &str, seed: u64, jobs: usize) -> Result<(Vec<Arc<TracePla
             }
         }
     } else {
-        let source: TraceSource = spec.parse().map_err(|e: String| bad(e))?;
+        let source: TraceSource = spec.parse().map_err(|e: crate::trace::TraceSourceError| bad(e.to_string()))?;
         source
             .for_each(&ReadOptions::default(), &mut Vec::new(), |t| {
                 read += 1;

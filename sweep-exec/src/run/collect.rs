@@ -48,7 +48,7 @@ pub fn collect(inputs: &[PathBuf], out: &Path) -> Result<RunSummary, RunError> {
     let mut origin: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut plan: Option<serde_json::Value> = None;
     for r in &runs {
-        let s = RunSummary::load(r).map_err(RunError::Summary)?;
+        let s = RunSummary::load(r).map_err(|e| RunError::Summary(e.to_string()))?;
         let p: Option<serde_json::Value> = std::fs::read_to_string(r.join("plan.json")).ok().and_then(|t| serde_json::from_str(&t).ok());
         match (&plan, p) {
             (None, Some(p)) => plan = Some(p),

@@ -321,7 +321,7 @@ impl<'a> Execution<'a> {
         let total = self.total();
         let id_w = self.order.iter().map(String::len).chain(self.sel.evals.iter().map(|e| e.id.len())).max().unwrap_or(0);
         let counter = format!("[{n:>w$}/{total}]", w = total.to_string().len());
-        eprintln!("{counter} {id:<id_w$}  {detail}  ({wall_s:.1} s)");
+        tracing::info!(target: crate::PROGRESS, "{counter} {id:<id_w$}  {detail}  ({wall_s:.1} s)");
     }
 
     /// Runs a matrix's points on up to the runner's parallelism of threads; a failure in a

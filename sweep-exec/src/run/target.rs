@@ -27,20 +27,27 @@ impl Target {
     }
 }
 
-const EXPECTED: &str = "expected sim, local, local:engine, url:URL or slurm";
+/// Why a `--target` value is not one.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    #[error("url: needs the server's URL, e.g. url:http://127.0.0.1:30000")]
+    NoUrl,
+    #[error("expected sim, local, local:engine, url:URL or slurm")]
+    Unknown,
+}
 
 impl FromStr for Target {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Target, String> {
+    type Err = TargetError;
+    fn from_str(s: &str) -> Result<Target, TargetError> {
         match s {
             "sim" => Ok(Target::Sim),
             "local" => Ok(Target::Local),
             "local:engine" => Ok(Target::LocalEngine),
             "slurm" => Ok(Target::Slurm),
             _ => match s.strip_prefix("url:") {
-                Some("") => Err("url: needs the server's URL, e.g. url:http://127.0.0.1:30000".into()),
+                Some("") => Err(TargetError::NoUrl),
                 Some(url) => Ok(Target::Url(url.to_string())),
-                None => Err(EXPECTED.into()),
+                None => Err(TargetError::Unknown),
             },
         }
     }
@@ -68,8 +75,8 @@ mod tests {
         for t in [Target::Sim, Target::Local, Target::LocalEngine, Target::Url("http://h:1/v1".into()), Target::Slurm] {
             assert_eq!(t.to_string().parse::<Target>(), Ok(t.clone()), "{t}");
         }
-        assert_eq!("url:".parse::<Target>().unwrap_err(), "url: needs the server's URL, e.g. url:http://127.0.0.1:30000");
-        assert!("gpu".parse::<Target>().unwrap_err().contains("expected sim, local"));
+        assert_eq!("url:".parse::<Target>().unwrap_err().to_string(), "url: needs the server's URL, e.g. url:http://127.0.0.1:30000");
+        assert!("gpu".parse::<Target>().unwrap_err().to_string().contains("expected sim, local"));
         assert!(Target::LocalEngine.is_reference_engine() && !Target::Url("x".into()).is_reference_engine());
     }
 }

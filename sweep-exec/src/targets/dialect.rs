@@ -46,6 +46,9 @@ pub enum DialectError {
     NotObject(String, String),
     #[error("--extra-body: key `{0}` is the replay's own (the trace's conversation, streamed); leave it out")]
     Locked(String),
+    /// A recipe's `client-args` that the client's flags do not parse (clap's first line).
+    #[error("the recipe's client-args: {0}")]
+    ClientArgs(String),
 }
 
 /// An `--extra-body` value as the object it must be, without the replay's own keys.
@@ -144,11 +147,11 @@ struct ClientArgList {
 
 impl DialectArgs {
     /// Parses a recipe's `client-args`; the error is clap's first line.
-    pub fn parse_list(args: &[String]) -> Result<DialectArgs, String> {
+    pub fn parse_list(args: &[String]) -> Result<DialectArgs, DialectError> {
         use clap::Parser;
         ClientArgList::try_parse_from(args).map(|p| p.d).map_err(|e| {
             let text = e.to_string();
-            text.lines().next().unwrap_or_default().trim_start_matches("error: ").to_string()
+            DialectError::ClientArgs(text.lines().next().unwrap_or_default().trim_start_matches("error: ").to_string())
         })
     }
 
@@ -232,8 +235,8 @@ mod tests {
         assert_eq!(d.max_tokens_field, MaxTokensField::MaxTokens);
         assert!(!d.ignore_eos);
         assert_eq!(Value::Object(d.extra_body), serde_json::json!({"a": 1, "b": 3}));
-        let e = DialectArgs::parse_list(&["--max-tokens-field".into(), "tokens".into()]).unwrap_err();
-        assert!(e.contains("invalid value 'tokens'"), "{e}");
-        assert!(DialectArgs::parse_list(&["--tp".into(), "8".into()]).unwrap_err().contains("unexpected argument '--tp'"));
+        let e = DialectArgs::parse_list(&["--max-tokens-field".into(), "tokens".into()]).unwrap_err().to_string();
+        assert!(e.starts_with("the recipe's client-args: ") && e.contains("invalid value 'tokens'"), "{e}");
+        assert!(DialectArgs::parse_list(&["--tp".into(), "8".into()]).unwrap_err().to_string().contains("unexpected argument '--tp'"));
     }
 }

@@ -10,16 +10,31 @@ use crate::plan::PlanPoint;
 use crate::plan::matrix::Scenario;
 use crate::results::Status;
 use crate::run::Outcome as PointOutcome;
-use crate::workload::fixed::{Api, FixedConfig, FixedWorkload};
+use crate::workload::fixed::{Api, FixedConfig, FixedError, FixedWorkload};
+
+/// Why a fixed-length point cannot start: its plan row or the server's limits.
+#[derive(Debug, thiserror::Error)]
+pub enum FixedPointError {
+    #[error("point {0}: a fixed-seq-len row needs `isl` and `osl`")]
+    NoSeqLen(String),
+    #[error("point {id}: {source}")]
+    Invalid { id: String, source: FixedError },
+    #[error(
+        "ISL {isl} + OSL {osl} = {need} tokens exceed the server's context length of {context}: lower --isl/--osl or raise --context-length"
+    )]
+    TooLong { isl: u32, osl: u32, need: u64, context: u64 },
+    #[error(transparent)]
+    Workload(#[from] FixedError),
+}
 
 /// The fixed-length workload of a plan point (`None` for an AgentX point): its ISL and OSL, the
 /// recipe's range ratio, InferenceX's prompt and warmup counts (`PlanPoint::fixed`).
-pub fn point_config(p: &PlanPoint) -> Option<Result<FixedConfig, String>> {
+pub fn point_config(p: &PlanPoint) -> Option<Result<FixedConfig, FixedPointError>> {
     if p.scenario != Scenario::FixedSeqLen {
         return None;
     }
     let Some(f) = p.fixed else {
-        return Some(Err(format!("point {}: a fixed-seq-len row needs `isl` and `osl`", p.id)));
+        return Some(Err(FixedPointError::NoSeqLen(p.id.clone())));
     };
     let cfg = FixedConfig {
         range_ratio: f.random_range_ratio,
@@ -27,20 +42,17 @@ pub fn point_config(p: &PlanPoint) -> Option<Result<FixedConfig, String>> {
         num_warmups: f.num_warmups,
         ..FixedConfig::inferencex(f.isl, f.osl, p.conc.max(1))
     };
-    Some(cfg.validate().map(|()| cfg).map_err(|e| format!("point {}: {e}", p.id)))
+    Some(cfg.validate().map(|()| cfg).map_err(|source| FixedPointError::Invalid { id: p.id.clone(), source }))
 }
 
 /// Refuses a workload whose longest possible request (ISL + OSL) cannot fit the server's
 /// context, before anything is sent; warns when the concurrency exceeds the server's running
 /// requests (the rest queue: the point measures queueing too).
-pub fn check_limits(cfg: &FixedConfig, context_length: Option<u64>, max_running: Option<u32>) -> Result<Option<String>, String> {
-    if let Some(ctx) = context_length {
+pub fn check_limits(cfg: &FixedConfig, context_length: Option<u64>, max_running: Option<u32>) -> Result<Option<String>, FixedPointError> {
+    if let Some(context) = context_length {
         let need = u64::from(cfg.isl) + u64::from(cfg.osl);
-        if need > ctx {
-            return Err(format!(
-                "ISL {} + OSL {} = {need} tokens exceed the server's context length of {ctx}: lower --isl/--osl or raise --context-length",
-                cfg.isl, cfg.osl
-            ));
+        if need > context {
+            return Err(FixedPointError::TooLong { isl: cfg.isl, osl: cfg.osl, need, context });
         }
     }
     Ok(max_running.filter(|&m| cfg.concurrency > m).map(|m| {
@@ -92,9 +104,9 @@ pub fn run_point(
     let fail = |ctx: PointContext, reason: String| PointOutcome { status: Status::Failed { reason }, records: Vec::new(), ctx };
     let limits = engine.limits();
     match check_limits(&cfg, Some(limits.context_length), Some(limits.max_running_requests)) {
-        Ok(Some(w)) => eprintln!("warning: {w}"),
+        Ok(Some(w)) => tracing::warn!("{w}"),
         Ok(None) => {}
-        Err(e) => return fail(ctx, e),
+        Err(e) => return fail(ctx, e.to_string()),
     }
     let mut wl = match FixedWorkload::new(cfg) {
         Ok(w) => w,

@@ -42,7 +42,7 @@ impl ProgressLines {
             return false;
         }
         self.last = std::time::Instant::now();
-        eprintln!("{}", self.line(p, secs));
+        tracing::info!(target: crate::PROGRESS, "{}", self.line(p, secs));
         true
     }
 

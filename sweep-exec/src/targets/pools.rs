@@ -4,6 +4,8 @@
 //! statistics — and other families the bundled synthetic set. Sets are compiled once and shared.
 
 use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
 use crate::plan::PlanPoint;
@@ -24,6 +26,47 @@ pub enum PoolError {
 
 /// `--traces` value that picks each point's family corpus.
 pub const AUTO: &str = "auto";
+
+/// `--traces`, parsed once (clap reads it through `FromStr`): [`AUTO`] or the one trace source
+/// every point replays, kept with its spelling, which runs record and resumed runs compare.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceSpec {
+    text: String,
+    source: Option<TraceSource>,
+}
+
+impl TraceSpec {
+    /// Each point replays its model family's corpus.
+    pub fn auto() -> Self {
+        TraceSpec { text: AUTO.into(), source: None }
+    }
+
+    /// The source every point replays (`None`: each point's family corpus).
+    pub fn source(&self) -> Option<&TraceSource> {
+        self.source.as_ref()
+    }
+
+    /// The spec as given.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl FromStr for TraceSpec {
+    type Err = crate::trace::TraceSourceError;
+    fn from_str(s: &str) -> Result<TraceSpec, Self::Err> {
+        if s == AUTO {
+            return Ok(TraceSpec::auto());
+        }
+        Ok(TraceSpec { text: s.to_string(), source: Some(s.parse()?) })
+    }
+}
+
+impl fmt::Display for TraceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
 
 /// The corpus a model family's published agentic points replayed, as a trace spec.
 pub fn family_corpus(family: &engine::profiles::ModelFamily) -> &'static str {
@@ -54,28 +97,29 @@ pub struct Pool {
 
 /// The trace sets of a run, compiled on first use.
 pub struct PointPools {
-    spec: String,
+    spec: TraceSpec,
     seed: u64,
     compiled: Mutex<HashMap<String, Pool>>,
 }
 
 impl PointPools {
-    /// `spec`: a trace spec every point replays, or [`AUTO`].
-    pub fn new(spec: &str, seed: u64) -> Self {
-        Self { spec: spec.to_string(), seed, compiled: Mutex::new(HashMap::new()) }
+    /// `spec`: the trace source every point replays, or each point's family corpus.
+    pub fn new(spec: TraceSpec, seed: u64) -> Self {
+        Self { spec, seed, compiled: Mutex::new(HashMap::new()) }
     }
 
     /// One fixed, already compiled set for every point.
     pub fn fixed(plans: Vec<Arc<TracePlan>>, trace_set: String) -> Self {
-        let p = Self::new(&trace_set, 0);
+        let spec = TraceSpec { text: trace_set.clone(), source: None };
+        let p = Self::new(spec, 0);
         p.compiled.lock().expect("not poisoned").insert(trace_set.clone(), Pool { plans: Arc::new(plans), trace_set });
         p
     }
 
     /// The trace spec a point replays.
     pub fn spec_for(&self, point: &PlanPoint) -> String {
-        if self.spec != AUTO {
-            return self.spec.clone();
+        if self.spec.as_str() != AUTO {
+            return self.spec.to_string();
         }
         point_model(point).map_or("synthetic", |m| family_corpus(&m.family)).to_string()
     }
@@ -87,8 +131,11 @@ impl PointPools {
         if let Some(p) = compiled.get(&spec) {
             return Ok(p.clone());
         }
-        let trace_set = if self.spec == AUTO { describe_auto(&spec) } else { spec.clone() };
-        let plans = load(&spec, self.seed)?;
+        let trace_set = if self.spec.as_str() == AUTO { describe_auto(&spec) } else { spec.clone() };
+        let plans = match self.spec.source() {
+            Some(source) => compile(source, &spec, self.seed)?,
+            None => load(&spec, self.seed)?,
+        };
         let pool = Pool { plans: Arc::new(plans), trace_set };
         compiled.insert(spec, pool.clone());
         Ok(pool)
@@ -106,12 +153,18 @@ fn describe_auto(spec: &str) -> String {
 
 /// Compiles a trace spec into replay plans; errors name the spec.
 pub fn load(spec: &str, seed: u64) -> Result<Vec<Arc<TracePlan>>, PoolError> {
-    let source: TraceSource = spec.parse().map_err(|message| PoolError::Spec { spec: spec.to_string(), message })?;
+    let source: TraceSource =
+        spec.parse().map_err(|e: crate::trace::TraceSourceError| PoolError::Spec { spec: spec.to_string(), message: e.to_string() })?;
+    compile(&source, spec, seed)
+}
+
+/// Compiles a parsed trace source (`spec`: its spelling, for errors) into replay plans.
+pub fn compile(source: &TraceSource, spec: &str, seed: u64) -> Result<Vec<Arc<TracePlan>>, PoolError> {
     let mut warnings = Vec::new();
-    let pool = compile_pool(&source, &ReadOptions::default(), seed, &mut warnings)
+    let pool = compile_pool(source, &ReadOptions::default(), seed, &mut warnings)
         .map_err(|e| PoolError::Read { spec: spec.to_string(), source: Box::new(e) })?;
     for w in warnings.iter().take(5) {
-        eprintln!("warning: {w}");
+        tracing::warn!("{w}");
     }
     if pool.is_empty() {
         return Err(PoolError::Empty { spec: spec.to_string() });
@@ -181,9 +234,9 @@ mod tests {
     fn auto_gives_each_family_its_corpus_and_bad_like_specs_are_named() {
         assert_eq!(family_corpus(&ModelSpec::lookup("dsv41flash").unwrap().family), "like:cc-traces-weka-062126");
         assert_eq!(family_corpus(&ModelSpec::lookup("dsv3").unwrap().family), "synthetic");
-        let e = "like:nope".parse::<TraceSource>().unwrap_err();
+        let e = "like:nope".parse::<TraceSource>().unwrap_err().to_string();
         assert!(e.contains("nope") && e.contains("cc-traces-weka-062126"), "{e}");
-        let e = "like:cc-traces-weka-062126:x".parse::<TraceSource>().unwrap_err();
+        let e = "like:cc-traces-weka-062126:x".parse::<TraceSource>().unwrap_err().to_string();
         assert!(e.contains("trace count"), "{e}");
         let ok = "like:cc-traces-weka-062126:12:7".parse::<TraceSource>().unwrap();
         assert_eq!(ok.name(), "like:cc-traces-weka-062126:12:7");
@@ -191,7 +244,7 @@ mod tests {
 
     #[test]
     fn a_small_like_corpus_compiles_and_is_shared_between_points() {
-        let pools = PointPools::new("like:cc-traces-weka-062126:12", 42);
+        let pools = PointPools::new("like:cc-traces-weka-062126:12".parse().unwrap(), 42);
         let repo = crate::repo::Repo::at(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
         let inputs = crate::plan::Inputs::load(&repo).expect("repository config loads");
         let labels = crate::plan::Labels::parse(&["full-sweep-fail-fast"]).unwrap();

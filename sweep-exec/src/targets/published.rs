@@ -17,6 +17,26 @@ use crate::recipe::serving::Launch;
 use crate::workload::fixed::FixedConfig;
 use crate::workload::{TracePlan, WorkloadConfig};
 
+/// Why a published point has no prediction. Cloned into every evaluation of a joint fit, so the
+/// sources underneath are kept as their messages.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PublishedError {
+    /// The point's server flags are not the engine's.
+    #[error("{0}")]
+    Flags(String),
+    /// The engine refuses the configuration (memory, parallelism).
+    #[error("engine configuration: {0}")]
+    Engine(String),
+    #[error("{0} is an AgentX point and no trace set was given")]
+    NoTraces(String),
+    /// The point ran and failed (the run's reason).
+    #[error("{0}")]
+    Failed(String),
+    /// The records do not aggregate.
+    #[error("{0}")]
+    Aggregate(String),
+}
+
 /// The dashboard metrics of one simulated point, keyed as `published::METRICS`.
 pub type Metrics = BTreeMap<String, f64>;
 
@@ -26,7 +46,7 @@ pub fn trace_spec(model: &ModelSpec, traces: Option<&str>) -> String {
 }
 
 /// The engine the point's server command describes, on `gpu`.
-pub fn engine(c: &PublishedConfig, p: &PublishedPoint, model: &ModelSpec, gpu: &GpuSpec, seed: u64) -> Result<Engine, String> {
+pub fn engine(c: &PublishedConfig, p: &PublishedPoint, model: &ModelSpec, gpu: &GpuSpec, seed: u64) -> Result<Engine, PublishedError> {
     let mut argv = vec!["--model-path".to_string(), c.model.clone()];
     argv.extend(p.args.iter().cloned());
     let launch = Launch {
@@ -39,8 +59,8 @@ pub fn engine(c: &PublishedConfig, p: &PublishedPoint, model: &ModelSpec, gpu: &
         golden_al: None,
         client_args: Vec::new(),
     };
-    let cfg = super::sim::engine_config(&launch).map_err(|e| e.to_string())?;
-    Engine::new(cfg, model.clone(), gpu.clone(), seed).map_err(|e| format!("engine configuration: {e}"))
+    let cfg = super::sim::engine_config(&launch).map_err(|e| PublishedError::Flags(e.to_string()))?;
+    Engine::new(cfg, model.clone(), gpu.clone(), seed).map_err(|e| PublishedError::Engine(e.to_string()))
 }
 
 /// Runs the point on `engine` and returns its metrics. `pool` is the AgentX trace set (unused by
@@ -52,7 +72,7 @@ pub fn simulate(
     pool: Option<(&str, &Arc<Vec<Arc<TracePlan>>>)>,
     seed: u64,
     duration_s: f64,
-) -> Result<Metrics, String> {
+) -> Result<Metrics, PublishedError> {
     let ctx = PointContext {
         num_gpus: p.gpus.or(c.gpus).unwrap_or(1),
         concurrency: p.conc,
@@ -67,7 +87,7 @@ pub fn simulate(
             super::fixed::run_point(&mut engine, FixedConfig::inferencex(isl, osl, p.conc), ctx, &cancel, |_| {})
         }
         _ => {
-            let (spec, pool) = pool.ok_or_else(|| format!("{} is an AgentX point and no trace set was given", c.key))?;
+            let (spec, pool) = pool.ok_or_else(|| PublishedError::NoTraces(c.key.clone()))?;
             let cfg = WorkloadConfig {
                 concurrency: p.conc.max(1),
                 seed,
@@ -81,9 +101,9 @@ pub fn simulate(
         }
     };
     if let crate::results::Status::Failed { reason } = &o.status {
-        return Err(reason.clone());
+        return Err(PublishedError::Failed(reason.clone()));
     }
-    let (agg, s) = metrics::aggregate(&o.records, &o.ctx).map_err(|e| e.to_string())?;
+    let (agg, s) = metrics::aggregate(&o.records, &o.ctx).map_err(|e| PublishedError::Aggregate(e.to_string()))?;
     let bs = &agg["benchmark_serving"];
     let mut m = Metrics::new();
     m.insert("tput_total_per_gpu".into(), s.tput_per_gpu);

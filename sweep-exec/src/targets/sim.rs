@@ -493,7 +493,7 @@ impl PointRunner for SimRunner {
         if let Some(cfg) = super::fixed::point_config(p) {
             return match cfg {
                 Ok(cfg) => super::fixed::run_point(&mut engine, cfg, ctx, &job.cancel, |_| {}),
-                Err(e) => fail(ctx, e),
+                Err(e) => fail(ctx, e.to_string()),
             };
         }
         let set = match self.pools.pool_for(p) {

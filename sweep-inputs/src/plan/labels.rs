@@ -39,6 +39,25 @@ impl Primary {
     }
 }
 
+/// Why PR labels select no sweep policy.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum LabelError {
+    #[error("unknown label `{label}`{}; primary labels: {}; modifiers: {}", did_you_mean(.suggestion), primary_names(), MODIFIERS.join(", "))]
+    Unknown { label: String, suggestion: Option<&'static str> },
+    #[error("no primary label: exactly one of {} is required (modifiers alone start no sweep)", primary_names())]
+    NoPrimary,
+    #[error("{} primary labels given ({}): exactly one is allowed", .given.len(), .given.join(", "))]
+    SeveralPrimaries { given: Vec<&'static str> },
+}
+
+fn primary_names() -> String {
+    PRIMARY.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}
+
+fn did_you_mean(suggestion: &Option<&'static str>) -> String {
+    suggestion.map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default()
+}
+
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Labels {
     pub primary: Primary,
@@ -49,7 +68,7 @@ pub struct Labels {
 
 impl Labels {
     /// Parses labels given as separate words and/or comma-separated lists.
-    pub fn parse<S: AsRef<str>>(words: &[S]) -> Result<Labels, String> {
+    pub fn parse<S: AsRef<str>>(words: &[S]) -> Result<Labels, LabelError> {
         let mut primaries = Vec::new();
         let mut l = Labels { primary: Primary::FullSweepFailFast, all_evals: false, evals_only: false, agentx_fast: false };
         for w in words
@@ -67,31 +86,15 @@ impl Labels {
                     "agentx-fast" => l.agentx_fast = true,
                     other => {
                         let all = PRIMARY.iter().map(|(n, _)| *n).chain(MODIFIERS.iter().copied());
-                        let hint = nearest(other, all).map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default();
-                        return Err(format!(
-                            "unknown label `{other}`{hint}; primary labels: {}; modifiers: {}",
-                            PRIMARY.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
-                            MODIFIERS.join(", ")
-                        ));
+                        return Err(LabelError::Unknown { label: other.to_string(), suggestion: nearest(other, all) });
                     }
                 }
             }
         }
         match primaries.as_slice() {
             [p] => l.primary = *p,
-            [] => {
-                return Err(format!(
-                    "no primary label: exactly one of {} is required (modifiers alone start no sweep)",
-                    PRIMARY.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
-                ));
-            }
-            many => {
-                return Err(format!(
-                    "{} primary labels given ({}): exactly one is allowed",
-                    many.len(),
-                    many.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
-                ));
-            }
+            [] => return Err(LabelError::NoPrimary),
+            many => return Err(LabelError::SeveralPrimaries { given: many.iter().map(|p| p.name()).collect() }),
         }
         Ok(l)
     }
@@ -119,10 +122,10 @@ mod tests {
     fn exactly_one_primary() {
         let l = Labels::parse(&["full-sweep-fail-fast,agentx-fast"]).unwrap();
         assert!(l.primary.canary() && l.primary.fail_fast() && l.agentx_fast);
-        let e = Labels::parse(&["sweep-enabled", "full-sweep-enabled"]).unwrap_err();
+        let e = Labels::parse(&["sweep-enabled", "full-sweep-enabled"]).unwrap_err().to_string();
         assert!(e.contains("sweep-enabled") && e.contains("full-sweep-enabled"), "{e}");
-        assert!(Labels::parse(&["all-evals"]).unwrap_err().contains("no primary label"));
-        assert!(Labels::parse(&["full-sweep-fail-fst"]).unwrap_err().contains("did you mean `full-sweep-fail-fast`"));
+        assert!(Labels::parse(&["all-evals"]).unwrap_err().to_string().contains("no primary label"));
+        assert!(Labels::parse(&["full-sweep-fail-fst"]).unwrap_err().to_string().contains("did you mean `full-sweep-fail-fast`"));
     }
 
     #[test]

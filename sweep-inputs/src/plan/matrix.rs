@@ -196,22 +196,47 @@ fn topo_fields(t: &Topology, m: &mut Map<String, Value>) {
     }
 }
 
+/// Why a row's DRAM offload budget cannot be computed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum DramBudgetError {
+    #[error("kv-offloading: dram needs dram-utilization")]
+    NoUtilization,
+    #[error("runner `{runner}` has no `hardware` entry in runners.yaml (needed for the DRAM offload budget)")]
+    NoHardware { runner: String },
+    #[error("row uses {gpus} GPUs but a `{runner}` node has {per_node}")]
+    TooManyGpus { gpus: u64, runner: String, per_node: u64 },
+    #[error("prefill replica of {per_replica} GPUs is not a multiple of {per_node} GPUs per node")]
+    NotMultiple { per_replica: u64, per_node: u64 },
+    #[error("prefill replica of {per_replica} GPUs does not divide {per_node} GPUs per node")]
+    NotDivisor { per_replica: u64, per_node: u64 },
+}
+
+/// Why a master entry does not expand into rows.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ExpandError {
+    /// An agentic row's DRAM budget (`key`: the master config).
+    #[error("{key}: {source}")]
+    DramBudget {
+        key: String,
+        #[source]
+        source: DramBudgetError,
+    },
+}
+
 /// Per-row DRAM budget in GB (0 unless `kv-offloading: dram`), in exact integer arithmetic.
-pub fn dram_budget_gb(e: &Entry, r: &SearchRow, util: Option<f64>, runners: Option<&Runners>) -> Result<u64, String> {
+pub fn dram_budget_gb(e: &Entry, r: &SearchRow, util: Option<f64>, runners: Option<&Runners>) -> Result<u64, DramBudgetError> {
     if r.kv_offloading.as_deref() != Some("dram") {
         return Ok(0);
     }
-    let util = util.ok_or("kv-offloading: dram needs dram-utilization")?;
-    let hw = runners
-        .and_then(|rs| rs.hardware.get(&e.runner))
-        .ok_or_else(|| format!("runner `{}` has no `hardware` entry in runners.yaml (needed for the DRAM offload budget)", e.runner))?;
+    let util = util.ok_or(DramBudgetError::NoUtilization)?;
+    let hw = runners.and_then(|rs| rs.hardware.get(&e.runner)).ok_or_else(|| DramBudgetError::NoHardware { runner: e.runner.clone() })?;
     let avail = hw.available_cpu_dram_mib.min(DRAM_CAP_MIB) as u128;
     let gpn = hw.gpus_per_node as u128;
     let gpu_count: u128 = match &r.topology {
         Topology::Single { tp, pp, pcp, .. } => {
             let g = (tp * pp * pcp) as u128;
             if g > gpn {
-                return Err(format!("row uses {g} GPUs but a `{}` node has {gpn}", e.runner));
+                return Err(DramBudgetError::TooManyGpus { gpus: g as u64, runner: e.runner.clone(), per_node: gpn as u64 });
             }
             g
         }
@@ -219,12 +244,12 @@ pub fn dram_budget_gb(e: &Entry, r: &SearchRow, util: Option<f64>, runners: Opti
             let per_replica = (prefill.tp * prefill.pp * prefill.pcp) as u128;
             if per_replica > gpn {
                 if !per_replica.is_multiple_of(gpn) {
-                    return Err(format!("prefill replica of {per_replica} GPUs is not a multiple of {gpn} GPUs per node"));
+                    return Err(DramBudgetError::NotMultiple { per_replica: per_replica as u64, per_node: gpn as u64 });
                 }
                 per_replica
             } else {
                 if !gpn.is_multiple_of(per_replica) {
-                    return Err(format!("prefill replica of {per_replica} GPUs does not divide {gpn} GPUs per node"));
+                    return Err(DramBudgetError::NotDivisor { per_replica: per_replica as u64, per_node: gpn as u64 });
                 }
                 per_replica
             }
@@ -238,7 +263,7 @@ pub fn dram_budget_gb(e: &Entry, r: &SearchRow, util: Option<f64>, runners: Opti
 }
 
 /// Expands one master entry into throughput rows for the given scenarios (test-config, step ×2).
-pub fn expand(e: &Entry, scenarios: &[Scenario], runners: Option<&Runners>) -> Result<Vec<Row>, String> {
+pub fn expand(e: &Entry, scenarios: &[Scenario], runners: Option<&Runners>) -> Result<Vec<Row>, ExpandError> {
     let mut out = Vec::new();
     if scenarios.contains(&Scenario::FixedSeqLen) {
         expand_fixed(e, &mut out);
@@ -289,10 +314,11 @@ fn expand_fixed(e: &Entry, out: &mut Vec<Row>) {
 }
 
 /// Agentic rows: one per concurrency, with the DRAM budget and a per-point exp-name.
-fn expand_agentic(e: &Entry, runners: Option<&Runners>, out: &mut Vec<Row>) -> Result<(), String> {
+fn expand_agentic(e: &Entry, runners: Option<&Runners>, out: &mut Vec<Row>) -> Result<(), ExpandError> {
     for b in &e.agentic {
         for r in &b.rows {
-            let dram = dram_budget_gb(e, r, b.dram_utilization, runners).map_err(|m| format!("{}: {m}", e.key))?;
+            let dram = dram_budget_gb(e, r, b.dram_utilization, runners)
+                .map_err(|source| ExpandError::DramBudget { key: e.key.clone(), source })?;
             let kv = r.kv_offloading.clone().unwrap_or_else(|| "none".into());
             let kvsuffix = match (&kv[..], &r.kv_offload_backend) {
                 ("none", _) => "kvnone".to_string(),

@@ -13,10 +13,10 @@ use crate::problem::Problems;
 use crate::recipe::master::Master;
 use crate::recipe::serving::Launch;
 use crate::repo::Repo;
-pub use labels::{Labels, Primary};
+pub use labels::{LabelError, Labels, Primary};
 use matrix::Scenario;
 pub use points::arm_label;
-pub use select::append_only_delta;
+pub use select::{AppendOnlyError, append_only_delta};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 

@@ -21,7 +21,7 @@ pub(super) fn added_entries(repo: &Repo, cl: &Changelog, req: &PlanRequest) -> R
                     &repo.changelog,
                     None,
                     "",
-                    e,
+                    e.to_string(),
                     "pass a revision that exists and has perf-changelog.yaml (e.g. origin/main)",
                 ))
             })?;
@@ -163,7 +163,7 @@ impl<'a> Selection<'a> {
                                 &cl.file,
                                 Some(e.line),
                                 "",
-                                m,
+                                m.to_string(),
                                 "an append-only entry may only add concurrencies to existing curves with the same image",
                             )),
                         }
@@ -175,7 +175,7 @@ impl<'a> Selection<'a> {
                     &entry.file,
                     entry.line,
                     key.as_str(),
-                    m,
+                    m.to_string(),
                     "add the runner's hardware to recipes/runners.yaml",
                 )),
             }
@@ -223,10 +223,29 @@ fn load_master_at(repo: &Repo, rev: &str) -> Result<Master, Problems> {
                     m = x;
                 }
             }
-            Err(e) => p.push(Problem::new(f, None, "", e, "append-only sweeps need the master config at the base revision")),
+            Err(e) => p.push(Problem::new(f, None, "", e.to_string(), "append-only sweeps need the master config at the base revision")),
         }
     }
     p.into_result(m)
+}
+
+/// Which append-only rule a head revision breaks (`key`: the master config).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum AppendOnlyError {
+    #[error("append-only: `{key}` does not exist at the base revision")]
+    NotAtBase { key: String },
+    #[error(transparent)]
+    Expand(#[from] matrix::ExpandError),
+    #[error("append-only: `{key}` has no curves at the base revision")]
+    NoBaseCurves { key: String },
+    #[error("append-only: a base curve of `{key}` was removed or modified (recipe fields or image changed)")]
+    CurveChanged { key: String },
+    #[error("append-only: concurrency {conc} of an existing `{key}` curve was removed")]
+    ConcRemoved { key: String, conc: u32 },
+    #[error("append-only: new points of `{key}` change the series image")]
+    ImageChanged { key: String },
+    #[error("append-only: `{key}` adds no new concurrency")]
+    NothingNew { key: String },
 }
 
 /// Append-only delta (spec §5.5): rows for newly added concurrencies of unchanged curves. `head`
@@ -237,9 +256,9 @@ pub fn append_only_delta(
     base: Option<&Master>,
     scns: &[Scenario],
     runners: Option<&crate::recipe::Runners>,
-) -> Result<Vec<Row>, String> {
-    let base_entry =
-        base.and_then(|m| m.get(&entry.key)).ok_or_else(|| format!("append-only: `{}` does not exist at the base revision", entry.key))?;
+) -> Result<Vec<Row>, AppendOnlyError> {
+    let key = || entry.key.clone();
+    let base_entry = base.and_then(|m| m.get(&entry.key)).ok_or_else(|| AppendOnlyError::NotAtBase { key: key() })?;
     let base_rows = matrix::expand(base_entry, scns, runners)?;
     let curve = |r: &Row| {
         let mut m = r.fields.clone();
@@ -253,7 +272,7 @@ pub fn append_only_delta(
         base_curves.entry(curve(r)).or_default().extend(r.concs());
     }
     if base_curves.is_empty() {
-        return Err(format!("append-only: `{}` has no curves at the base revision", entry.key));
+        return Err(AppendOnlyError::NoBaseCurves { key: key() });
     }
     let mut head_curves: HashMap<String, BTreeSet<u32>> = HashMap::new();
     for r in head {
@@ -261,10 +280,10 @@ pub fn append_only_delta(
     }
     for (k, concs) in &base_curves {
         let Some(h) = head_curves.get(k) else {
-            return Err(format!("append-only: a base curve of `{}` was removed or modified (recipe fields or image changed)", entry.key));
+            return Err(AppendOnlyError::CurveChanged { key: key() });
         };
         if let Some(c) = concs.iter().find(|c| !h.contains(c)) {
-            return Err(format!("append-only: concurrency {c} of an existing `{}` curve was removed", entry.key));
+            return Err(AppendOnlyError::ConcRemoved { key: key(), conc: *c });
         }
     }
     let mut out = Vec::new();
@@ -278,7 +297,7 @@ pub fn append_only_delta(
             // A new curve must join a visual series whose image is unchanged.
             let img = r.fields.get("image");
             if !base_rows.iter().any(|b| b.fields.get("image") == img) {
-                return Err(format!("append-only: new points of `{}` change the series image", entry.key));
+                return Err(AppendOnlyError::ImageChanged { key: key() });
             }
         }
         let mut r = r.clone();
@@ -288,7 +307,7 @@ pub fn append_only_delta(
         out.push(r);
     }
     if out.is_empty() {
-        return Err(format!("append-only: `{}` adds no new concurrency", entry.key));
+        return Err(AppendOnlyError::NothingNew { key: key() });
     }
     Ok(out)
 }

@@ -219,8 +219,9 @@ impl Recipe {
             _ => None,
         };
         let mode = self.simulated_acceptance.as_ref().and_then(|s| s.thinking_mode.clone()).or_else(|| env.get("THINKING_MODE").cloned());
-        g.lookup(prefix, mode.as_deref(), k, method)
-            .map_err(|e| Problems::one(self.problem(at, e, "add the golden curve to golden_al/ or use a K that has a golden value")))
+        g.lookup(prefix, mode.as_deref(), k, method).map_err(|e| {
+            Problems::one(self.problem(at, e.to_string(), "add the golden curve to golden_al/ or use a K that has a golden value"))
+        })
     }
 }
 

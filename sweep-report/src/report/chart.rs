@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::axis::Axis;
+use super::error::ReportError;
 use super::labels::{self, Placed, Request, Segment};
 use super::on_frontier;
 use super::scene::{Anchor, Bounds, Item, Rgb, Scene, text_width};
@@ -537,7 +538,7 @@ pub fn figures(run: &RunSummary) -> Vec<Figure> {
 
 /// Writes `pareto_<key>.svg` and `.png` for every chart (panels side by side); returns the
 /// figures for the HTML report.
-pub fn charts(run: &RunSummary, dir: &Path) -> Result<Vec<Figure>, String> {
+pub fn charts(run: &RunSummary, dir: &Path) -> Result<Vec<Figure>, ReportError> {
     let figs = figures(run);
     for (chart, panels) in &figs {
         if panels.is_empty() {
@@ -545,13 +546,14 @@ pub fn charts(run: &RunSummary, dir: &Path) -> Result<Vec<Figure>, String> {
         }
         let scene = Scene::hstack(panels.iter().map(|(_, s)| s.clone()).collect(), 16.0);
         let key = chart.key();
-        crate::problem::atomic_write(&dir.join(format!("{key}.svg")), scene.svg(&key).as_bytes()).map_err(|e| e.to_string())?;
+        let svg = dir.join(format!("{key}.svg"));
+        crate::problem::atomic_write(&svg, scene.svg(&key).as_bytes()).map_err(|source| ReportError::Write { path: svg, source })?;
         let png = dir.join(format!("{key}.png"));
         crate::problem::atomic_replace(&png, |tmp| {
             scene.png(tmp).map_err(std::io::Error::other)?;
             crate::problem::sync_file(tmp)
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|source| ReportError::Write { path: png, source })?;
     }
     Ok(figs)
 }

@@ -11,6 +11,7 @@
 
 mod axis;
 mod chart;
+mod error;
 pub mod eval;
 mod html;
 mod labels;
@@ -19,6 +20,7 @@ mod scene;
 pub mod summary;
 
 pub use chart::{Chart, Group, figures, groups, point_href};
+pub use error::{DrawError, ReportError};
 pub use html::html;
 pub use point::{TimeSeries, point_page, write_point_pages};
 pub use scene::{Bounds, Scene};
@@ -259,7 +261,7 @@ pub fn kv_markdown(run: &RunSummary) -> String {
 
 /// Writes the charts, `report.md` and `report.html` (the verdict read from `gate.json` when
 /// `sweep gate` wrote one for this run). `sweep gate` calls this alone to refresh the verdict.
-pub fn write_main(run: &RunSummary, dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn write_main(run: &RunSummary, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
     let verdict = Verdict::load(dir, &run.run_id);
     let figs = chart::charts(run, dir)?;
     let (mut md_text, mut html_text) = (markdown(run, verdict.as_ref()), html(run, verdict.as_ref(), &figs));
@@ -281,14 +283,14 @@ pub fn write_main(run: &RunSummary, dir: &Path) -> Result<Vec<PathBuf>, String> 
         };
     }
     let md = dir.join("report.md");
-    crate::problem::atomic_write(&md, md_text.as_bytes()).map_err(|e| e.to_string())?;
+    crate::problem::atomic_write(&md, md_text.as_bytes()).map_err(|source| ReportError::Write { path: md.clone(), source })?;
     let html_p = dir.join("report.html");
-    crate::problem::atomic_write(&html_p, html_text.as_bytes()).map_err(|e| e.to_string())?;
+    crate::problem::atomic_write(&html_p, html_text.as_bytes()).map_err(|source| ReportError::Write { path: html_p.clone(), source })?;
     Ok(vec![html_p, md])
 }
 
 /// Writes the charts, `report.md`, `report.html` and every point's page.
-pub fn write_all(run: &RunSummary, dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn write_all(run: &RunSummary, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
     let mut files = write_main(run, dir)?;
     files.extend(write_point_pages(run, dir)?);
     Ok(files)

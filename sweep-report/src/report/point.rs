@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::axis::Axis;
 use super::chart::{axes, titles};
+use super::error::ReportError;
 use super::html::STYLE;
 use super::scene::{Anchor, Item, Rgb, Scene};
 use crate::gate::fmt_num;
@@ -556,23 +557,24 @@ fn over_time(o: &mut String, p: &PointResult, records: &[Record], ts: Option<&Ti
 }
 
 /// Writes `<point>/report.html` for every point with records; returns the pages.
-pub fn write_point_pages(run: &RunSummary, dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn write_point_pages(run: &RunSummary, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
     let todo: Vec<&PointResult> = run.points.iter().filter(|p| p.summary.is_some()).collect();
-    let one = |p: &PointResult| -> Result<Option<PathBuf>, String> {
+    let one = |p: &PointResult| -> Result<Option<PathBuf>, ReportError> {
         let pd = point_dir(dir, &p.id);
         let Some(f) = crate::records::export_path(&pd) else { return Ok(None) };
         let records = crate::records::read_jsonl(&f)?;
         let ts = TimeSeries::load(&pd, p.gpus);
         let page = pd.join("report.html");
-        crate::problem::atomic_write(&page, point_page(run, p, &records, ts.as_ref()).as_bytes()).map_err(|e| e.to_string())?;
+        crate::problem::atomic_write(&page, point_page(run, p, &records, ts.as_ref()).as_bytes())
+            .map_err(|source| ReportError::Write { path: page.clone(), source })?;
         Ok(Some(page))
     };
     // Reading records is most of the time: one thread per core.
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(todo.len().max(1));
     let chunks: Vec<Vec<&PointResult>> = (0..threads).map(|t| todo.iter().skip(t).step_by(threads).copied().collect()).collect();
-    let results: Vec<Result<Option<PathBuf>, String>> = std::thread::scope(|s| {
+    let results: Vec<Result<Option<PathBuf>, ReportError>> = std::thread::scope(|s| {
         let hs: Vec<_> = chunks.iter().map(|c| s.spawn(move || c.iter().map(|p| one(p)).collect::<Vec<_>>())).collect();
-        hs.into_iter().flat_map(|h| h.join().unwrap_or_else(|_| vec![Err("a point page's thread panicked".into())])).collect()
+        hs.into_iter().flat_map(|h| h.join().unwrap_or_else(|_| vec![Err(ReportError::PageThreadPanicked)])).collect()
     });
     let mut out = Vec::new();
     for r in results {

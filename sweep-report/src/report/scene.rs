@@ -8,6 +8,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::error::{DrawError, ReportError};
+
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -232,13 +234,13 @@ impl Scene {
     }
 
     /// Draws the scene into a PNG file at `path` (written whole: callers rename it into place).
-    pub fn png(&self, path: &Path) -> Result<(), String> {
+    pub fn png(&self, path: &Path) -> Result<(), ReportError> {
         let root = BitMapBackend::new(path, (self.w.round() as u32, self.h.round() as u32)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        root.fill(&WHITE)?;
         for it in &self.items {
             png_item(&root, it, (0.0, 0.0))?;
         }
-        root.present().map_err(|e| format!("{}: {e}", path.display()))
+        root.present().map_err(|source| ReportError::Present { path: path.to_path_buf(), source })
     }
 
     /// Every text's box with its class, in scene pixels (tests check labels never overlap).
@@ -365,20 +367,16 @@ fn px_width(w: f64) -> u32 {
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 
-fn e<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> String {
-    e.to_string()
-}
-
-fn png_item(root: &Area<'_>, it: &Item, off: (f64, f64)) -> Result<(), String> {
+fn png_item(root: &Area<'_>, it: &Item, off: (f64, f64)) -> Result<(), DrawError> {
     let p = |(x, y): (f64, f64)| ((x + off.0).round() as i32, (y + off.1).round() as i32);
     match it {
         Item::Line { pts, color, width, dash, opacity, .. } => {
             let style = ShapeStyle { color: color.plotters(*opacity), filled: false, stroke_width: px_width(*width) };
             let v: Vec<(i32, i32)> = pts.iter().map(|q| p(*q)).collect();
             if *dash {
-                root.draw(&plotters::element::DashedPathElement::new(v, 5, 4, style)).map_err(e)?;
+                root.draw(&plotters::element::DashedPathElement::new(v, 5, 4, style))?;
             } else {
-                root.draw(&PathElement::new(v, style)).map_err(e)?;
+                root.draw(&PathElement::new(v, style))?;
             }
         }
         Item::Circle { c, r, fill, stroke, .. } => {
@@ -386,20 +384,20 @@ fn png_item(root: &Area<'_>, it: &Item, off: (f64, f64)) -> Result<(), String> {
             let f = fill.unwrap_or(Rgb::WHITE);
             let inner = match stroke {
                 Some((s, w)) => {
-                    root.draw(&Circle::new(p(*c), (r + w / 2.0).round() as i32, s.plotters(1.0).filled())).map_err(e)?;
+                    root.draw(&Circle::new(p(*c), (r + w / 2.0).round() as i32, s.plotters(1.0).filled()))?;
                     r - w / 2.0
                 }
                 None => *r,
             };
-            root.draw(&Circle::new(p(*c), inner.round() as i32, f.plotters(1.0).filled())).map_err(e)?;
+            root.draw(&Circle::new(p(*c), inner.round() as i32, f.plotters(1.0).filled()))?;
         }
         Item::Rect { b, fill, stroke, opacity } => {
             let corners = [p((b.x0, b.y0)), p((b.x1, b.y1))];
             if let Some(f) = fill {
-                root.draw(&Rectangle::new(corners, f.plotters(*opacity).filled())).map_err(e)?;
+                root.draw(&Rectangle::new(corners, f.plotters(*opacity).filled()))?;
             }
             if let Some(s) = stroke {
-                root.draw(&Rectangle::new(corners, s.plotters(1.0))).map_err(e)?;
+                root.draw(&Rectangle::new(corners, s.plotters(1.0)))?;
             }
         }
         Item::Text { at, text, size, anchor, color, bold, vertical, .. } => {
@@ -414,7 +412,7 @@ fn png_item(root: &Area<'_>, it: &Item, off: (f64, f64)) -> Result<(), String> {
             let font = if *vertical { font.transform(FontTransform::Rotate270) } else { font };
             let c = color.plotters(1.0);
             let style = TextStyle::from(font).color(&c).pos(Pos::new(h, VPos::Center));
-            root.draw(&Text::new(text.clone(), p(*at), style)).map_err(e)?;
+            root.draw(&Text::new(text.clone(), p(*at), style))?;
         }
         Item::Group { items, offset, .. } => {
             for i in items {

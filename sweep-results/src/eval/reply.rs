@@ -9,22 +9,37 @@ use serde_json::Value;
 /// the completion tokens the server reported.
 pub type Reply = (String, bool, Option<String>, Option<u64>);
 
+/// Why lm-eval cannot read a reply (each quotes an excerpt of at most 200 characters of it).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyError {
+    #[error("the server answered with an error object: {excerpt}")]
+    ErrorObject { excerpt: String },
+    #[error("the reply has no choices: {excerpt}")]
+    NoChoices { excerpt: String },
+    #[error("the reply's first choice has no message: {excerpt}")]
+    NoMessage { excerpt: String },
+    #[error("the reply's content is null and it has no reasoning_content")]
+    NullContent,
+    #[error("the reply's content is not text: {excerpt}")]
+    NotText { excerpt: String },
+}
+
 /// The answer text of a chat-completions reply as InferenceX's lm-eval reads it: `content`, or
 /// `reasoning_content` when `content` is empty. A reply lm-eval cannot read (an error object
 /// with status 200, no choices, no message, a `content` that is not text, `null` with no
 /// reasoning) is a failed request, never a wrong answer: it is retried and, past the retries,
 /// makes the eval an infrastructure failure.
-pub fn reply_text(v: &Value) -> Result<Reply, String> {
+pub fn reply_text(v: &Value) -> Result<Reply, ReplyError> {
     let excerpt = |x: &Value| x.to_string().chars().take(200).collect::<String>();
     if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
-        return Err(format!("the server answered with an error object: {}", excerpt(e)));
+        return Err(ReplyError::ErrorObject { excerpt: excerpt(e) });
     }
     let Some(choice) = v["choices"].as_array().and_then(|c| c.first()) else {
-        return Err(format!("the reply has no choices: {}", excerpt(v)));
+        return Err(ReplyError::NoChoices { excerpt: excerpt(v) });
     };
     let msg = &choice["message"];
     if !msg.is_object() {
-        return Err(format!("the reply's first choice has no message: {}", excerpt(choice)));
+        return Err(ReplyError::NoMessage { excerpt: excerpt(choice) });
     }
     let finish = choice["finish_reason"].as_str().map(str::to_string);
     let tokens = v["usage"]["completion_tokens"].as_u64();
@@ -34,8 +49,8 @@ pub fn reply_text(v: &Value) -> Result<Reply, String> {
         (Value::String(_) | Value::Null, Some(r)) => Ok((r.to_string(), true, finish, tokens)),
         // The model ended at once: an empty answer, scored as such.
         (Value::String(_), None) => Ok((String::new(), false, finish, tokens)),
-        (Value::Null, None) => Err("the reply's content is null and it has no reasoning_content".into()),
-        (other, _) => Err(format!("the reply's content is not text: {}", excerpt(other))),
+        (Value::Null, None) => Err(ReplyError::NullContent),
+        (other, _) => Err(ReplyError::NotText { excerpt: excerpt(other) }),
     }
 }
 
@@ -89,7 +104,7 @@ mod tests {
             (json!({"choices": [{"message": {"content": 3}}]}), "not text"),
             (json!({"choices": [{"message": {"content": ["#### 3"]}}]}), "not text"),
         ] {
-            let e = reply_text(&r).unwrap_err();
+            let e = reply_text(&r).unwrap_err().to_string();
             assert!(e.contains(says), "{r}: {e}");
         }
     }

@@ -139,7 +139,7 @@ pub fn read_artifacts(root: &Path, dirs: &[PathBuf], opts: &ImportOptions) -> Re
         let agg: Value =
             serde_json::from_slice(&bytes).map_err(|e| StoreError::Input { path: agg_path.clone(), message: format!("not JSON: {e}") })?;
         let records = match records_file(d) {
-            Some(p) => Some(crate::records::read_jsonl(&p).map_err(|message| StoreError::Input { path: p.clone(), message })?),
+            Some(p) => Some(crate::records::read_jsonl(&p).map_err(|source| StoreError::Records { path: p.clone(), source })?),
             None => None,
         };
         pts.push(ArtifactPoint { dir: d.clone(), agg, agg_path, records });

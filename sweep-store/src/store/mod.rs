@@ -107,6 +107,38 @@ pub enum StoreError {
     OlderSchema { location: String, found: i64, supported: i64 },
     #[error("{}: {message}", .path.display())]
     Input { path: PathBuf, message: String },
+    /// A run id that names no run (`path`: the run's folder).
+    #[error("{}: {source}", .path.display())]
+    RunId {
+        path: PathBuf,
+        #[source]
+        source: RunIdError,
+    },
+    /// A run folder whose `summary.json` does not load (`path`: that file).
+    #[error("{}: {source}", .path.display())]
+    Summary {
+        path: PathBuf,
+        #[source]
+        source: crate::results::SummaryError,
+    },
+    /// Per-request records that do not read back (`path`: the records file).
+    #[error("{}: {source}", .path.display())]
+    Records {
+        path: PathBuf,
+        #[source]
+        source: crate::records::ReadJsonlError,
+    },
+}
+
+/// Why a run id cannot name a run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunIdError {
+    #[error("the run id is empty: name the run (the run folder's name, or `--run-id NAME`)")]
+    Empty,
+    #[error("run id {id:?} starts or ends with white space: give it without")]
+    Padded { id: String },
+    #[error("run id {id:?} holds the control character {control:?}: give a printable name")]
+    Control { id: String, control: char },
 }
 
 /// How a store is opened.
@@ -210,7 +242,7 @@ impl Store {
 
     /// Records a run in one transaction, replacing any earlier record of the same run id.
     pub fn record(&mut self, rec: &RunRecord) -> Result<(), StoreError> {
-        check_run_id(&rec.run.run_id).map_err(|message| StoreError::Input { path: PathBuf::from(&rec.run.folder), message })?;
+        check_run_id(&rec.run.run_id).map_err(|source| StoreError::RunId { path: PathBuf::from(&rec.run.folder), source })?;
         let plans: Vec<Vec<Val>> = rec.plan.iter().map(|p| vec![Val::text(&rec.run.run_id), Val::Bytes(gzip(p))]).collect();
         let run = rec.run.values();
         let mut point_cols = types::POINT_COLS.to_vec();
@@ -296,7 +328,7 @@ fn pause_for_tests() {
         return;
     }
     if let Some(s) = std::env::var("SWEEP_STORE_PAUSE_IN_TX").ok().and_then(|s| s.parse::<f64>().ok()) {
-        eprintln!("store: paused inside the recording transaction for {s} s");
+        tracing::warn!("store: paused inside the recording transaction for {s} s");
         std::thread::sleep(std::time::Duration::from_secs_f64(s));
     }
 }
@@ -317,15 +349,15 @@ fn gunzip(bytes: &[u8]) -> Option<Vec<u8>> {
 
 /// A run id is how every command finds a run again: it must be non-empty and printable (no
 /// control characters that would reach a terminal raw), and not padded with spaces.
-pub fn check_run_id(id: &str) -> Result<(), String> {
+pub fn check_run_id(id: &str) -> Result<(), RunIdError> {
     if id.trim().is_empty() {
-        return Err("the run id is empty: name the run (the run folder's name, or `--run-id NAME`)".into());
+        return Err(RunIdError::Empty);
     }
     if id.trim() != id {
-        return Err(format!("run id {id:?} starts or ends with white space: give it without"));
+        return Err(RunIdError::Padded { id: id.to_string() });
     }
-    if let Some(c) = id.chars().find(|c| c.is_control()) {
-        return Err(format!("run id {:?} holds the control character {:?}: give a printable name", id, c));
+    if let Some(control) = id.chars().find(|c| c.is_control()) {
+        return Err(RunIdError::Control { id: id.to_string(), control });
     }
     Ok(())
 }

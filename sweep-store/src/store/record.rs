@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 /// which command records it (`run`, `collect`, `gate`, `import`, …).
 pub fn read_run_dir(dir: &Path, source: &str) -> Result<RunRecord, StoreError> {
     let folder = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-    let summary = RunSummary::load(dir).map_err(|message| StoreError::Input { path: dir.join("summary.json"), message })?;
+    let summary = RunSummary::load(dir).map_err(|source| StoreError::Summary { path: dir.join("summary.json"), source })?;
     let plan_bytes = read_optional(&dir.join("plan.json"))?;
     let plan: Option<Value> = match &plan_bytes {
         Some(b) => Some(parse_json(&dir.join("plan.json"), b)?),

@@ -2,7 +2,7 @@
 //! joined (or written straight into JSON) from per-id pieces when its decoder is concatenative.
 
 use super::mix64;
-use super::vocab::TokenText;
+use super::vocab::{EncodeError, TokenText};
 
 /// Synthesis with the target's own tokenizer (AgentX §2: the target model's tokenizer): content
 /// tokens are drawn from its alphabet (`" "` + letters tokens that encode back to themselves), so
@@ -53,10 +53,8 @@ impl TokenizerVocab {
     /// A `tokenizer.json` (or a directory holding one), read with HuggingFace `tokenizers`: the
     /// client only encodes short markers, where fastokens (built for long prompts) pays a
     /// per-call cache of megabytes, measured as a third of the client's CPU.
-    pub fn from_path(path: &std::path::Path) -> Result<Self, String> {
-        engine_server::tokenize::Tokenizer::from_path(path, engine_server::tokenize::Backend::HuggingFace)
-            .map(Self::new)
-            .map_err(|e| e.to_string())
+    pub fn from_path(path: &std::path::Path) -> Result<Self, engine_server::tokenize::TokenizeError> {
+        engine_server::tokenize::Tokenizer::from_path(path, engine_server::tokenize::Backend::HuggingFace).map(Self::new)
     }
     /// Where the vocabulary came from (`builtin` or the file).
     pub fn source(&self) -> &str {
@@ -100,8 +98,8 @@ impl TokenText for TokenizerVocab {
             None => self.tok.decode(ids),
         }
     }
-    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
-        self.tok.encode(text).map_err(|e| e.to_string())
+    fn encode(&self, text: &str) -> Result<Vec<u32>, EncodeError> {
+        Ok(self.tok.encode(text)?)
     }
     fn write_escaped_content(&self, key: u64, len: u32, out: &mut Vec<u8>) -> bool {
         let Some(e) = &self.escaped else { return false };

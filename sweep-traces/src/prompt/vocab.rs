@@ -3,6 +3,20 @@
 
 use super::MARKER_TOKENS;
 
+/// Why a message's text does not encode into token ids.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error("unterminated [rid: marker")]
+    UnterminatedMarker,
+    #[error("bad marker digest {digest:?}")]
+    BadMarker { digest: String },
+    #[error("not a vocabulary word: {word:?}")]
+    NotAWord { word: String },
+    /// The target's tokenizer refused the text.
+    #[error(transparent)]
+    Tokenizer(#[from] engine_server::tokenize::TokenizeError),
+}
+
 /// Token ids ↔ text for one message. The built-in [`WordVocab`] is the default; an engine tokenizer
 /// (built-in vocabulary, `tokenizer.json`) can implement this too.
 pub trait TokenText: Send + Sync {
@@ -17,7 +31,7 @@ pub trait TokenText: Send + Sync {
     /// Text of a run of token ids (one message's content).
     fn decode(&self, ids: &[u32]) -> String;
     /// Token ids of a message's text (inverse of `decode` for text it produced).
-    fn encode(&self, text: &str) -> Result<Vec<u32>, String>;
+    fn encode(&self, text: &str) -> Result<Vec<u32>, EncodeError>;
     /// Appends the JSON-escaped text of the `len` content tokens drawn from `key` (the tokens
     /// [`push_atom`] draws) to `out`, when this vocabulary's text is the concatenation of its
     /// tokens' texts; `false` (nothing written) when it is not, and the caller decodes.
@@ -133,13 +147,13 @@ impl TokenText for WordVocab {
         }
         s
     }
-    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, EncodeError> {
         let mut out = Vec::new();
         let mut rest = text;
         if let Some(r) = rest.strip_prefix("[rid:") {
-            let (hex, after) = r.split_once("]\n\n").ok_or("unterminated [rid: marker")?;
+            let (hex, after) = r.split_once("]\n\n").ok_or(EncodeError::UnterminatedMarker)?;
             if hex.len() != 12 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(format!("bad marker digest {hex:?}"));
+                return Err(EncodeError::BadMarker { digest: hex.to_string() });
             }
             out.extend(self.marker_ids(hex));
             rest = after;
@@ -148,7 +162,7 @@ impl TokenText for WordVocab {
             return Ok(out);
         }
         for w in rest.split(' ') {
-            let id = Self::parse_word(w).filter(|&id| id < self.content).ok_or_else(|| format!("not a vocabulary word: {w:?}"))?;
+            let id = Self::parse_word(w).filter(|&id| id < self.content).ok_or_else(|| EncodeError::NotAWord { word: w.to_string() })?;
             out.push(id);
         }
         Ok(out)

@@ -17,6 +17,30 @@ fn std_normal() -> Normal {
     Normal::new(0.0, 1.0).expect("unit normal")
 }
 
+/// Why no distribution fits the published percentiles and mean.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum QuantileError {
+    #[error("a distribution needs at least one percentile")]
+    NoPercentiles,
+    #[error("percentile knot ({p}, {x}) must have 0 < p < 1 and a positive finite value")]
+    BadKnot { p: f64, x: f64 },
+    #[error("percentiles must increase with p: p{} = {x} is below p{} = {prev_x}", .p * 100.0, .prev_p * 100.0)]
+    NotIncreasing { p: f64, x: f64, prev_p: f64, prev_x: f64 },
+    #[error("log-normal (median {median}, σ {sigma}): {source}")]
+    LogNormal {
+        median: f64,
+        sigma: f64,
+        #[source]
+        source: statrs::distribution::LogNormalError,
+    },
+    #[error("mean {target} must be positive")]
+    MeanNotPositive { target: f64 },
+    #[error("no tail fits mean {target:.1} with these percentiles (reachable about {min:.1}–{max:.1})")]
+    MeanUnreachable { target: f64, min: f64, max: f64 },
+    #[error("neither percentiles nor a mean")]
+    Nothing,
+}
+
 /// A fitted continuous distribution given by its quantile function.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuantileFn {
@@ -33,9 +57,9 @@ pub struct QuantileFn {
 impl QuantileFn {
     /// Through percentile knots `(p in (0,1), value > 0)`. With one knot the tails take
     /// `default_sigma`; with more, each tail continues its nearest segment.
-    pub fn from_percentiles(knots: &[(f64, f64)], default_sigma: f64, lo: f64, hi: f64) -> Result<Self, String> {
+    pub fn from_percentiles(knots: &[(f64, f64)], default_sigma: f64, lo: f64, hi: f64) -> Result<Self, QuantileError> {
         if knots.is_empty() {
-            return Err("a distribution needs at least one percentile".into());
+            return Err(QuantileError::NoPercentiles);
         }
         let n = std_normal();
         let mut pts: Vec<(f64, f64)> = knots.to_vec();
@@ -44,16 +68,10 @@ impl QuantileFn {
         let mut lnx = Vec::with_capacity(pts.len());
         for (i, &(p, x)) in pts.iter().enumerate() {
             if !(p > 0.0 && p < 1.0 && x > 0.0 && x.is_finite()) {
-                return Err(format!("percentile knot ({p}, {x}) must have 0 < p < 1 and a positive finite value"));
+                return Err(QuantileError::BadKnot { p, x });
             }
             if i > 0 && (p <= pts[i - 1].0 || x < pts[i - 1].1) {
-                return Err(format!(
-                    "percentiles must increase with p: p{} = {} is below p{} = {}",
-                    p * 100.0,
-                    x,
-                    pts[i - 1].0 * 100.0,
-                    pts[i - 1].1
-                ));
+                return Err(QuantileError::NotIncreasing { p, x, prev_p: pts[i - 1].0, prev_x: pts[i - 1].1 });
             }
             z.push(n.inverse_cdf(p));
             lnx.push(x.ln());
@@ -68,8 +86,8 @@ impl QuantileFn {
     }
 
     /// The log-normal with this median and `σ` (statrs' parametrisation: location ln(median)).
-    pub fn lognormal(median: f64, sigma: f64, lo: f64, hi: f64) -> Result<Self, String> {
-        let d = LogNormal::new(median.ln(), sigma).map_err(|e| format!("log-normal (median {median}, σ {sigma}): {e}"))?;
+    pub fn lognormal(median: f64, sigma: f64, lo: f64, hi: f64) -> Result<Self, QuantileError> {
+        let d = LogNormal::new(median.ln(), sigma).map_err(|source| QuantileError::LogNormal { median, sigma, source })?;
         // Two knots of the statrs distribution fix location and scale exactly.
         Self::from_percentiles(&[(0.5, d.inverse_cdf(0.5)), (0.9, d.inverse_cdf(0.9))], sigma, lo, hi)
     }
@@ -101,9 +119,9 @@ impl QuantileFn {
 
     /// Solve one tail's slope so the mean is `target`: the upper tail when the knots allow it,
     /// else the lower one. With a single knot both tails move together (a log-normal).
-    pub fn with_mean(mut self, target: f64) -> Result<Self, String> {
+    pub fn with_mean(mut self, target: f64) -> Result<Self, QuantileError> {
         if !(target > 0.0 && target.is_finite()) {
-            return Err(format!("mean {target} must be positive"));
+            return Err(QuantileError::MeanNotPositive { target });
         }
         let solve = |f: &mut Self, set: fn(&mut Self, f64)| -> bool {
             let (mut a, mut b) = (0.0f64, 6.0f64);
@@ -153,7 +171,7 @@ impl QuantileFn {
                 return Ok(self);
             }
         }
-        Err(format!("no tail fits mean {target:.1} with these percentiles (reachable about {:.1}–{:.1})", self.min_mean(), self.max_mean()))
+        Err(QuantileError::MeanUnreachable { target, min: self.min_mean(), max: self.max_mean() })
     }
 
     fn min_mean(&self) -> f64 {
@@ -173,10 +191,10 @@ impl QuantileFn {
 
 /// Fit from whatever a stats file lists: percentiles (any of p50/p90/p99), a mean, both or
 /// either. One percentile plus a mean gives the log-normal with that median and mean.
-pub fn fit(pcts: &[(f64, f64)], mean: Option<f64>, default_sigma: f64, lo: f64, hi: f64) -> Result<QuantileFn, String> {
+pub fn fit(pcts: &[(f64, f64)], mean: Option<f64>, default_sigma: f64, lo: f64, hi: f64) -> Result<QuantileFn, QuantileError> {
     match (pcts.len(), mean) {
         (0, Some(m)) => QuantileFn::lognormal(m / (default_sigma * default_sigma / 2.0).exp(), default_sigma, lo, hi)?.with_mean(m),
-        (0, None) => Err("neither percentiles nor a mean".into()),
+        (0, None) => Err(QuantileError::Nothing),
         (1, Some(m)) if pcts[0].0 == 0.5 && m > pcts[0].1 => {
             let sigma = (2.0 * (m / pcts[0].1).ln()).sqrt();
             QuantileFn::lognormal(pcts[0].1, sigma, lo, hi)?.with_mean(m)
@@ -279,13 +297,13 @@ mod tests {
         assert!((q.mean() / 24.77 - 1.0).abs() < 1e-3);
         assert!((q.quantile(0.5) - 16.0).abs() < 1e-9);
         // An impossible mean is an error that says what is reachable.
-        let e = fit(&[(0.5, 616.0), (0.9, 3502.0)], Some(100.0), 1.0, 1.0, 1e6).unwrap_err();
+        let e = fit(&[(0.5, 616.0), (0.9, 3502.0)], Some(100.0), 1.0, 1.0, 1e6).unwrap_err().to_string();
         assert!(e.contains("reachable"), "{e}");
     }
 
     #[test]
     fn non_increasing_percentiles_are_rejected() {
-        let e = QuantileFn::from_percentiles(&[(0.5, 10.0), (0.9, 5.0)], 1.0, 0.0, 1e9).unwrap_err();
+        let e = QuantileFn::from_percentiles(&[(0.5, 10.0), (0.9, 5.0)], 1.0, 0.0, 1e9).unwrap_err().to_string();
         assert!(e.contains("p90") && e.contains("p50"), "{e}");
     }
 

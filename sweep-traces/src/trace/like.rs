@@ -19,9 +19,29 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 use sha2::{Digest, Sha256};
 
-use super::fit::{QuantileFn, fit, integer_total, stratified};
+use super::fit::{QuantileError, QuantileFn, fit, integer_total, stratified};
 use super::published::PublishedStats;
 use super::stats::percentile;
+
+/// Why a corpus cannot be planned from a stats file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LikeError {
+    #[error("a corpus needs at least one trace")]
+    NoTraces,
+    /// A distribution (`what`: its row of the stats file) that no fit reaches.
+    #[error("{what}: {source}")]
+    Fit {
+        what: &'static str,
+        #[source]
+        source: QuantileError,
+    },
+}
+
+impl LikeError {
+    fn fit(what: &'static str) -> impl FnOnce(QuantileError) -> LikeError {
+        move |source| LikeError::Fit { what, source }
+    }
+}
 
 /// One planned request (times rounded to ms so the plan and the written file agree exactly).
 #[derive(Debug, Clone, Copy, Default)]
@@ -237,22 +257,22 @@ impl Targets {
 /// with neither do the defaults apply. A mean the percentiles cannot reach is dropped with a
 /// warning (the percentiles are the published rows).
 fn fit_listed(
-    name: &str,
+    name: &'static str,
     listed: &[(f64, f64)],
     default: &[(f64, f64)],
     mean: Option<f64>,
     lo: f64,
     hi: f64,
     warnings: &mut Vec<String>,
-) -> Result<QuantileFn, String> {
+) -> Result<QuantileFn, LikeError> {
     let knots = if listed.is_empty() && mean.is_none() { default } else { listed };
     match fit(knots, mean, 1.0, lo, hi) {
         Ok(f) => Ok(f),
         Err(e) if mean.is_some() && !knots.is_empty() => {
             warnings.push(format!("{name}: {e}; keeping the percentiles"));
-            fit(knots, None, 1.0, lo, hi).map_err(|e| format!("{name}: {e}"))
+            fit(knots, None, 1.0, lo, hi).map_err(LikeError::fit(name))
         }
-        Err(e) => Err(format!("{name}: {e}")),
+        Err(e) => Err(LikeError::Fit { what: name, source: e }),
     }
 }
 
@@ -266,10 +286,10 @@ fn knots_or(p: Option<super::published::Pcts>, default: &[(f64, f64)]) -> (Vec<(
 impl Plan {
     /// Plan a corpus like `stats` (`traces` overrides the published count; counts scale with it).
     /// Each phase draws from its own named generator, so none moves another's draws.
-    pub fn new(stats: &PublishedStats, traces: Option<usize>, seed: u64) -> Result<Plan, String> {
+    pub fn new(stats: &PublishedStats, traces: Option<usize>, seed: u64) -> Result<Plan, LikeError> {
         let n = traces.or(stats.counts.traces.map(|t| t as usize)).unwrap_or(super::DEFAULT_SYNTHETIC_TRACES);
         if n == 0 {
-            return Err("a corpus needs at least one trace".into());
+            return Err(LikeError::NoTraces);
         }
         let tg = Targets::of(stats, n);
         let mut warnings = Vec::new();
@@ -325,7 +345,7 @@ impl Plan {
 
 /// Main turns per session: stratified draws from the fitted distribution, nudged to the
 /// published total.
-fn session_turns(stats: &PublishedStats, tg: &Targets, n: usize, seed: u64, warnings: &mut Vec<String>) -> Result<Vec<u64>, String> {
+fn session_turns(stats: &PublishedStats, tg: &Targets, n: usize, seed: u64, warnings: &mut Vec<String>) -> Result<Vec<u64>, LikeError> {
     let d = &stats.distributions;
     let listed = d.main_turns_per_session.map(|p| p.knots()).unwrap_or_default();
     let turns_mean = tg.main_turns.map(|m| m as f64 / tg.pub_n).or(d.main_turns_per_session.and_then(|p| p.mean));
@@ -351,7 +371,7 @@ struct Subagents {
 
 impl Subagents {
     /// One generator draws the sessions, then the groups, then the inner requests.
-    fn plan(stats: &PublishedStats, tg: &Targets, n: usize, seed: u64, warnings: &mut Vec<String>) -> Result<Subagents, String> {
+    fn plan(stats: &PublishedStats, tg: &Targets, n: usize, seed: u64, warnings: &mut Vec<String>) -> Result<Subagents, LikeError> {
         let d = &stats.distributions;
         let frac = d.sessions_with_subagents.unwrap_or(0.045);
         let n_sub = ((frac * n as f64).round() as usize).min(n);
@@ -393,10 +413,10 @@ struct TokenDists {
 }
 
 impl TokenDists {
-    fn fit(stats: &PublishedStats, tg: &Targets, n_main: u64, n_inner: u64, warnings: &mut Vec<String>) -> Result<TokenDists, String> {
+    fn fit(stats: &PublishedStats, tg: &Targets, n_main: u64, n_inner: u64, warnings: &mut Vec<String>) -> Result<TokenDists, LikeError> {
         let d = &stats.distributions;
         let (k, _) = knots_or(d.subagent_isl, &[(0.5, 30_000.0), (0.9, 80_000.0)]);
-        let sub_isl = fit(&k, None, 1.0, 2048.0, tg.cap).map_err(|e| format!("subagent_isl: {e}"))?;
+        let sub_isl = fit(&k, None, 1.0, 2048.0, tg.cap).map_err(LikeError::fit("subagent_isl"))?;
         let listed = d.main_osl.map(|p| p.knots()).unwrap_or_default();
         let main_osl =
             fit_listed("main_osl", &listed, &[(0.5, 215.0), (0.9, 849.0)], d.main_osl.and_then(|p| p.mean), 1.0, 128_000.0, warnings)?;
@@ -405,7 +425,7 @@ impl TokenDists {
             .map(|o| (tg.scaled(o) as f64 - n_main as f64 * main_osl.mean()) / n_inner.max(1) as f64)
             .filter(|m| *m > 1.0)
             .unwrap_or(400.0);
-        let sub_osl = fit(&[], Some(sub_out_mean), 1.0, 1.0, 128_000.0).map_err(|e| format!("subagent output: {e}"))?;
+        let sub_osl = fit(&[], Some(sub_out_mean), 1.0, 1.0, 128_000.0).map_err(LikeError::fit("subagent output"))?;
         let listed = d.main_isl.map(|p| p.knots()).unwrap_or_default();
         let main_in_mean = tg.input_tokens.map(|i| (tg.scaled(i) as f64 - n_inner as f64 * sub_isl.mean()) / n_main.max(1) as f64);
         let main_isl = fit_listed(
@@ -423,7 +443,7 @@ impl TokenDists {
 
 /// Inter-turn gaps: the published percentiles plus the two threshold shares as knots (a knot
 /// that contradicts the others is dropped with a warning).
-fn gap_distribution(stats: &PublishedStats, warnings: &mut Vec<String>) -> Result<QuantileFn, String> {
+fn gap_distribution(stats: &PublishedStats, warnings: &mut Vec<String>) -> Result<QuantileFn, LikeError> {
     let d = &stats.distributions;
     let (mut k, _) = knots_or(d.inter_turn_gap_s, &[(0.5, 10.0), (0.9, 149.0), (0.99, 2007.0)]);
     for (share, at) in [(d.turns_with_gap_over_300s, 300.0), (d.turns_with_gap_over_1800s, 1800.0)] {
@@ -440,7 +460,7 @@ fn gap_distribution(stats: &PublishedStats, warnings: &mut Vec<String>) -> Resul
         }
         knots.push((p, x));
     }
-    fit(&knots, None, 1.5, 0.0, 60.0 * 86_400.0).map_err(|e| format!("inter_turn_gap_s: {e}"))
+    fit(&knots, None, 1.5, 0.0, 60.0 * 86_400.0).map_err(LikeError::fit("inter_turn_gap_s"))
 }
 
 pub(crate) use super::like_plan::Planner;

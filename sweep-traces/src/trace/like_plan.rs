@@ -6,7 +6,7 @@ use rand_distr::{Distribution, StandardNormal};
 
 use super::against::CorpusMeasure;
 use super::fit::{QuantileFn, stratified};
-use super::like::{PlannedGroup, PlannedRequest, PlannedSession, Population, Solved, pct, round_ms as ms};
+use super::like::{LikeError, PlannedGroup, PlannedRequest, PlannedSession, Population, Solved, pct, round_ms as ms};
 use super::published::{Pcts, PublishedStats};
 use super::{Entry, InnerRequest, Request, Subagent, Trace};
 
@@ -121,7 +121,7 @@ impl Planner {
 
     /// Solves the model's free parameters for the published rows: the peak draw, then the new
     /// prefill rows, then timing.
-    pub fn calibrate(&mut self, stats: &PublishedStats, warnings: &mut Vec<String>) -> Result<Solved, String> {
+    pub fn calibrate(&mut self, stats: &PublishedStats, warnings: &mut Vec<String>) -> Result<Solved, LikeError> {
         let d = &stats.distributions;
         let mut s = Solved {
             growth_sigma: 0.8,

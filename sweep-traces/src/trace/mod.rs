@@ -369,35 +369,45 @@ pub enum TraceSource {
 /// The embedded default data set: 200 synthetic traces.
 pub const DEFAULT_SYNTHETIC_TRACES: usize = 200;
 
+/// Why a trace-set spec (`--traces`) names no trace set; `spec` is the whole spec as given.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TraceSourceError {
+    #[error("{spec:?}: name the statistics: like:NAME|STATS.yaml[:N[:SEED]] (shipped: {})", published::embedded_names())]
+    NoStats { spec: String },
+    #[error("{spec:?}: {stats:?} is neither a stats .yaml nor a shipped corpus ({})", published::embedded_names())]
+    UnknownStats { spec: String, stats: String },
+    #[error("{spec:?}: trace count {count:?} is not a number ({syntax})")]
+    BadCount { spec: String, count: String, syntax: &'static str },
+    #[error("{spec:?}: seed {seed:?} is not a number ({syntax})")]
+    BadSeed { spec: String, seed: String, syntax: &'static str },
+}
+
 /// The `N[:SEED]` after a generated set's name: an optional trace count and a seed (default 42);
 /// empty parts take their defaults.
-fn count_and_seed(spec: &str, rest: &str, syntax: &str) -> Result<(Option<usize>, u64), String> {
+fn count_and_seed(spec: &str, rest: &str, syntax: &'static str) -> Result<(Option<usize>, u64), TraceSourceError> {
     let mut parts = rest.split(':').map(|p| Some(p).filter(|p| !p.is_empty()));
     let traces = match parts.next().flatten() {
-        Some(n) => Some(n.parse().map_err(|_| format!("{spec:?}: trace count {n:?} is not a number ({syntax})"))?),
+        Some(n) => Some(n.parse().map_err(|_| TraceSourceError::BadCount { spec: spec.to_string(), count: n.to_string(), syntax })?),
         None => None,
     };
     let seed = match parts.next().flatten() {
-        Some(n) => n.parse().map_err(|_| format!("{spec:?}: seed {n:?} is not a number ({syntax})"))?,
+        Some(n) => n.parse().map_err(|_| TraceSourceError::BadSeed { spec: spec.to_string(), seed: n.to_string(), syntax })?,
         None => 42,
     };
     Ok((traces, seed))
 }
 
 impl std::str::FromStr for TraceSource {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = TraceSourceError;
+    fn from_str(s: &str) -> Result<Self, TraceSourceError> {
         if let Some(rest) = s.strip_prefix("like:") {
             let (stats, rest) = rest.split_once(':').unwrap_or((rest, ""));
             if stats.is_empty() {
-                return Err(format!(
-                    "{s:?}: name the statistics: like:NAME|STATS.yaml[:N[:SEED]] (shipped: {})",
-                    published::embedded_names()
-                ));
+                return Err(TraceSourceError::NoStats { spec: s.to_string() });
             }
             let (traces, seed) = count_and_seed(s, rest, "like:NAME[:N[:SEED]]")?;
             if !stats.ends_with(".yaml") && !stats.ends_with(".yml") && !published::is_embedded(stats) {
-                return Err(format!("{s:?}: {stats:?} is neither a stats .yaml nor a shipped corpus ({})", published::embedded_names()));
+                return Err(TraceSourceError::UnknownStats { spec: s.to_string(), stats: stats.to_string() });
             }
             return Ok(TraceSource::Like { stats: stats.into(), traces, seed });
         }

@@ -235,6 +235,9 @@ pub enum WorkloadError {
     NoLanes,
     #[error("invalid start ratios {0}..{1}: need 0 ≤ min ≤ max ≤ 1")]
     Ratios(f64, f64),
+    /// A trace that does not compile into a replay plan ([`TracePlan::build`]).
+    #[error("trace {trace}: no main-agent request to replay")]
+    NoMainRequest { trace: String },
 }
 
 impl Workload {

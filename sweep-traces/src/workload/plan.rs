@@ -133,9 +133,9 @@ struct Raw<'a> {
 impl TracePlan {
     /// Compile a trace. `seed` namespaces block contents (same seed ⇒ same prompts). A trace
     /// needs at least one main-agent request.
-    pub fn build(trace: &Trace, seed: u64) -> Result<Self, String> {
+    pub fn build(trace: &Trace, seed: u64) -> Result<Self, super::WorkloadError> {
         if trace.main_requests().next().is_none() {
-            return Err(format!("trace {}: no main-agent request to replay", trace.id));
+            return Err(super::WorkloadError::NoMainRequest { trace: trace.id.clone() });
         }
         let id: Arc<str> = Arc::from(trace.id.as_str());
         let convs = Conversations::load(trace);

@@ -9,7 +9,7 @@
 use super::scan::{self, LaunchView};
 use super::snapshot::Layout;
 use super::{Check, Ctx, Finding};
-use crate::golden_al::{Golden, fmt_al};
+use crate::golden_al::{Golden, GoldenError, fmt_al};
 use crate::recipe::master::Entry;
 use crate::recipe::serving::flag_value;
 use serde_json::Value;
@@ -130,9 +130,18 @@ fn unsimulated(l: &LaunchView) -> Finding {
     Finding::new(&l.file, l.line, &l.label, format!("{}: agentic spec-decode runs real (unsimulated) acceptance: set {knob}", l.label))
 }
 
+/// Why a launch has no golden AL: no curves at all, or the last store's reason.
+#[derive(Debug, thiserror::Error)]
+enum GoldenLookupError {
+    #[error("no golden AL curves in the repository (golden_al/ or golden_al_distribution/)")]
+    NoCurves,
+    #[error(transparent)]
+    Lookup(#[from] GoldenError),
+}
+
 /// The golden AL of the launch's model, thinking mode (its environment's, else its serving
 /// recipe's) and draft length from the first golden store that has it; else the last reason.
-fn golden_for(ctx: &Ctx, l: &LaunchView, k: u32, method: Option<&str>) -> Result<Golden, String> {
+fn golden_for(ctx: &Ctx, l: &LaunchView, k: u32, method: Option<&str>) -> Result<Golden, GoldenLookupError> {
     let thinking = l.env.get("THINKING_MODE").cloned().or_else(|| {
         l.key
             .as_ref()
@@ -140,11 +149,11 @@ fn golden_for(ctx: &Ctx, l: &LaunchView, k: u32, method: Option<&str>) -> Result
             .and_then(|r| r.simulated_acceptance.as_ref())
             .and_then(|s| s.thinking_mode.clone())
     });
-    let mut last_err = String::from("no golden AL curves in the repository (golden_al/ or golden_al_distribution/)");
+    let mut last_err = GoldenLookupError::NoCurves;
     for g in scan::goldens(ctx) {
         match g.lookup(&l.prefix, thinking.as_deref(), k, method) {
             Ok(gold) => return Ok(gold),
-            Err(e) => last_err = e,
+            Err(e) => last_err = e.into(),
         }
     }
     Err(last_err)

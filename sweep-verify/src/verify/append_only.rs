@@ -40,7 +40,7 @@ pub fn check(ctx: &Ctx) -> Check {
                 let rows = match matrix::expand(entry, &scns, ctx.head.runners.as_ref()) {
                     Ok(r) => r,
                     Err(m) => {
-                        bad.push(Finding::new(&file, line, &key, m));
+                        bad.push(Finding::new(&file, line, &key, m.to_string()));
                         continue;
                     }
                 };
@@ -52,7 +52,7 @@ pub fn check(ctx: &Ctx) -> Check {
                     ctx.base.runners.as_ref().or(ctx.head.runners.as_ref()),
                 ) {
                     Ok(new) => added_points += new.iter().map(|r| r.concs().len()).sum::<usize>(),
-                    Err(m) => bad.push(Finding::new(&file, line, &key, m)),
+                    Err(m) => bad.push(Finding::new(&file, line, &key, m.to_string())),
                 }
                 selected.insert(key);
             }

@@ -63,6 +63,13 @@ pub enum ArtifactError {
     NotADir(PathBuf),
     #[error("{}: {msg}", .file.display())]
     Bad { file: PathBuf, msg: String },
+    /// A run directory whose `summary.json` (`file`) does not load.
+    #[error("{}: {source}", .file.display())]
+    Summary {
+        file: PathBuf,
+        #[source]
+        source: crate::results::SummaryError,
+    },
 }
 
 fn read_json(p: &Path) -> Result<Option<Value>, ArtifactError> {
@@ -115,7 +122,7 @@ impl RunArtifacts {
             return Err(ArtifactError::NotADir(dir.to_path_buf()));
         }
         let summary = if dir.join("summary.json").is_file() {
-            Some(RunSummary::load(dir).map_err(|msg| ArtifactError::Bad { file: dir.join("summary.json"), msg })?)
+            Some(RunSummary::load(dir).map_err(|source| ArtifactError::Summary { file: dir.join("summary.json"), source })?)
         } else {
             None
         };

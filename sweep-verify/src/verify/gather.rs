@@ -124,7 +124,13 @@ fn sweep_labels(facts: Option<&PrFacts>) -> Result<Labels, VerifyError> {
         words.insert(0, "full-sweep-enabled".into());
     }
     Labels::parse(&words).map_err(|m| {
-        VerifyError::Input(Problems::one(Problem::new(Path::new("pr-facts"), None, "labels", m, "keep one primary sweep label")))
+        VerifyError::Input(Problems::one(Problem::new(
+            Path::new("pr-facts"),
+            None,
+            "labels",
+            m.to_string(),
+            "keep one primary sweep label",
+        )))
     })
 }
 
@@ -174,7 +180,13 @@ fn thresholds_file(base: &Snapshot, head: &Snapshot, opts: &Options) -> Result<O
         (None, Some(p)) => Some((
             p.display().to_string(),
             crate::gate::Thresholds::load(p).map_err(|m| {
-                VerifyError::Input(Problems::one(Problem::new(p, None, "", m, "fix the thresholds file (format: docs/verify.md)")))
+                VerifyError::Input(Problems::one(Problem::new(
+                    p,
+                    None,
+                    "",
+                    m.to_string(),
+                    "fix the thresholds file (format: docs/verify.md)",
+                )))
             })?,
         )),
         _ => head.thresholds.clone(),

@@ -237,10 +237,10 @@ impl SlurmRunner {
         script::script_args(&self.cfg, &self.mounts, &self.inner, p, inner_out)
     }
 
-    /// One line on stderr, whole among the lines of other jobs.
+    /// One progress line (the binary prints it on stderr), whole among the lines of other jobs.
     fn say(&self, line: &str) {
         let _g = self.log.lock().expect("lock");
-        eprintln!("{line}");
+        tracing::info!(target: crate::PROGRESS, "{line}");
     }
 }
 

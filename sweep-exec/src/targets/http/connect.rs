@@ -10,7 +10,7 @@ pub const ONE_TOKEN_REPLY_CAP: usize = 1 << 20;
 
 use super::{HttpError, HttpTarget, REQUEST_TIMEOUT, describe};
 use crate::metrics::PointContext;
-use crate::targets::dialect::{Dialect, DialectArgs};
+use crate::targets::dialect::{Dialect, DialectArgs, DialectError};
 
 /// A stream that sends nothing for this long is a `stall` error: a hung server otherwise holds
 /// the point until the request timeout (hours).
@@ -49,20 +49,40 @@ impl Default for ClientOptions {
     }
 }
 
+/// Why a server is not ready yet; the last reason is what a wait that runs out reports.
+#[derive(Debug, thiserror::Error)]
+enum Unready {
+    #[error("GET {path}: HTTP {status}")]
+    Status { path: &'static str, status: u16 },
+    #[error("GET {path}: {why}")]
+    Unreachable { path: &'static str, why: String },
+    /// No model listed (the listing's own message).
+    #[error("{0}")]
+    Model(String),
+    #[error("a one-token request: {0}")]
+    OneToken(String),
+    #[error(
+        "a one-token request: the reply passed {ONE_TOKEN_REPLY_CAP} bytes without ending (a one-token answer is a few hundred); the server is misbehaving"
+    )]
+    OneTokenOverflow,
+    #[error("a one-token request: HTTP {status}: {excerpt}")]
+    OneTokenStatus { status: u16, excerpt: String },
+}
+
 impl ClientOptions {
     /// These options with `flags` (the command line's dialect flags) over a recipe's
     /// `client-args`: a flag given on the command line wins.
-    pub fn with_flags(mut self, flags: DialectArgs, recipe_args: &[String]) -> Result<ClientOptions, String> {
-        let recipe = DialectArgs::parse_list(recipe_args).map_err(|e| format!("the recipe's client-args: {e}"))?;
-        let merged = flags.over(&recipe).map_err(|e| e.to_string())?;
-        self.dialect = merged.dialect().map_err(|e| e.to_string())?;
+    pub fn with_flags(mut self, flags: DialectArgs, recipe_args: &[String]) -> Result<ClientOptions, DialectError> {
+        let recipe = DialectArgs::parse_list(recipe_args)?;
+        let merged = flags.over(&recipe)?;
+        self.dialect = merged.dialect()?;
         self.context_length = merged.context_length;
         self.flags = flags;
         Ok(self)
     }
 
     /// The options for a point whose recipe gives `recipe_args`.
-    pub fn for_point(&self, recipe_args: &[String]) -> Result<ClientOptions, String> {
+    pub fn for_point(&self, recipe_args: &[String]) -> Result<ClientOptions, DialectError> {
         self.clone().with_flags(self.flags.clone(), recipe_args)
     }
 }
@@ -96,42 +116,47 @@ impl HttpTarget {
                 Err(why) => why,
             };
             if !said && timeout > Duration::from_secs(2) {
-                eprintln!("waiting for {} to be ready ({last}; up to {:.0} s, --ready-timeout)", self.base_url, timeout.as_secs_f64());
+                tracing::info!(
+                    target: crate::PROGRESS,
+                    "waiting for {} to be ready ({last}; up to {:.0} s, --ready-timeout)",
+                    self.base_url,
+                    timeout.as_secs_f64()
+                );
                 said = true;
             }
             if t0.elapsed() >= timeout {
-                return Err(HttpError::NotReady { url: self.base_url.clone(), secs: timeout.as_secs_f64(), last });
+                return Err(HttpError::NotReady { url: self.base_url.clone(), secs: timeout.as_secs_f64(), last: last.to_string() });
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
 
     /// One readiness check; the reason it is not ready yet.
-    async fn ready_once(&self) -> Result<(), String> {
+    async fn ready_once(&self) -> Result<(), Unready> {
         let health = self.status_of("/health").await?;
         if health == 404 {
             // No health endpoint: listing models stands in for it.
             let models = self.status_of("/v1/models").await?;
             if models != 200 {
-                return Err(format!("GET /v1/models: HTTP {models}"));
+                return Err(Unready::Status { path: "/v1/models", status: models });
             }
         } else if health != 200 {
-            return Err(format!("GET /health: HTTP {health}"));
+            return Err(Unready::Status { path: "/health", status: health });
         }
-        let model = self.discover_model().await.map_err(|e| e.to_string())?;
+        let model = self.discover_model().await.map_err(|e| Unready::Model(e.to_string()))?;
         self.one_token(&model).await
     }
 
-    async fn status_of(&self, path: &str) -> Result<u16, String> {
+    async fn status_of(&self, path: &'static str) -> Result<u16, Unready> {
         let url = format!("{}{path}", self.base_url);
         match self.client.get(&url).timeout(Duration::from_secs(10)).send().await {
             Ok(r) => Ok(r.status().as_u16()),
-            Err(e) => Err(format!("GET {path}: {}", describe(&e))),
+            Err(e) => Err(Unready::Unreachable { path, why: describe(&e) }),
         }
     }
 
     /// A one-token chat request, read to its end (at most [`ONE_TOKEN_REPLY_CAP`] bytes).
-    async fn one_token(&self, model: &str) -> Result<(), String> {
+    async fn one_token(&self, model: &str) -> Result<(), Unready> {
         let mut body =
             format!(r#"{{"model":{},"messages":[{{"role":"user","content":"Hi"}}]"#, serde_json::Value::from(model)).into_bytes();
         self.dialect.write_tail(&mut body, 1);
@@ -144,24 +169,22 @@ impl HttpTarget {
             .timeout(Duration::from_secs(120))
             .send()
             .await
-            .map_err(|e| format!("a one-token request: {}", describe(&e)))?;
+            .map_err(|e| Unready::OneToken(describe(&e)))?;
         let status = r.status().as_u16();
         // Read to its end without keeping it: a one-token answer is a few hundred bytes, so a
         // reply past the cap is a broken server, not one to buffer until memory runs out.
         let (mut head, mut total) = (Vec::new(), 0usize);
         let mut r = r;
-        while let Some(chunk) = r.chunk().await.map_err(|e| format!("a one-token request: {}", describe(&e)))? {
+        while let Some(chunk) = r.chunk().await.map_err(|e| Unready::OneToken(describe(&e)))? {
             total += chunk.len();
             head.extend_from_slice(&chunk[..chunk.len().min(512usize.saturating_sub(head.len()))]);
             if total > ONE_TOKEN_REPLY_CAP {
-                return Err(format!(
-                    "a one-token request: the reply passed {ONE_TOKEN_REPLY_CAP} bytes without ending (a one-token answer is a few hundred); the server is misbehaving"
-                ));
+                return Err(Unready::OneTokenOverflow);
             }
         }
         if !(200..300).contains(&status) {
             let excerpt: String = String::from_utf8_lossy(&head).chars().take(200).collect();
-            return Err(format!("a one-token request: HTTP {status}: {excerpt}"));
+            return Err(Unready::OneTokenStatus { status, excerpt });
         }
         Ok(())
     }

@@ -49,7 +49,7 @@ impl HttpTarget {
         let file = tokenizer.map(std::path::Path::to_path_buf).or(reported);
         let (vocab, vocab_name): (Arc<dyn TokenText>, String) = match (&file, &engine_info) {
             (Some(p), _) => (
-                Arc::new(TokenizerVocab::from_path(p).map_err(|message| HttpError::Tokenizer { path: p.clone(), message })?),
+                Arc::new(TokenizerVocab::from_path(p).map_err(|e| HttpError::Tokenizer { path: p.clone(), message: e.to_string() })?),
                 p.display().to_string(),
             ),
             (None, Some(_)) => (Arc::new(TokenizerVocab::builtin()), "builtin (the reference engine's vocabulary)".into()),

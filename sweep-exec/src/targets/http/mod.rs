@@ -59,8 +59,8 @@ pub enum HttpError {
     Context(#[from] SimError),
     #[error(transparent)]
     Workload(#[from] WorkloadError),
-    #[error("{0}")]
-    Fixed(String),
+    #[error(transparent)]
+    Fixed(#[from] crate::targets::fixed::FixedPointError),
     #[error(transparent)]
     Pool(#[from] PoolError),
     #[error("runtime: {0}")]
@@ -206,11 +206,11 @@ impl HttpTarget {
         cfg: crate::workload::fixed::FixedConfig,
         ctx: &mut PointContext,
     ) -> Result<crate::workload::fixed::FixedWorkload, HttpError> {
-        if let Some(w) = crate::targets::fixed::check_limits(&cfg, self.context_length, None).map_err(HttpError::Fixed)? {
-            eprintln!("warning: {w}");
+        if let Some(w) = crate::targets::fixed::check_limits(&cfg, self.context_length, None)? {
+            tracing::warn!("{w}");
         }
         ctx.trace_set = crate::targets::fixed::trace_set(&cfg);
-        let wl = crate::workload::fixed::FixedWorkload::new(cfg).map_err(|e| HttpError::Fixed(e.to_string()))?;
+        let wl = crate::workload::fixed::FixedWorkload::new(cfg).map_err(|e| HttpError::Fixed(e.into()))?;
         ctx.fixed = Some(crate::targets::fixed::meta(&wl, &self.model));
         Ok(wl)
     }

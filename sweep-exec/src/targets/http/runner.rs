@@ -77,7 +77,7 @@ impl HttpRunner {
         let recipe_args = p.launch.as_ref().map(|l| l.client_args.as_slice()).unwrap_or_default();
         let opts = match self.client.for_point(recipe_args) {
             Ok(o) => o,
-            Err(e) => return PointOutcome { status: Status::Failed { reason: e }, records: Vec::new(), ctx },
+            Err(e) => return PointOutcome { status: Status::Failed { reason: e.to_string() }, records: Vec::new(), ctx },
         };
         let res = rt.block_on(async {
             let mut t = HttpTarget::connect(base_url, worker_url, &opts, &mut ctx).await?;

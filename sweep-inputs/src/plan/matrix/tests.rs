@@ -132,7 +132,7 @@ dsv4-fp4-b200-vllm-agentic-mtp:
     assert_eq!(rows[0].fields["total-cpu-dram-gb"], json!(2849));
     assert_eq!(rows[0].fields["duration"], json!(3600));
     assert!(rows[0].fields.get("isl").is_none());
-    assert!(expand(&entry(text), &[Scenario::AgenticCoding], None).unwrap_err().contains("hardware"));
+    assert!(expand(&entry(text), &[Scenario::AgenticCoding], None).unwrap_err().to_string().contains("hardware"));
 }
 
 #[test]
