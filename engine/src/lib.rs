@@ -79,7 +79,8 @@ pub mod prompt;
 pub mod rng;
 pub mod spec_decode;
 pub mod time;
-pub mod yaml_limits;
+/// The YAML limits live below the engine, shared with the harness's inputs.
+pub use input_limits::yaml as yaml_limits;
 
 pub use args::{EngineConfig, FlagRecord, FlagStatus, RouterConfig};
 pub use core::{

@@ -163,7 +163,7 @@ pub fn sync_file(path: &Path) -> std::io::Result<()> {
 
 /// How many characters of an input an error message quotes, and the cut itself (shared with the
 /// engine's flag errors).
-pub use engine::args::{EXCERPT_CHARS, excerpt, excerpt_quoted};
+pub use input_limits::text::{EXCERPT_CHARS, excerpt, excerpt_quoted};
 
 /// `text` with each whitespace-separated word cut by [`excerpt`] (a command line quoted whole).
 pub fn excerpt_words(text: &str) -> String {
@@ -180,7 +180,7 @@ fn shown(message: &str) -> std::borrow::Cow<'_, str> {
 pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
         .into_iter()
-        .map(|c| (engine::args::edit_distance(word, c), c))
+        .map(|c| (input_limits::text::edit_distance(word, c), c))
         .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(2))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)

@@ -3,7 +3,7 @@
 //! serde values do not), so every configuration error can name file, line and path.
 
 use crate::problem::{Problem, Problems, excerpt};
-use engine::yaml_limits::{self, LimitError, ReadError};
+use input_limits::yaml::{self as yaml_limits, LimitError, ReadError};
 use saphyr_parser::{Event, Parser};
 use serde_yaml_ng::Value;
 use std::collections::HashMap;
@@ -172,7 +172,7 @@ impl Doc {
 
 /// Parses `text` (from `file`) as one YAML document. Duplicate mapping keys are errors; so are
 /// a text over the size limit and nesting over the depth limit, found before deserialising (see
-/// [`engine::yaml_limits`]: deserialising a deep document costs quadratic time).
+/// [`input_limits::yaml`]: deserialising a deep document costs quadratic time).
 pub fn parse(file: &Path, text: &str) -> Result<Doc, Problems> {
     let (loc, checked) = Locator::build(text);
     checked.map_err(|e| limit_problem(file, &e))?;

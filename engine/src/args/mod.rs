@@ -20,7 +20,8 @@ mod router;
 mod tests;
 
 pub use config::{AccMethod, EngineConfig, LoadBalanceMethod, SchedulePolicy, SpecAlgorithm, SpecArgs};
-pub use defs::{EXCERPT_CHARS, FlagRecord, FlagStatus, edit_distance, excerpt, excerpt_quoted};
+pub use defs::{FlagRecord, FlagStatus};
 pub use env::EngineEnv;
+pub use input_limits::text::{EXCERPT_CHARS, edit_distance, excerpt, excerpt_quoted};
 pub use parse::ArgsError;
 pub use router::{RouterConfig, RouterPolicy};

@@ -6,8 +6,9 @@ use super::defs::{
     Arity::{self, *},
     FlagRecord,
     FlagStatus::{self, *},
-    excerpt, lookup_flag, suggest,
+    lookup_flag, suggest,
 };
+use input_limits::text::excerpt;
 use std::collections::BTreeMap;
 
 /// A flag or variable could not be accepted.

@@ -94,7 +94,7 @@ fn predict(
         Some(name) => engine::GpuSpec::lookup(name).map_err(|e| format!("--profile {name}: {e}"))?,
     };
     row.profile = gpu.name.clone();
-    row.profile_residuals = published::profile_residuals(&gpu);
+    row.profile_residuals = crate::targets::profiles::profile_residuals(&gpu);
     let engine = published_point::engine(c, p, &model, &gpu, o.seed).map_err(|e| e.to_string())?;
     let pool = if c.scenario == "fixed-seq-len" {
         None

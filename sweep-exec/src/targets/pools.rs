@@ -226,7 +226,7 @@ mod tests {
         let g = best("h100", &v3);
         assert_eq!(g.name, "h100-from-h200-fitted");
         // The standing says a borrowed profile was fitted to no point of its GPU.
-        let s = crate::published::profile_residuals(&g);
+        let s = crate::targets::profiles::profile_residuals(&g);
         assert!(s.starts_with("fitted to no published point of this GPU: cost parameters of h200-fitted"), "{s}");
     }
 

@@ -66,3 +66,25 @@ pub fn hardware_kind(gpu: &GpuSpec) -> &'static str {
         "datasheet"
     }
 }
+
+/// A profile's standing against published points: the median |residual| of its fit, or that it
+/// was fitted to none.
+pub fn profile_residuals(g: &engine::GpuSpec) -> String {
+    match &g.fit {
+        Some(f) if f.borrowed_from.is_some() => format!(
+            "fitted to no published point of this GPU: cost parameters of {} (same architecture), {}",
+            f.borrowed_from.as_deref().unwrap_or_default(),
+            standing(f)
+        ),
+        Some(f) => standing(f),
+        None => "fitted to no published point of this GPU".to_string(),
+    }
+}
+
+fn standing(f: &engine::profiles::FitRecord) -> String {
+    let mut r: Vec<f64> =
+        f.points.iter().flat_map(|p| p.metrics.values().map(|m| m.residual_pct.abs())).filter(|x| x.is_finite()).collect();
+    r.sort_by(f64::total_cmp);
+    let med = if r.is_empty() { f64::NAN } else { crate::metrics::percentile_linear(&r, 0.5) };
+    format!("fitted to {} published point(s) of {}: median |residual| {med:.1} %", f.points.len(), f.config_key)
+}

@@ -108,7 +108,7 @@ pub fn profiles_json(engine: &Engine) -> Value {
         "hardware_profile": i.hardware_profile,
         "hardware_profile_kind": GpuSpec::lookup(&i.hardware_profile).map(|g| hardware_kind(&g)).unwrap_or("file"),
         // How far the profile was from published points of its GPU when it was made.
-        "hardware_profile_standing": GpuSpec::lookup(&i.hardware_profile).ok().map(|g| crate::published::profile_residuals(&g)),
+        "hardware_profile_standing": GpuSpec::lookup(&i.hardware_profile).ok().map(|g| super::profiles::profile_residuals(&g)),
         "cost_calibrated": i.cost_calibrated,
         "unconfirmed_model_facts": i.unconfirmed_model_facts,
         "tp_size": i.tp_size,
