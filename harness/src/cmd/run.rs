@@ -172,7 +172,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         n,
         args.target,
         runner.max_parallel(),
-        if args.traces.source().is_none() { "auto (each config's model family's corpus)" } else { args.traces.as_str() },
+        if args.traces.is_auto() { "auto (each config's model family's corpus)" } else { args.traces.as_str() },
         args.seed,
         out.display()
     );

@@ -41,7 +41,12 @@ impl TraceSpec {
         TraceSpec { text: AUTO.into(), source: None }
     }
 
-    /// The source every point replays (`None`: each point's family corpus).
+    /// Each point replays its model family's corpus (`--traces auto`).
+    pub fn is_auto(&self) -> bool {
+        self.text == AUTO
+    }
+
+    /// The parsed source every point replays (`None` for `auto`, or a set compiled beforehand).
     pub fn source(&self) -> Option<&TraceSource> {
         self.source.as_ref()
     }
@@ -118,7 +123,7 @@ impl PointPools {
 
     /// The trace spec a point replays.
     pub fn spec_for(&self, point: &PlanPoint) -> String {
-        if self.spec.as_str() != AUTO {
+        if !self.spec.is_auto() {
             return self.spec.to_string();
         }
         point_model(point).map_or("synthetic", |m| family_corpus(&m.family)).to_string()
@@ -131,7 +136,7 @@ impl PointPools {
         if let Some(p) = compiled.get(&spec) {
             return Ok(p.clone());
         }
-        let trace_set = if self.spec.as_str() == AUTO { describe_auto(&spec) } else { spec.clone() };
+        let trace_set = if self.spec.is_auto() { describe_auto(&spec) } else { spec.clone() };
         let plans = match self.spec.source() {
             Some(source) => compile(source, &spec, self.seed)?,
             None => load(&spec, self.seed)?,
