@@ -17,6 +17,7 @@
 #            further than the other at the deadline) with ISL within 64 tokens and equal OSL.
 #   --min-match F: exit 1 when fewer than a share F of the compared requests match in order (the
 #            harness's own idle-cap race can reorder a run, see docs/replay.md, so CI uses this).
+#   --install-only: make the agentx-harness venv and stop (CI installs it while it builds).
 # Needs: python3 (venv, pip, PyPI), the shared data (SWEEP_SHARED_DATA).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,7 @@ sweep_bin=""
 out=""
 check=0
 min_match=""
+install_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --conc) conc="$2"; shift 2 ;;
@@ -40,9 +42,16 @@ while [ $# -gt 0 ]; do
     --out) out="$2"; shift 2 ;;
     --check) check=1; shift ;;
     --min-match) min_match="$2"; shift 2 ;;
+    --install-only) install_only=1; shift ;;
     *) echo "unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
+venv="${AGENTX_VENV:-.venv-agentx}"
+if [ ! -x "$venv/bin/agentx" ]; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check agentx-harness==1.0.12
+fi
+[ "$install_only" = 1 ] && exit 0
 tok="$data/tokenizers/deepseek-v4"
 [ -f "$traces" ] || { echo "traces not found: $traces (set SWEEP_SHARED_DATA)" >&2; exit 1; }
 [ -f "$tok/tokenizer.json" ] || { echo "tokenizer not found: $tok" >&2; exit 1; }
@@ -53,11 +62,6 @@ fi
 out="${out:-$(mktemp -d)/crosscheck}"
 mkdir -p "$out"
 
-venv="${AGENTX_VENV:-.venv-agentx}"
-if [ ! -x "$venv/bin/agentx" ]; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check agentx-harness==1.0.12
-fi
 "$venv/bin/pip" show agentx-harness | sed -n '1,2p' >&2
 
 status=0

@@ -18,10 +18,11 @@
 #
 # Usage: scripts/crosscheck-benchmark-serving.sh [--isl N] [--osl N] [--conc C] [--time-scale K]
 #        [--ttft-tolerance F|none] [--llama-isl N] [--llama-osl N] [--llama-conc C]
-#        [--no-engine] [--no-llama] [--sweep PATH] [--out DIR] [--check]
+#        [--no-engine] [--no-llama] [--sweep PATH] [--out DIR] [--check] [--install-only]
 #   defaults: 1024/1024 at conc 4, K = 5; llama.cpp 128/32 at conc 2.
 #   --check: exit 1 when a target is missed (either server's request count, output_lens or
 #            input_lens; a metric of the time-scaled engine beyond 2 %).
+#   --install-only: make benchmark_serving's venv and stop (CI installs it while it builds).
 #   --ttft-tolerance: the TTFT rows' target (default 0.02; `none` reports them without one).
 #            benchmark_serving's TTFT includes its own wall-clock path (a new aiohttp session and
 #            connection per request, the server tokenizing its decoded-random-id prompts), about
@@ -46,6 +47,7 @@ llama_osl=32
 llama_conc=2
 run_engine=1
 run_llama=1
+install_only=0
 sweep_bin=""
 out=""
 check=0
@@ -64,6 +66,7 @@ while [ $# -gt 0 ]; do
     --sweep) sweep_bin="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --check) check=1; shift ;;
+    --install-only) install_only=1; shift ;;
     *) echo "unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -72,6 +75,18 @@ data="${SWEEP_SHARED_DATA:-../shared/data}"
 client_dir="${BENCH_SERVING_DIR:-$data/inferencex/fixed-seq-len}"
 tok_src="$data/tokenizers/deepseek-v4"
 cache="${SWEEP_CACHE:-$HOME/.cache/sweep}"
+# benchmark_serving's dependencies (no torch: transformers loads the tokenizer alone), pinned so
+# that the cached venv is rebuilt when the pins change.
+pins="numpy==2.4.6 aiohttp==3.14.5 tqdm==4.70.1 transformers==5.25.0 huggingface_hub==2.4.0"
+venv="${BENCH_SERVING_VENV:-$cache/bench-serving-venv}"
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.pins" 2>/dev/null)" != "$pins" ]; then
+  echo "installing benchmark_serving's dependencies into $venv" >&2
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  # shellcheck disable=SC2086
+  "$venv/bin/pip" install --quiet --disable-pip-version-check $pins
+  echo "$pins" > "$venv/.pins"
+fi
+[ "$install_only" = 1 ] && exit 0
 [ -f "$client_dir/benchmark_serving.py" ] || { echo "benchmark_serving.py not found in $client_dir (set SWEEP_SHARED_DATA)" >&2; exit 1; }
 [ -f "$tok_src/tokenizer.json" ] || { echo "tokenizer not found: $tok_src" >&2; exit 1; }
 if [ -z "$sweep_bin" ]; then
@@ -84,17 +99,6 @@ out="${out:-$(mktemp -d)/crosscheck-bs}"
 mkdir -p "$out"
 out=$(realpath "$out")
 
-# benchmark_serving's dependencies (no torch: transformers loads the tokenizer alone), pinned so
-# that the cached venv is rebuilt when the pins change.
-pins="numpy==2.4.6 aiohttp==3.14.5 tqdm==4.70.1 transformers==5.25.0 huggingface_hub==2.4.0"
-venv="${BENCH_SERVING_VENV:-$cache/bench-serving-venv}"
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.pins" 2>/dev/null)" != "$pins" ]; then
-  echo "installing benchmark_serving's dependencies into $venv" >&2
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  # shellcheck disable=SC2086
-  "$venv/bin/pip" install --quiet --disable-pip-version-check $pins
-  echo "$pins" > "$venv/.pins"
-fi
 
 # The tokenizer in a folder of its own (transformers resolves tokenizer_config.json beside it),
 # loaded offline.

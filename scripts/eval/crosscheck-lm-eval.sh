@@ -8,29 +8,33 @@
 #   - lm-eval's own filters and metric give the table sweep-results/src/eval/score.rs tests against.
 # Needs the shared data (SWEEP_SHARED_DATA) and PyPI; about two minutes (the venv is cached).
 #
-# Usage: scripts/eval/crosscheck-lm-eval.sh [--sweep target/debug/sweep] [--limit N]
+# Usage: scripts/eval/crosscheck-lm-eval.sh [--sweep target/debug/sweep] [--limit N] [--install-only]
+#   --install-only: make the lm-eval venv and stop (CI installs it while it builds).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 sweep=target/debug/sweep
 limit=""
+install_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --sweep) sweep="$2"; shift 2 ;;
     --limit) limit="$2"; shift 2 ;;
+    --install-only) install_only=1; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
-shared="$(realpath "${SWEEP_SHARED_DATA:-../shared/data}")"
-evals="$shared/inferencex/evals"
-[ -f "$evals/gsm8k.yaml" ] || { echo "crosscheck-lm-eval: $evals/gsm8k.yaml not found (set SWEEP_SHARED_DATA)" >&2; exit 1; }
-
 cache="${SWEEP_CACHE:-$HOME/.cache/sweep}"
 venv="$cache/lm-eval-0.4.13"
 if [ ! -x "$venv/bin/lm_eval" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "lm-eval[api]==0.4.13" tabulate pyyaml
 fi
+[ "$install_only" = 1 ] && exit 0
+shared="$(realpath "${SWEEP_SHARED_DATA:-../shared/data}")"
+evals="$shared/inferencex/evals"
+[ -f "$evals/gsm8k.yaml" ] || { echo "crosscheck-lm-eval: $evals/gsm8k.yaml not found (set SWEEP_SHARED_DATA)" >&2; exit 1; }
+
 py="$venv/bin/python"
 
 work="$(mktemp -d)"
