@@ -99,7 +99,6 @@ out="${out:-$(mktemp -d)/crosscheck-bs}"
 mkdir -p "$out"
 out=$(realpath "$out")
 
-
 # The tokenizer in a folder of its own (transformers resolves tokenizer_config.json beside it),
 # loaded offline.
 tok="$out/tokenizer"
