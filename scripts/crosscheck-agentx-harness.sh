@@ -18,7 +18,9 @@
 #   --min-match F: exit 1 when fewer than a share F of the compared requests match in order (the
 #            harness's own idle-cap race can reorder a run, see docs/replay.md, so CI uses this).
 #   --install-only: make the agentx-harness venv and stop (CI installs it while it builds).
-# Needs: python3 (venv, pip, PyPI), the shared data (SWEEP_SHARED_DATA).
+# Needs: python3 (venv, pip, PyPI; the venv is cached in $AGENTX_VENV, default
+# $SWEEP_CACHE/agentx-harness-1.0.12, SWEEP_CACHE default ~/.cache/sweep), the shared data
+# (SWEEP_SHARED_DATA).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,7 +48,8 @@ while [ $# -gt 0 ]; do
     *) echo "unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
-venv="${AGENTX_VENV:-.venv-agentx}"
+cache="${SWEEP_CACHE:-$HOME/.cache/sweep}"
+venv="${AGENTX_VENV:-$cache/agentx-harness-1.0.12}"
 if [ ! -x "$venv/bin/agentx" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check agentx-harness==1.0.12
