@@ -10,7 +10,7 @@ pub use sweep_dashboard::dashboard;
 pub use sweep_exec::{eval, fit, run, targets};
 pub use sweep_inputs::{changelog, golden_al, html, out, outln, plan, problem, recipe, repo, yaml};
 pub use sweep_report::report;
-pub use sweep_results::{gate, kv, metrics, noise, pareto, published, records, results, twin};
+pub use sweep_results::{gate, kv, metrics, noise, pareto, power, price, published, records, results, twin};
 pub use sweep_store::store;
 pub use sweep_traces::{prompt, trace, workload};
 pub use sweep_verify::verify;

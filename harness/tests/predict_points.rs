@@ -94,3 +94,45 @@ fn the_published_points_are_predicted_within_the_fits_medians() {
         }
     }
 }
+
+/// `--prices FILE`: a priced point gets its cost per million tokens, published and predicted, from
+/// its throughput per GPU and the price of its GPU; a GPU the file does not name gets none; a
+/// price without a source is refused with its line.
+#[test]
+fn a_price_file_turns_throughput_into_cost_per_million_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let (f, prices) = (dir.path().join("points.yaml"), dir.path().join("prices.yaml"));
+    std::fs::write(&f, POINTS).unwrap();
+    std::fs::write(&prices, "currency: USD\nprices:\n  h200: {per_gpu_hour: 3.6, source: a test price}\n").unwrap();
+    let o = sweep(&["predict", "--points", f.to_str().unwrap(), "--json", "--prices", prices.to_str().unwrap()], dir.path());
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}\n{se}");
+    let v: serde_json::Value = serde_json::from_str(&so).unwrap();
+    let p = &v[0];
+    assert_eq!((p["cost"]["currency"].as_str(), p["cost"]["source"].as_str()), (Some("USD"), Some("a test price")));
+    for side in ["published", "predicted"] {
+        // 3.6 $ an hour is 0.001 $ a second per GPU: a million output tokens at R tok/s/GPU cost 1000 / R.
+        let out = p[side]["tput_out_per_gpu"].as_f64().unwrap();
+        let total = p[side]["tput_total_per_gpu"].as_f64().unwrap();
+        let c = &p["cost"][side];
+        assert!((c["per_mtok_output"].as_f64().unwrap() - 1000.0 / out).abs() < 1e-9, "{side}: {c}");
+        assert!((c["per_mtok_total"].as_f64().unwrap() - 1000.0 / total).abs() < 1e-9, "{side}: {c}");
+        assert!((c["per_mtok_input"].as_f64().unwrap() - 1000.0 / (total - out)).abs() < 1e-9, "{side}: {c}");
+    }
+    let o = sweep(&["predict", "--points", f.to_str().unwrap(), "--prices", prices.to_str().unwrap()], dir.path());
+    let (so, _) = text(&o);
+    assert!(so.contains("cost per M output tokens") && so.contains("price: 3.6 USD per GPU-hour (a test price)"), "{so}");
+
+    // A GPU the file does not price gets no figure.
+    std::fs::write(&prices, "currency: USD\nprices:\n  b200: {per_gpu_hour: 5, source: x}\n").unwrap();
+    let o = sweep(&["predict", "--points", f.to_str().unwrap(), "--json", "--prices", prices.to_str().unwrap()], dir.path());
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}\n{se}");
+    assert!(serde_json::from_str::<serde_json::Value>(&so).unwrap()[0].get("cost").is_none(), "{so}");
+
+    // A price without its source is refused, naming the file, the line and the fix.
+    std::fs::write(&prices, "currency: USD\nprices:\n  h200:\n    per_gpu_hour: 3.6\n    source: ' '\n").unwrap();
+    let o = sweep(&["predict", "--points", f.to_str().unwrap(), "--prices", prices.to_str().unwrap()], dir.path());
+    let (so, se) = text(&o);
+    assert!(!o.status.success() && se.contains("prices.yaml:5") && se.contains("no source"), "{so}\n{se}");
+}

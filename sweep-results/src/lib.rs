@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod noise;
 pub mod pareto;
 pub mod power;
+pub mod price;
 pub mod published;
 pub mod records;
 pub mod results;

@@ -124,6 +124,9 @@ pub struct Compared {
     pub predicted: BTreeMap<String, f64>,
     /// (predicted − published) / published × 100, per metric published.
     pub residual_pct: BTreeMap<String, f64>,
+    /// Cost per million tokens, published and predicted, with `--prices` and a price for the GPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::price::PointCost>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

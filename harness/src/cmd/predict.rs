@@ -26,8 +26,13 @@ pub struct PredictArgs {
     pub points: Option<PathBuf>,
     /// With --points: a JSON list of {config, scenario, conc, isl, osl, gpus, profile, published,
     /// predicted, residual_pct} instead of the table.
-    #[arg(long, requires = "points")]
+    #[arg(long, conflicts_with = "config")]
     pub json: bool,
+    /// With --points: a price file (YAML: `currency`, and per GPU `per_gpu_hour` and its
+    /// `source`; docs/formats.md) that adds each priced point's cost per million tokens,
+    /// published and predicted. Without it, or for a GPU it does not name, no cost is shown.
+    #[arg(long, conflicts_with = "config", value_name = "FILE")]
+    pub prices: Option<PathBuf>,
     /// Hardware profile: `best` (the built-in profile fitted to this model's measured points on
     /// the config's GPU, else one measured on that GPU, else its datasheet), `fitted` (the one
     /// fitted for this config), a profile name, or a profile YAML.
@@ -118,6 +123,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
             duration_s: a.duration.unwrap_or(3600.0),
             traces: a.traces.clone(),
             profile: Some(a.profile.clone()),
+            prices: a.prices.as_deref().map(crate::price::PriceTable::load).transpose().map_err(|p| anyhow::anyhow!("{p}"))?,
         };
         return super::predict_points::run(points, &o);
     }

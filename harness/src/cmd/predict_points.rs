@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::metrics;
+use crate::price::PriceTable;
 use crate::published::{self, Compared, PublishedConfig, PublishedPoint};
 use crate::targets::published as published_point;
 use crate::targets::sim;
@@ -32,6 +33,8 @@ pub struct PointsOptions {
     pub traces: Option<String>,
     /// A profile name or YAML for every point (`None` or `best`: the best for each point's GPU).
     pub profile: Option<String>,
+    /// Prices per GPU-hour (`--prices`): each priced point gets its cost per million tokens.
+    pub prices: Option<PriceTable>,
 }
 
 pub fn run(path: &Path, o: &PointsOptions) -> anyhow::Result<ExitCode> {
@@ -45,6 +48,10 @@ pub fn run(path: &Path, o: &PointsOptions) -> anyhow::Result<ExitCode> {
                 row.error = Some(e);
             }
             row.compare();
+            if let Some(t) = &o.prices {
+                let pair = |m: &BTreeMap<String, f64>| Some((*m.get("tput_total_per_gpu")?, *m.get("tput_out_per_gpu")?));
+                row.cost = t.point_cost(&c.hardware, pair(&row.published), pair(&row.predicted));
+            }
             if !o.json {
                 eprintln!("{}", line(&row));
             }
@@ -76,6 +83,7 @@ fn compared(c: &PublishedConfig, p: &PublishedPoint) -> Compared {
         published: published::METRICS.iter().filter_map(|k| p.metric(k).map(|v| (k.to_string(), v))).collect(),
         predicted: BTreeMap::new(),
         residual_pct: BTreeMap::new(),
+        cost: None,
         error: None,
     }
 }
@@ -135,15 +143,20 @@ pub fn table(rows: &[Compared]) -> String {
         (Some(p), _, _) => format!("{} → –", crate::gate::fmt_num(*p)),
         _ => "–".into(),
     };
+    let priced = rows.iter().any(|r| r.cost.is_some());
+    if priced {
+        o.insert_str(o.len() - 1, " | cost per M output tokens pub → pred");
+    }
     for r in rows {
         o.push_str(&format!(
-            "{} | {} | {} | {} | {} | {}\n",
+            "{} | {} | {} | {} | {} | {}{}\n",
             short(r),
             if r.profile.is_empty() { "–" } else { &r.profile },
             cell(r, "tput_total_per_gpu"),
             cell(r, "tput_out_per_gpu"),
             cell(r, "ttft_mean_ms"),
-            cell(r, "tpot_mean_ms")
+            cell(r, "tpot_mean_ms"),
+            if priced { format!(" | {}", cost_cell(r)) } else { String::new() }
         ));
     }
     o.push('\n');
@@ -154,6 +167,14 @@ pub fn table(rows: &[Compared]) -> String {
             o.push_str(&format!("median |residual| {k}: {:.1} % over {} point(s)\n", metrics::percentile_linear(&v, 0.5), v.len()));
         }
     }
+    let mut prices: Vec<String> = Vec::new();
+    for c in rows.iter().filter_map(|r| r.cost.as_ref()) {
+        let l = format!("price: {} {} per GPU-hour ({})\n", c.per_gpu_hour, c.currency, c.source);
+        if !prices.contains(&l) {
+            prices.push(l);
+        }
+    }
+    prices.iter().for_each(|l| o.push_str(l));
     let mut seen = Vec::new();
     for r in rows.iter().filter(|r| !r.profile.is_empty()) {
         if !seen.contains(&r.profile) {
@@ -162,4 +183,12 @@ pub fn table(rows: &[Compared]) -> String {
         }
     }
     o
+}
+
+/// A point's cost per million output tokens, published → predicted (`–` for a side without
+/// throughput, `no price` for a GPU the price file does not name).
+fn cost_cell(r: &Compared) -> String {
+    let Some(c) = &r.cost else { return "no price".into() };
+    let side = |t: Option<crate::price::TokenCost>| t.map_or("–".to_string(), |t| format!("{:.2}", t.per_mtok_output));
+    format!("{} → {} {}", side(c.published), side(c.predicted), c.currency)
 }
