@@ -40,7 +40,7 @@ fn an_interrupted_run_keeps_its_points_blames_no_one_and_exits_130() {
     // Thousand-hour points on the virtual clock: far longer than the test waits, in an
     // optimised build too (there, ten hours of the first point take under two seconds).
     let child = Command::new(env!("CARGO_BIN_EXE_sweep"))
-        .args(["run", "full-sweep-fail-fast", "--configs", "dsv3-*", "--duration", "3600000", "--jobs", "1", "--out"])
+        .args(["run", "full-sweep-fail-fast", "--configs", "dsv3-*", "--duration", "3600000", "--jobs", "1", "--no-store", "--out"])
         .arg(&out)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&err).unwrap())
@@ -131,7 +131,7 @@ fn sigkill_of_sweep_run_takes_the_server_it_launched_with_it() {
     let (out, err) = (tmp.path().join("run"), tmp.path().join("stderr.txt"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_sweep"))
         .args(["run", "full-sweep-fail-fast", "--only", "dsv3-fp8-h200-sglang-agentic/tp8-c1", "--target", "local:engine"])
-        .args(["--duration", "3600", "--traces", "synthetic:20", "--out"])
+        .args(["--duration", "3600", "--traces", "synthetic:20", "--no-store", "--out"])
         .arg(&out)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&err).unwrap())

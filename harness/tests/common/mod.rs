@@ -34,7 +34,21 @@ pub fn export_text(dir: &Path) -> String {
 }
 
 pub fn sweep(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sweep")).args(args).current_dir(cwd).output().expect("run sweep")
+    sweep_command(cwd).args(args).output().expect("run sweep")
+}
+
+/// The `sweep` binary run from `cwd`. Run from inside the workspace, it would record its runs in
+/// the checkout's own results store (`reports/sweep.db`), where `sweep history` would then show
+/// them: there, the tests' runs go to a store under the target folder instead (unless the test
+/// names one, with `--store` or `SWEEP_STORE`).
+pub fn sweep_command(cwd: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sweep"));
+    c.current_dir(cwd);
+    let inside = |d: &Path| d.canonicalize().ok().zip(workspace_root().canonicalize().ok()).is_some_and(|(d, w)| d.starts_with(w));
+    if std::env::var_os("SWEEP_STORE").is_none() && inside(cwd) {
+        c.env("SWEEP_STORE", Path::new(env!("CARGO_TARGET_TMPDIR")).join("sweep-tests.db"));
+    }
+    c
 }
 
 pub fn text(o: &Output) -> (String, String) {
