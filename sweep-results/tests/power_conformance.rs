@@ -21,22 +21,13 @@ fn shared_data() -> PathBuf {
     })
 }
 
-/// `YYYY/MM/DD HH:MM:SS.ffffff` of an epoch, wall clock at `offset_s` east of UTC.
+/// `YYYY/MM/DD HH:MM:SS.ffffff` of an epoch, wall clock at `offset_s` east of UTC, with the
+/// date and time separators given.
 fn wall_clock(epoch: f64, offset_s: i64, sep: (char, char)) -> String {
     let micros = (epoch * 1e6).round() as i64 + offset_s * 1_000_000;
-    let (secs, us) = (micros.div_euclid(1_000_000), micros.rem_euclid(1_000_000));
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    let (ds, ts) = sep;
-    format!("{y:04}{ds}{m:02}{ds}{d:02}{ts}{:02}:{:02}:{:02}.{us:06}", sod / 3600, sod / 60 % 60, sod % 60)
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(micros as u64);
+    let iso = humantime::format_rfc3339_micros(at).to_string();
+    iso.trim_end_matches('Z').replace('-', &sep.0.to_string()).replacen('T', &sep.1.to_string(), 1)
 }
 
 /// Jittered ~1 Hz samples from 2 s before to 2 s after a 30 s window, power varying per GPU.

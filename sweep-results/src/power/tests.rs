@@ -13,20 +13,9 @@ fn approx(a: f64, b: f64) -> bool {
 
 /// `YYYY/MM/DD HH:MM:SS.ffffff` of an epoch in UTC, as nvidia-smi writes it on a UTC host.
 fn nvidia_ts(epoch: f64) -> String {
-    let micros = (epoch * 1e6).round() as i64;
-    let (secs, us) = (micros.div_euclid(1_000_000), micros.rem_euclid(1_000_000));
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}/{m:02}/{d:02} {:02}:{:02}:{:02}.{us:06}", sod / 3600, sod / 60 % 60, sod % 60)
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros((epoch * 1e6).round() as u64);
+    let iso = humantime::format_rfc3339_micros(at).to_string();
+    iso.trim_end_matches('Z').replace('-', "/").replacen('T', " ", 1)
 }
 
 fn nvidia_csv(samples: &[(f64, u32, f64)]) -> String {
