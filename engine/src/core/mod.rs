@@ -348,6 +348,11 @@ impl Engine {
     pub fn cost_model(&self) -> &CostModel {
         &self.cost
     }
+    /// Energy one GPU has drawn from time 0 to `at`, joules (idle power throughout, plus what
+    /// every step priced so far drew above it); `None` when the GPU's profile has no power model.
+    pub fn gpu_energy_j(&self, at: Time) -> Option<f64> {
+        self.gpu.power.as_ref().map(|p| p.idle_w * at.as_secs_f64() + self.stats.gpu_active_energy_j)
+    }
     /// Time of the last `advance`.
     pub fn now(&self) -> Time {
         self.now

@@ -70,6 +70,8 @@ pub struct EngineStats {
     pub cuda_graph_passes: u64,
     pub eager_passes: u64,
     pub busy_time: Time,
+    /// Energy one GPU drew above idle over every step so far, joules (the profile's power model).
+    pub gpu_active_energy_j: f64,
     pub evicted_tokens_total: u64,
     /// Pool size, peaks, eviction and re-prefill figures.
     pub kv: KvStats,

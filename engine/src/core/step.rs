@@ -127,6 +127,9 @@ impl Engine {
         self.last_graph = graph_all;
         let dur = cost.total.max(Time(1));
         self.stats.busy_time += dur;
+        if let Some(p) = &self.gpu.power {
+            self.stats.gpu_active_energy_j += p.step_active_joules(&cost);
+        }
         self.stats.last_step = Some(cost);
         dur
     }

@@ -82,6 +82,9 @@ pub struct GpuSpec {
     /// trace set, seed, loss and per-point residuals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<FitRecord>,
+    /// Board power against the step's work; a GPU without one predicts no energy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<super::PowerModel>,
 }
 
 impl GpuSpec {

@@ -156,6 +156,9 @@ impl GpuSpec {
                 message: "datasheet.memory_bytes and hbm_bandwidth must be > 0".into(),
             });
         }
+        if let Some(message) = g.power.as_ref().and_then(super::PowerModel::problem) {
+            return Err(ProfileError::Invalid { path: path.to_string(), message });
+        }
         Ok(g)
     }
 

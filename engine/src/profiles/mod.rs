@@ -12,6 +12,7 @@ mod fit;
 mod hardware;
 mod load;
 mod model;
+mod power;
 pub mod shapes;
 #[cfg(test)]
 mod tests;
@@ -22,3 +23,4 @@ pub use load::ProfileError;
 pub use model::{
     BytesPerParam, DenseParams, DraftKind, DraftSpec, Dtype, Experts, ExtraWeights, KvLayout, ModelFamily, ModelSpec, SglangDefaults,
 };
+pub use power::PowerModel;
