@@ -59,6 +59,7 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
         invalid_reasons: invalid.clone(),
         submission_valid: sub_invalid.is_empty() && valid,
         submission_invalid_reasons: sub_invalid.clone(),
+        power: None,
     };
 
     let mut agg = ctx.identity.clone();
@@ -96,7 +97,34 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     agg.insert("output_tput_per_gpu".into(), json!(out_tps / gpus));
     agg.insert("input_tput_per_gpu".into(), json!(in_tps / gpus));
     agg.insert("validity".into(), json!({"valid": valid, "reasons": invalid, "submission_valid": summary.submission_valid, "submission_invalid_reasons": sub_invalid}));
-    Ok((round_json(Value::Object(agg)), summary))
+    let mut summary = summary;
+    let window = ctx.power.as_ref().map(|_| agg.get("benchmark_serving").cloned().unwrap_or_else(|| profiling_window(ctx, &ok)));
+    let Value::Object(mut agg) = round_json(Value::Object(agg)) else { unreachable!("an object stays an object") };
+    // After the rounding: the power keys keep the reference's own (6 decimals per token).
+    if let (Some(power), Some(window)) = (&ctx.power, window) {
+        let r = crate::power::point_power(power, &window, ctx.num_gpus.max(1));
+        agg.extend(r.keys);
+        if let Some(v) = r.validation {
+            agg.insert("power_validation".into(), serde_json::to_value(v).unwrap_or(Value::Null));
+        }
+        summary.power = r.figures;
+    }
+    Ok((Value::Object(agg), summary))
+}
+
+/// An AgentX point's benchmark window as InferenceX's power adapter builds it: the profiling
+/// window on the records' clock (Unix time for a live point), the successful requests and
+/// their token counts.
+fn profiling_window(ctx: &PointContext, ok: &[&Record]) -> Value {
+    let start = ctx.profile_start_ns.unwrap_or(0) as f64 / 1e9;
+    json!({
+        "benchmark_start_time_unix": start,
+        "benchmark_end_time_unix": start + ctx.profile_duration_s,
+        "duration": ctx.profile_duration_s,
+        "completed": ok.len(),
+        "total_input_tokens": ok.iter().filter_map(|r| r.input_tokens).sum::<u64>(),
+        "total_output_tokens": ok.iter().filter_map(|r| r.output_tokens).sum::<u64>(),
+    })
 }
 
 /// The point's `benchmark_serving` result: the main run's start on the records' clock (Unix

@@ -195,6 +195,10 @@ pub struct PointContext {
     /// `benchmark_serving`'s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed: Option<FixedMeta>,
+    /// GPU power over the point: telemetry sampled on the server's host, or the engine's
+    /// prediction. `None`: no power keys (a live point with the monitor off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<crate::power::PointPower>,
 }
 
 /// The headline numbers of a point, used by reports, Pareto and the gate.
@@ -220,6 +224,9 @@ pub struct Summary {
     pub invalid_reasons: Vec<String>,
     pub submission_valid: bool,
     pub submission_invalid_reasons: Vec<String>,
+    /// Power and energy per token, when the point's power is valid (measured or predicted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<crate::power::PowerFigures>,
 }
 
 /// A metric compared between a measured point and its simulated twin.

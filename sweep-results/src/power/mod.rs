@@ -16,13 +16,17 @@
 
 mod accumulator;
 mod parse;
+mod point;
 mod report;
 #[cfg(test)]
 mod tests;
 
 pub use accumulator::{ACCUMULATOR_TOLERANCE, AccumulatorCheck, AccumulatorComparison, cross_check_accumulator};
 pub use parse::{CSV_FIELD_LIMIT, Columns, CsvError, CsvRecords, detect_columns, parse_power, parse_timestamp, read_csv};
-pub use report::{BenchmarkData, PowerMetrics, PowerReport, PowerSummary, PowerValidation, derived_metrics, evaluate, load_benchmark_data};
+pub use point::{PointPower, PointPowerResult, PowerFigures, point_power};
+pub use report::{
+    BenchmarkData, PowerMetrics, PowerReport, PowerSummary, PowerValidation, derived_metrics, evaluate, load_benchmark_data, summary_of,
+};
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

@@ -187,6 +187,16 @@ pub struct PowerReport {
     pub integration: PowerIntegration,
 }
 
+/// The aggregate's power keys for these metrics (`None`: not valid), rounded as the reference
+/// rounds them: watts and joules to 3 decimals, the rest to 6.
+pub fn summary_of(metrics: Option<PowerMetrics>) -> PowerSummary {
+    PowerSummary {
+        power_metric_schema_version: POWER_METRIC_SCHEMA_VERSION,
+        power_valid: u8::from(metrics.is_some()),
+        metrics: metrics.map(|m| m.map(|k, v| round_to(v, if k.ends_with("_w") || k.ends_with("_j") { 3 } else { 6 }))),
+    }
+}
+
 /// The reference's `run` without its files: the benchmark result's JSON text, the telemetry
 /// text (`None` for a missing file) and the expected GPU count give the aggregate's power keys
 /// and the validation record. Non-finite metrics are refused as the reference refuses to write
@@ -210,11 +220,7 @@ pub fn evaluate(bench_json: &str, csv: Option<&str>, local: LocalOffset, expecte
         metrics = None;
     }
     let power_valid = reasons.is_empty();
-    let summary = PowerSummary {
-        power_metric_schema_version: POWER_METRIC_SCHEMA_VERSION,
-        power_valid: u8::from(power_valid),
-        metrics: metrics.map(|m| m.map(|k, v| round_to(v, if k.ends_with("_w") || k.ends_with("_j") { 3 } else { 6 }))),
-    };
+    let summary = summary_of(metrics);
     let validation = PowerValidation {
         schema_version: 1,
         power_valid,
