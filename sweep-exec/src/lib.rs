@@ -15,5 +15,5 @@ pub mod targets;
 #[cfg(test)]
 use sweep_inputs::repo;
 pub(crate) use sweep_inputs::{plan, problem, recipe, yaml};
-pub(crate) use sweep_results::{gate, metrics, noise, pareto, published, records, results, twin};
+pub(crate) use sweep_results::{gate, metrics, noise, pareto, power, published, records, results, twin};
 pub(crate) use sweep_traces::{prompt, trace, workload};
