@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::targets::dialect::DialectArgs;
+use crate::targets::gpu_monitor::MonitorChoice;
 use crate::targets::http::ClientOptions;
 
 #[derive(clap::Args, Clone, Debug)]
@@ -24,6 +25,12 @@ pub struct ClientArgs {
     /// one-token request) before the first primer.
     #[arg(long, default_value_t = 600.0, value_name = "SECONDS")]
     pub ready_timeout: f64,
+    /// GPU power sampling during live points, as InferenceX samples it (nvidia-smi once a
+    /// second, integrated over the profiling window into `agg.json`'s power keys). `auto`
+    /// samples when the server runs on this host (a launched server, a loopback URL);
+    /// elsewhere it records `power_valid` 0 and why.
+    #[arg(long, value_enum, default_value_t = MonitorChoice::Auto, value_name = "HOW")]
+    pub gpu_monitor: MonitorChoice,
     #[command(flatten)]
     pub dialect: DialectArgs,
 }
@@ -35,6 +42,7 @@ impl Default for ClientArgs {
             request_timeout: 14_400.0,
             stall_timeout: 300.0,
             ready_timeout: 600.0,
+            gpu_monitor: MonitorChoice::Auto,
             dialect: DialectArgs::default(),
         }
     }
@@ -54,6 +62,7 @@ impl ClientArgs {
             request_timeout: seconds("--request-timeout", self.request_timeout)?,
             stall_timeout: seconds("--stall-timeout", self.stall_timeout)?,
             ready_timeout: seconds("--ready-timeout", self.ready_timeout)?,
+            gpu_monitor: self.gpu_monitor,
             ..Default::default()
         };
         base.with_flags(self.dialect.clone(), &[]).map_err(anyhow::Error::msg)
@@ -65,6 +74,9 @@ impl ClientArgs {
         v.extend(["--request-timeout".into(), self.request_timeout.to_string()]);
         v.extend(["--stall-timeout".into(), self.stall_timeout.to_string()]);
         v.extend(["--ready-timeout".into(), self.ready_timeout.to_string()]);
+        if let Some(p) = clap::ValueEnum::to_possible_value(&self.gpu_monitor) {
+            v.extend(["--gpu-monitor".into(), p.get_name().to_string()]);
+        }
         v
     }
 

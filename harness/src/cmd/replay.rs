@@ -7,6 +7,7 @@ use crate::metrics::{self, PointContext};
 use crate::recipe::serving::Launch;
 use crate::records::{self, Record};
 use crate::results::{Status, write_json};
+use crate::targets::gpu_monitor::{Monitor, is_loopback};
 use crate::targets::http::HttpTarget;
 use crate::targets::ledger::ProgressLines;
 use crate::targets::sim::{self, ProfileChoice, Progress};
@@ -311,6 +312,7 @@ fn replay_url(
     // every streamed chunk cost about 40 % of the client's CPU.
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let t0 = std::time::Instant::now();
+    let monitor = Monitor::start(a.client.gpu_monitor, is_loopback(url), out);
     let run = rt.block_on(async {
         let opts = a.client.options()?;
         let mut t = HttpTarget::connect(url, url, &opts, ctx).await.map_err(anyhow::Error::msg)?;
@@ -337,6 +339,8 @@ fn replay_url(
                 .await,
         )
     })?;
+    let scale = a.time_scale.or_else(|| ctx.profiles["time_scale"].as_f64()).unwrap_or(1.0);
+    ctx.power = monitor.finish(ctx.result_kind == "predicted", scale);
     if let Some(export) = run.fill(ctx) {
         write_json(&out.join("server_metrics_export.json"), &export)?;
     }

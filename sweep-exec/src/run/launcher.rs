@@ -75,7 +75,7 @@ pub fn http_get_status(host_port: &str, path: &str, timeout: Duration) -> Option
 /// launched engine must not outlive the run and keep holding the GPUs. (SGLang and `sweep engine
 /// serve` stop their own workers on SIGTERM.)
 #[cfg(target_os = "linux")]
-fn die_with_parent(cmd: &mut Command) {
+pub(crate) fn die_with_parent(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: getpid is async-signal-safe.
     let parent = unsafe { libc::getpid() };
@@ -95,7 +95,7 @@ fn die_with_parent(cmd: &mut Command) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn die_with_parent(_cmd: &mut Command) {}
+pub(crate) fn die_with_parent(_cmd: &mut Command) {}
 
 impl Server {
     /// Starts `argv` with `env` added to the inherited environment; stdout and stderr go to `log`.

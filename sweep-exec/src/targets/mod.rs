@@ -5,6 +5,7 @@
 pub mod body;
 pub mod dialect;
 pub mod fixed;
+pub mod gpu_monitor;
 pub mod http;
 pub mod ledger;
 pub mod pools;

@@ -33,6 +33,8 @@ pub struct ClientOptions {
     /// The server's context length when it does not say it.
     pub context_length: Option<u64>,
     pub dialect: Dialect,
+    /// GPU power sampling during a point.
+    pub gpu_monitor: crate::targets::gpu_monitor::MonitorChoice,
 }
 
 impl Default for ClientOptions {
@@ -45,6 +47,7 @@ impl Default for ClientOptions {
             flags: DialectArgs::default(),
             context_length: None,
             dialect: Dialect::default(),
+            gpu_monitor: crate::targets::gpu_monitor::MonitorChoice::default(),
         }
     }
 }

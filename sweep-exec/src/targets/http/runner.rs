@@ -10,6 +10,7 @@ use crate::metrics::PointContext;
 use crate::results::Status;
 use crate::run::launcher::{Endpoint, LaunchError};
 use crate::run::{EvalJob, EvalOutcome, Job, Outcome as PointOutcome, PointRunner};
+use crate::targets::gpu_monitor::{Monitor, is_loopback};
 
 /// Runs plan points against a server over HTTP: an existing one, or the point's own, started by
 /// its [`PointLauncher`](crate::run::launcher::PointLauncher).
@@ -49,8 +50,16 @@ impl WarmServers {
 impl HttpRunner {
     /// Replays a point against `base_url`; `worker_url` is the server itself when `base_url` is a
     /// router in front of it (its `/server_info` identifies the engine).
-    fn live(&self, job: &Job, base_url: &str, worker_url: &str, mut alive: impl FnMut() -> Result<(), LaunchError>) -> PointOutcome {
+    fn live(
+        &self,
+        job: &Job,
+        base_url: &str,
+        worker_url: &str,
+        launched: bool,
+        mut alive: impl FnMut() -> Result<(), LaunchError>,
+    ) -> PointOutcome {
         let p = &job.point;
+        let monitor = Monitor::start(self.client.gpu_monitor, launched || is_loopback(worker_url), &job.dir);
         let cpu0 = crate::targets::scrape::process_cpu_seconds();
         let mut ctx = PointContext {
             identity: crate::run::identity(p),
@@ -108,6 +117,8 @@ impl HttpRunner {
             Ok(r) => r,
             Err(e) => return PointOutcome { status: Status::Failed { reason: e.to_string() }, records: Vec::new(), ctx },
         };
+        let scale = ctx.profiles["time_scale"].as_f64().unwrap_or(1.0);
+        ctx.power = monitor.finish(ctx.result_kind == "predicted", scale);
         let export = run.fill(&mut ctx);
         // The point's share of the process from its start: connecting, compiling its traces, the loop.
         ctx.client_cpu_seconds = Some(crate::targets::scrape::process_cpu_seconds() - cpu0);
@@ -139,7 +150,7 @@ impl PointRunner for HttpRunner {
 
     fn run(&self, job: &Job) -> PointOutcome {
         let launcher = match &self.endpoint {
-            Endpoint::Url(url) => return self.live(job, url, url, || Ok(())),
+            Endpoint::Url(url) => return self.live(job, url, url, false, || Ok(())),
             Endpoint::Launch(l) => l,
         };
         let mut servers = match launcher.launch(job) {
@@ -153,7 +164,7 @@ impl PointRunner for HttpRunner {
             }
         };
         let (base, worker) = (servers.base_url().to_string(), servers.worker_url().to_string());
-        let out = self.live(job, &base, &worker, || servers.alive());
+        let out = self.live(job, &base, &worker, true, || servers.alive());
         if self.warm.keep_after.lock().expect("lock").contains(&job.point.id) && out.status == crate::results::Status::Done {
             // An eval of this server config runs next, on this server.
             *self.warm.kept.lock().expect("lock") = Some((job.point.launch.clone(), servers));
