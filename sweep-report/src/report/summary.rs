@@ -4,9 +4,10 @@ use crate::results::{PointResult, RunSummary};
 
 /// The summary table printed at the end of a run: points grouped under their config, the
 /// frontier's own x (P90 E2E-normalised interactivity) beside tok/s/GPU so that "dominated by"
-/// reads right, and every column as wide as its widest cell.
+/// reads right, energy per output token where the point has a valid power figure (measured or
+/// predicted, as the point is), and every column as wide as its widest cell.
 pub fn summary_table(run: &RunSummary) -> String {
-    const HEAD: [&str; 9] = [
+    const HEAD: [&str; 10] = [
         "point",
         "tok/s/GPU",
         "out tok/s/GPU",
@@ -14,20 +15,21 @@ pub fn summary_table(run: &RunSummary) -> String {
         "P90 intvty",
         "TTFT p50/p90 s",
         "E2EL p90 s",
+        "J/out tok",
         "frontier (tok/s/GPU × E2E-norm intvty)",
         "status",
     ];
     // Left-aligned: point, frontier, status; numbers right-aligned.
-    const LEFT: [bool; 9] = [true, false, false, false, false, false, false, true, true];
+    const LEFT: [bool; 10] = [true, false, false, false, false, false, false, false, true, true];
     let mut configs: Vec<&str> = Vec::new();
     for p in &run.points {
         if !configs.contains(&p.config_key.as_str()) {
             configs.push(&p.config_key);
         }
     }
-    let rows: Vec<(&str, Vec<[String; 9]>)> =
+    let rows: Vec<(&str, Vec<[String; 10]>)> =
         configs.iter().map(|c| (*c, run.points.iter().filter(|p| p.config_key == *c).map(|p| point_row(run, p)).collect())).collect();
-    let mut w: [usize; 9] = HEAD.map(|h| h.chars().count());
+    let mut w: [usize; 10] = HEAD.map(|h| h.chars().count());
     for r in rows.iter().flat_map(|(_, r)| r) {
         for (k, cell) in r.iter().enumerate() {
             w[k] = w[k].max(cell.chars().count());
@@ -60,15 +62,18 @@ pub fn summary_table(run: &RunSummary) -> String {
             o.push_str(&line(&r));
         }
     }
+    if run.points.iter().any(|p| p.summary.as_ref().is_some_and(|s| s.power.is_some())) {
+        o.push_str("J/out tok: GPU energy over the profiling window per output token (predicted: the hardware profile's power model)\n");
+    }
     o.push_str("frontier: per config, the points no other beats on both tok/s/GPU and E2E-norm intvty (1 / P90 of E2EL/OSL, tok/s/user); p = share of bootstrap replicates on it\n");
     o
 }
 
 /// A point's cells in the summary table, its id shortened to what follows its config; `-` for
 /// metrics it has none of.
-fn point_row(run: &RunSummary, p: &PointResult) -> [String; 9] {
+fn point_row(run: &RunSummary, p: &PointResult) -> [String; 10] {
     let short = p.id.strip_prefix(&format!("{}/", p.config_key)).unwrap_or(&p.id).to_string();
-    let (t, o, en, i, tt, e) = match &p.summary {
+    let (t, o, en, i, tt, e, j) = match &p.summary {
         Some(s) => (
             crate::gate::fmt_num(s.tput_per_gpu),
             crate::gate::fmt_num(s.output_tput_per_gpu),
@@ -76,6 +81,7 @@ fn point_row(run: &RunSummary, p: &PointResult) -> [String; 9] {
             format!("{:.1}", s.intvty_p90),
             format!("{:.2} / {:.2}", s.ttft.p50, s.ttft.p90),
             format!("{:.2}", s.e2el.p90),
+            s.power.as_ref().map_or_else(String::new, |w| format!("{:.3}", w.joules_per_output_token)),
         ),
         None => Default::default(),
     };
@@ -88,6 +94,7 @@ fn point_row(run: &RunSummary, p: &PointResult) -> [String; 9] {
         dash(i),
         dash(tt),
         dash(e),
+        dash(j),
         crate::report::frontier_cell(run, p),
         crate::report::status_text(p),
     ]
