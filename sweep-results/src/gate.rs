@@ -43,7 +43,8 @@ pub struct Delta {
 }
 
 /// Compares two runs point by point on tok/s/GPU and the gated views: seed replicates where both
-/// points have them (paired on shared seeds, else Welch), else the request bootstrap (`noise.rs`).
+/// points have them (paired on shared seeds, else Welch), else the request bootstrap (`noise.rs`);
+/// J per output token where both have it on replicates.
 pub fn compare(base: &RunSummary, new: &RunSummary) -> Vec<Delta> {
     let mut out = Vec::new();
     for n in &new.points {
@@ -51,16 +52,15 @@ pub fn compare(base: &RunSummary, new: &RunSummary) -> Vec<Delta> {
         let (Some(bp), Some(np)) = (b.pareto.as_ref(), n.pareto.as_ref()) else { continue };
         for m in Metric::GATED {
             let replicated = noise::judge(&b.seeds, &n.seeds, m);
-            let judgement = replicated.unwrap_or_else(|| {
-                let (bv, nv, bci, nci) = match m {
-                    Metric::Tput => (bp.y, np.y, bp.y_ci, np.y_ci),
-                    Metric::View(v) => {
-                        let ci = |p: &crate::pareto::Point| p.x_ci.get(&v).copied().unwrap_or((p.x[&v], p.x[&v]));
-                        (bp.x[&v], np.x[&v], ci(bp), ci(np))
-                    }
-                };
-                noise::bootstrap(bv, nv, bci, nci, m)
-            });
+            let judgement = match (replicated, m) {
+                (Some(j), _) => j,
+                (None, Metric::JoulesPerOutputToken) => continue,
+                (None, Metric::Tput) => noise::bootstrap(bp.y, np.y, bp.y_ci, np.y_ci, m),
+                (None, Metric::View(v)) => {
+                    let ci = |p: &crate::pareto::Point| p.x_ci.get(&v).copied().unwrap_or((p.x[&v], p.x[&v]));
+                    noise::bootstrap(bp.x[&v], np.x[&v], ci(bp), ci(np), m)
+                }
+            };
             out.push(Delta { point: n.id.clone(), metric: m.key().into(), judgement });
         }
     }

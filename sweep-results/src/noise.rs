@@ -40,6 +40,9 @@ pub struct SeedSample {
     pub seed: u64,
     pub y: f64,
     pub x: BTreeMap<View, f64>,
+    /// GPU energy per output token (J) under this seed, where the point's power is valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub j_out: Option<f64>,
 }
 
 /// The metric a check compares: `tput_per_gpu` (y) or a view's x.
@@ -47,28 +50,39 @@ pub struct SeedSample {
 pub enum Metric {
     Tput,
     View(View),
+    /// GPU energy per output token: checked on seed replicates only (there is no request
+    /// bootstrap of an energy integral).
+    JoulesPerOutputToken,
 }
 
 impl Metric {
     /// The metrics the gate checks, in report order.
-    pub const GATED: [Metric; 4] =
-        [Metric::Tput, Metric::View(View::E2eNormIntvtyP90), Metric::View(View::IntvtyP90), Metric::View(View::E2elP90)];
+    pub const GATED: [Metric; 5] = [
+        Metric::Tput,
+        Metric::View(View::E2eNormIntvtyP90),
+        Metric::View(View::IntvtyP90),
+        Metric::View(View::E2elP90),
+        Metric::JoulesPerOutputToken,
+    ];
     pub fn key(self) -> &'static str {
         match self {
             Metric::Tput => "tput_per_gpu",
             Metric::View(v) => v.key(),
+            Metric::JoulesPerOutputToken => "joules_per_output_token",
         }
     }
     pub fn higher_is_better(self) -> bool {
         match self {
             Metric::Tput => true,
             Metric::View(v) => v.higher_is_better(),
+            Metric::JoulesPerOutputToken => false,
         }
     }
     pub fn of(self, s: &SeedSample) -> Option<f64> {
         match self {
             Metric::Tput => Some(s.y),
             Metric::View(v) => s.x.get(&v).copied(),
+            Metric::JoulesPerOutputToken => s.j_out,
         }
     }
 }
@@ -209,8 +223,8 @@ pub fn replicate_seeds(run_seed: u64, n: usize) -> Vec<u64> {
 }
 
 /// The seed samples of a point: the primary run and its replicates, keyed by view.
-pub fn sample(seed: u64, y: f64, x: &BTreeMap<View, f64>) -> SeedSample {
-    SeedSample { seed, y, x: VIEWS.iter().filter_map(|v| x.get(v).map(|val| (*v, *val))).collect() }
+pub fn sample(seed: u64, y: f64, x: &BTreeMap<View, f64>, j_out: Option<f64>) -> SeedSample {
+    SeedSample { seed, y, x: VIEWS.iter().filter_map(|v| x.get(v).map(|val| (*v, *val))).collect(), j_out }
 }
 
 #[cfg(test)]
@@ -218,7 +232,7 @@ mod tests {
     use super::*;
 
     fn samples(ys: &[f64]) -> Vec<SeedSample> {
-        ys.iter().enumerate().map(|(i, y)| SeedSample { seed: i as u64, y: *y, x: BTreeMap::new() }).collect()
+        ys.iter().enumerate().map(|(i, y)| SeedSample { seed: i as u64, y: *y, x: BTreeMap::new(), j_out: None }).collect()
     }
 
     #[test]
@@ -260,7 +274,7 @@ mod tests {
     }
 
     fn seeded(pairs: &[(u64, f64)]) -> Vec<SeedSample> {
-        pairs.iter().map(|(s, y)| SeedSample { seed: *s, y: *y, x: BTreeMap::new() }).collect()
+        pairs.iter().map(|(s, y)| SeedSample { seed: *s, y: *y, x: BTreeMap::new(), j_out: None }).collect()
     }
 
     #[test]
@@ -278,5 +292,22 @@ mod tests {
         let same = seeded(&[(1, 100.0), (2, 110.0), (3, 90.0), (4, 105.0), (7, 80.0)]);
         let j = judge(&base, &same, Metric::Tput).unwrap();
         assert!(!j.beyond_noise && j.change_pct == 0.0, "{j:?}");
+    }
+
+    #[test]
+    fn more_joules_per_token_on_the_shared_seeds_is_a_regression_and_fewer_is_not() {
+        let with_j = |pairs: &[(u64, f64)]| -> Vec<SeedSample> {
+            pairs.iter().map(|(s, j)| SeedSample { seed: *s, y: 1000.0, x: BTreeMap::new(), j_out: Some(*j) }).collect()
+        };
+        let base = with_j(&[(1, 0.50), (2, 0.55), (3, 0.45), (4, 0.52)]);
+        let worse = with_j(&[(1, 0.53), (2, 0.583), (3, 0.477), (4, 0.551)]);
+        let j = judge(&base, &worse, Metric::JoulesPerOutputToken).unwrap();
+        assert!(j.model.starts_with("paired on 4"), "{j:?}");
+        assert!(j.worse && j.beyond_noise, "6 % more energy a token: {j:?}");
+        let better = with_j(&[(1, 0.47), (2, 0.517), (3, 0.423), (4, 0.489)]);
+        let j = judge(&base, &better, Metric::JoulesPerOutputToken).unwrap();
+        assert!(!j.worse, "{j:?}");
+        // A point without power on either side is not judged on it.
+        assert!(judge(&samples(&[1.0, 2.0, 3.0]), &samples(&[1.0, 2.0, 3.0]), Metric::JoulesPerOutputToken).is_none());
     }
 }

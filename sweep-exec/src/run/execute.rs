@@ -217,7 +217,8 @@ impl<'a> Execution<'a> {
             && res.ok()
             && self.opts.seed_replicates > 0
         {
-            res.seeds = self.seed_samples(&job, s);
+            let j_out = res.summary.as_ref().and_then(|s| s.power.as_ref()).map(|p| p.joules_per_output_token);
+            res.seeds = self.seed_samples(&job, s, j_out);
             write_in(&job.dir, "status.json", &res)?;
         }
         let ok = res.ok();
@@ -284,9 +285,9 @@ impl<'a> Execution<'a> {
 
     /// The point's metrics under the run's seed and each gate seed it could be replayed with;
     /// a replicate that does not finish (interrupt, fail-fast, a failure) is left out.
-    fn seed_samples(&self, job: &Job, primary: &Samples) -> Vec<SeedSample> {
+    fn seed_samples(&self, job: &Job, primary: &Samples, j_out: Option<f64>) -> Vec<SeedSample> {
         let (y, x) = primary.estimate();
-        let mut out = vec![noise::sample(job.seed, y, &x)];
+        let mut out = vec![noise::sample(job.seed, y, &x, j_out)];
         for seed in noise::replicate_seeds(job.seed, self.opts.seed_replicates) {
             if job.cancel.load(Ordering::Relaxed) || self.interrupt.load(Ordering::Relaxed) {
                 break;
@@ -294,7 +295,10 @@ impl<'a> Execution<'a> {
             let Some(o) = self.runner.replicate(job, seed) else { break };
             if o.status == Status::Done {
                 let (y, x) = Samples::from_records(&o.records, job.point.gpus).estimate();
-                out.push(noise::sample(seed, y, &x));
+                // The energy of a replicate is its aggregate's (the same window and integration).
+                let j = o.ctx.power.is_some().then(|| metrics::aggregate(&o.records, &o.ctx).ok()).flatten();
+                let j = j.and_then(|(_, s)| s.power).map(|p| p.joules_per_output_token);
+                out.push(noise::sample(seed, y, &x, j));
             }
         }
         out
