@@ -238,7 +238,7 @@ fn a_store_of_a_newer_schema_is_refused_by_every_command() {
             assert!(!o.status.success(), "{args:?} accepted a newer store");
             assert!(
                 err.lines().count() == 1
-                    && err.contains("written by a newer sweep (schema version 9; this sweep reads versions up to 1): upgrade sweep"),
+                    && err.contains("written by a newer sweep (schema version 9; this sweep reads versions up to 2): upgrade sweep"),
                 "{args:?}: {err}"
             );
         }
@@ -382,6 +382,8 @@ fn history_filters_runs_by_config_label_hardware_kind_and_date() {
         let t = sweep_ok(&["history", "--store", &store, "--config", "dsv3-fp8-h200-sglang-agentic", "--point", "tp8-c4"]);
         assert!(t.lines().next().unwrap().contains("E2E-norm intvty (frontier)") && t.lines().count() == 3, "{t}");
         assert!(t.contains(" [") && t.contains("(p = "), "{t}");
+        // Energy follows the point across runs, labelled with how it was known.
+        assert!(t.lines().next().unwrap().contains("J/out tok") && t.contains(" (predicted)"), "{t}");
         let e = sweep(&["history", "--store", &store, "--point", "tp8-c4"], &workspace_root());
         assert!(!e.status.success() && text(&e).1.contains("give the full point id"), "{:?}", text(&e));
     }

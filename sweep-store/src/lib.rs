@@ -5,4 +5,4 @@
 pub mod store;
 
 pub(crate) use sweep_inputs::recipe;
-pub(crate) use sweep_results::{gate, metrics, noise, pareto, records, results};
+pub(crate) use sweep_results::{gate, metrics, noise, pareto, power, records, results};

@@ -263,7 +263,7 @@ pub fn point_table(points: &[RunPoint]) -> String {
                 (Some(f), None) => (if f.on_frontier { "yes" } else { "no" }).to_string(),
                 _ => "-".into(),
             };
-            let (tput, out, intv, norm, ttft, e2el) = match &p.metrics {
+            let (tput, out, intv, norm, ttft, e2el, joules) = match &p.metrics {
                 Some(m) => (
                     with_ci(&m.tput_per_gpu),
                     opt(m.output_tput_per_gpu),
@@ -271,11 +271,25 @@ pub fn point_table(points: &[RunPoint]) -> String {
                     with_ci(&m.e2e_norm_intvty_p90),
                     opt(m.ttft_p90),
                     with_ci(&m.e2el_p90),
+                    m.power.as_ref().map_or_else(|| "-".into(), |w| format!("{:.3} ({})", w.joules_per_output_token, w.source)),
                 ),
                 None => Default::default(),
             };
             let status = if p.valid { "ok".to_string() } else { p.status.clone() };
-            vec![fmt_time(rp.finished_unix), rp.run_id.clone(), p.result_kind.clone(), status, tput, out, intv, norm, ttft, e2el, front]
+            vec![
+                fmt_time(rp.finished_unix),
+                rp.run_id.clone(),
+                p.result_kind.clone(),
+                status,
+                tput,
+                out,
+                intv,
+                norm,
+                ttft,
+                e2el,
+                joules,
+                front,
+            ]
         })
         .collect();
     table(
@@ -290,6 +304,7 @@ pub fn point_table(points: &[RunPoint]) -> String {
             "E2E-norm intvty (frontier)",
             "TTFT p90 s",
             "E2EL p90 s",
+            "J/out tok",
             "on frontier",
         ],
         &rows,

@@ -158,6 +158,7 @@ fn point_row(run: &RunSummary, p: &PointResult, row: Option<&Value>, digest: Opt
             e2el_p90: view_ci(View::E2elP90, s.e2el.p90),
             theoretical_cache_hit_rate: Some(s.theoretical_cache_hit_rate),
             submission_valid: Some(s.submission_valid),
+            power: s.power.clone(),
         }
     });
     PointRow {

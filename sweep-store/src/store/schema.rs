@@ -6,10 +6,10 @@
 use super::backend::{Conn, DbError, Kind, Row, Val};
 
 /// The schema version this build writes and reads.
-pub const CURRENT: i64 = 1;
+pub const CURRENT: i64 = 2;
 
 /// `(version, statements)`, in order. Written once for both backends (see `backend.rs`).
-pub const MIGRATIONS: &[(i64, &str)] = &[(1, V1)];
+pub const MIGRATIONS: &[(i64, &str)] = &[(1, V1), (2, V2)];
 
 /// Runs, their plans (apart: kilobytes a run that listing runs would read past), their points,
 /// the points' files and eval scores, and shared JSON bodies (changelog entries, engine profiles
@@ -135,6 +135,16 @@ CREATE TABLE blobs (
     hash TEXT PRIMARY KEY,
     body TEXT NOT NULL
 );
+";
+
+/// A point's GPU power where it was valid (measured or predicted): J per output token is what
+/// `sweep history --point` follows across runs.
+const V2: &str = "
+ALTER TABLE points ADD COLUMN power_source TEXT;
+ALTER TABLE points ADD COLUMN avg_power_w DOUBLE PRECISION;
+ALTER TABLE points ADD COLUMN total_gpu_energy_j DOUBLE PRECISION;
+ALTER TABLE points ADD COLUMN joules_per_output_token DOUBLE PRECISION;
+ALTER TABLE points ADD COLUMN joules_per_total_token DOUBLE PRECISION;
 ";
 
 const VERSION_TABLE: &str =

@@ -84,6 +84,9 @@ pub struct PointMetrics {
     pub e2el_p90: Ci,
     pub theoretical_cache_hit_rate: Option<f64>,
     pub submission_valid: Option<bool>,
+    /// GPU power and energy per token, where the point's power was valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<crate::power::PowerFigures>,
 }
 
 /// A point's place on one view's frontier.
@@ -427,6 +430,11 @@ pub(crate) const POINT_COLS: &[&str] = &[
     "p_frontier",
     "seeds",
     "wall_s",
+    "power_source",
+    "avg_power_w",
+    "total_gpu_energy_j",
+    "joules_per_output_token",
+    "joules_per_total_token",
 ];
 
 /// The views in the order of their `frontier_*` columns.
@@ -492,6 +500,12 @@ impl PointRow {
         v.push(Val::opt_real(self.p_frontier));
         v.push(if self.seeds.is_empty() { Val::Null } else { Val::text(serde_json::to_string(&self.seeds).unwrap_or_default()) });
         v.push(Val::opt_real(self.wall_s));
+        let power = m.and_then(|m| m.power.as_ref());
+        v.push(Val::opt_text(power.map(|p| p.source.clone())));
+        v.push(Val::opt_real(power.map(|p| p.avg_power_w)));
+        v.push(Val::opt_real(power.map(|p| p.total_gpu_energy_j)));
+        v.push(Val::opt_real(power.map(|p| p.joules_per_output_token)));
+        v.push(Val::opt_real(power.map(|p| p.joules_per_total_token)));
         debug_assert_eq!(v.len(), POINT_COLS.len());
         v
     }
@@ -499,6 +513,7 @@ impl PointRow {
     /// A point from its row (`files` are filled in by the caller).
     pub(crate) fn from_row(r: &mut [Val]) -> PointRow {
         let mut r = Cols(r);
+        let power_source = r.opt_text(57);
         let ci = |i: usize| Ci { value: r.opt_real(i).unwrap_or(f64::NAN), lo: r.opt_real(i + 1), hi: r.opt_real(i + 2) };
         // A point without throughput did not finish: no metrics.
         let metrics = r.opt_real(26).map(|_| PointMetrics {
@@ -516,6 +531,13 @@ impl PointRow {
             e2el_p90: ci(43),
             theoretical_cache_hit_rate: r.opt_real(46),
             submission_valid: r.opt_bool(48),
+            power: power_source.map(|source| crate::power::PowerFigures {
+                source,
+                avg_power_w: r.opt_real(58).unwrap_or(f64::NAN),
+                total_gpu_energy_j: r.opt_real(59).unwrap_or(f64::NAN),
+                joules_per_output_token: r.opt_real(60).unwrap_or(f64::NAN),
+                joules_per_total_token: r.opt_real(61).unwrap_or(f64::NAN),
+            }),
         });
         let dominated: BTreeMap<String, String> = r.opt_text(53).and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
         let mut frontier = BTreeMap::new();
