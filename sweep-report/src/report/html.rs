@@ -92,7 +92,7 @@ fn verdict_box(o: &mut String, verdict: Option<&Verdict>) {
 
 /// One row per point, grouped by config: headline numbers, frontier and status.
 fn summary_table(o: &mut String, run: &RunSummary) {
-    o.push_str("<h2>Summary</h2>\n<table id=\"summary\"><thead><tr><th>point</th><th>kind</th><th>tok/s/GPU<br>total</th><th>output<br>tok/s/GPU</th><th>P90 intvty<br>tok/s/user</th><th>P90 E2E-norm<br>intvty (frontier x)</th><th>TTFT p50<br>s</th><th>TTFT p90<br>s</th><th>TTFT p99<br>s</th><th>E2EL p75<br>s</th><th>E2EL p90<br>s</th><th class=\"fr\">frontier</th><th class=\"st\">status</th></tr></thead>\n<tbody>\n");
+    o.push_str("<h2>Summary</h2>\n<table id=\"summary\"><thead><tr><th>point</th><th>kind</th><th>tok/s/GPU<br>total</th><th>output<br>tok/s/GPU</th><th>P90 intvty<br>tok/s/user</th><th>P90 E2E-norm<br>intvty (frontier x)</th><th>TTFT p50<br>s</th><th>TTFT p90<br>s</th><th>TTFT p99<br>s</th><th>E2EL p75<br>s</th><th>E2EL p90<br>s</th><th>J/out<br>tok</th><th class=\"fr\">frontier</th><th class=\"st\">status</th></tr></thead>\n<tbody>\n");
     let mut configs: Vec<&str> = Vec::new();
     for p in &run.points {
         if !configs.contains(&p.config_key.as_str()) {
@@ -100,14 +100,14 @@ fn summary_table(o: &mut String, run: &RunSummary) {
         }
     }
     for cfg in configs {
-        o.push_str(&format!("<tr class=\"cfg\"><th colspan=\"13\">{}</th></tr>\n", esc(cfg)));
+        o.push_str(&format!("<tr class=\"cfg\"><th colspan=\"14\">{}</th></tr>\n", esc(cfg)));
         for p in run.points.iter().filter(|p| p.config_key == cfg) {
             let short = p.id.strip_prefix(&format!("{cfg}/")).unwrap_or(&p.id);
             let cells = match Cells::of(p) {
                 Some(c) => {
                     let ci = |s: &str| if s.is_empty() { String::new() } else { format!("<br><span class=\"ci\">{}</span>", esc(s)) };
                     format!(
-                        "<td>{}{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+                        "<td>{}{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
                         c.tput,
                         ci(&c.tput_ci),
                         c.out,
@@ -118,10 +118,11 @@ fn summary_table(o: &mut String, run: &RunSummary) {
                         c.ttft[1],
                         c.ttft[2],
                         c.e2el[0],
-                        c.e2el[1]
+                        c.e2el[1],
+                        c.joules
                     )
                 }
-                None => "<td>-</td>".repeat(9),
+                None => "<td>-</td>".repeat(10),
             };
             let st = status_text(p);
             let cls = if st == "ok" { "ok" } else { "fail" };

@@ -94,6 +94,8 @@ pub(crate) struct Cells {
     pub e2e_norm: String,
     pub ttft: [String; 3],
     pub e2el: [String; 2],
+    /// GPU energy per output token (J), `-` without valid power.
+    pub joules: String,
 }
 
 impl Cells {
@@ -111,12 +113,13 @@ impl Cells {
             e2e_norm: format!("{:.1}", s.e2e_norm_intvty_p90),
             ttft: [format!("{:.2}", s.ttft.p50), format!("{:.2}", s.ttft.p90), format!("{:.2}", s.ttft.p99)],
             e2el: [format!("{:.2}", s.e2el.p75), format!("{:.2}", s.e2el.p90)],
+            joules: s.power.as_ref().map_or_else(|| "-".into(), |w| format!("{:.3}", w.joules_per_output_token)),
         })
     }
 }
 
 /// The definitions under every summary table.
-pub const DEFINITIONS: &str = "tok/s/GPU counts input (cached included) and output tokens per GPU; output tok/s/GPU counts output tokens only (InferenceX shows both). P90 interactivity = 1 / P90 of per-request ITL; P90 E2E-normalised interactivity = 1 / P90 of E2EL/OSL, tok/s/user. Frontier: per config, the points no other point beats on both tok/s/GPU and P90 E2E-normalised interactivity (the North Star view); p = share of bootstrap replicates in which the point is on it. Intervals: 95 % bootstrap over requests.";
+pub const DEFINITIONS: &str = "tok/s/GPU counts input (cached included) and output tokens per GPU; output tok/s/GPU counts output tokens only (InferenceX shows both). P90 interactivity = 1 / P90 of per-request ITL; P90 E2E-normalised interactivity = 1 / P90 of E2EL/OSL, tok/s/user. Frontier: per config, the points no other point beats on both tok/s/GPU and P90 E2E-normalised interactivity (the North Star view); p = share of bootstrap replicates in which the point is on it. Intervals: 95 % bootstrap over requests. J/out tok: GPU energy over the profiling window per output token (measured with nvidia-smi as InferenceX does, or predicted by the engine's power model, as the point is).";
 
 /// The verdict in one line: `**Gate: PASS** — 67 checks, 0 failed` (or that none was run).
 pub fn verdict_line(v: Option<&Verdict>) -> String {
@@ -202,16 +205,16 @@ pub fn markdown(run: &RunSummary, verdict: Option<&Verdict>) -> String {
 /// The Markdown summary table: a row per point, `-` where a point has no aggregate.
 fn points_table(run: &RunSummary) -> String {
     let mut o = String::from(
-        "| point | kind | tok/s/GPU (95 % CI) | output tok/s/GPU | P90 interactivity | P90 E2E-norm. intvty (frontier x) | TTFT p50 / p90 / p99 (s) | E2EL p75 / p90 (s) | frontier | status |\n",
+        "| point | kind | tok/s/GPU (95 % CI) | output tok/s/GPU | P90 interactivity | P90 E2E-norm. intvty (frontier x) | TTFT p50 / p90 / p99 (s) | E2EL p75 / p90 (s) | J/out tok | frontier | status |\n",
     );
-    o.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
+    o.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for p in &run.points {
         let row = match Cells::of(p) {
             Some(c) => format!(
-                "{} ({}) | {} | {} | {} | {} / {} / {} | {} / {}",
-                c.tput, c.tput_ci, c.out, c.intvty, c.e2e_norm, c.ttft[0], c.ttft[1], c.ttft[2], c.e2el[0], c.e2el[1]
+                "{} ({}) | {} | {} | {} | {} / {} / {} | {} / {} | {}",
+                c.tput, c.tput_ci, c.out, c.intvty, c.e2e_norm, c.ttft[0], c.ttft[1], c.ttft[2], c.e2el[0], c.e2el[1], c.joules
             ),
-            None => ["-"; 6].join(" | "),
+            None => ["-"; 7].join(" | "),
         };
         o.push_str(&format!("| {} | {} | {row} | {} | {} |\n", p.id, p.result_kind, frontier_cell(run, p), status_text(p)));
     }
