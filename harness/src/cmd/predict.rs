@@ -28,10 +28,10 @@ pub struct PredictArgs {
     /// predicted, residual_pct} instead of the table.
     #[arg(long, conflicts_with = "config")]
     pub json: bool,
-    /// With --points: a price file (YAML: `currency`, and per GPU `per_gpu_hour` and its
-    /// `source`; docs/formats.md) that adds each priced point's cost per million tokens,
-    /// published and predicted. Without it, or for a GPU it does not name, no cost is shown.
-    #[arg(long, conflicts_with = "config", value_name = "FILE")]
+    /// A price file (YAML: `currency`, and per GPU `per_gpu_hour` and its `source`;
+    /// docs/formats.md) that adds each priced point's cost per million tokens (with --points,
+    /// published and predicted). Without it, or for a GPU it does not name, no cost is shown.
+    #[arg(long, value_name = "FILE")]
     pub prices: Option<PathBuf>,
     /// Hardware profile: `best` (the built-in profile fitted to this model's measured points on
     /// the config's GPU, else one measured on that GPU, else its datasheet), `fitted` (the one
@@ -116,6 +116,7 @@ fn available(spec: &str) -> bool {
 }
 
 pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
+    let prices = a.prices.as_deref().map(crate::price::PriceTable::load).transpose().map_err(|p| anyhow::anyhow!("{p}"))?;
     if let Some(points) = &a.points {
         let o = super::predict_points::PointsOptions {
             json: a.json,
@@ -123,7 +124,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
             duration_s: a.duration.unwrap_or(3600.0),
             traces: a.traces.clone(),
             profile: Some(a.profile.clone()),
-            prices: a.prices.as_deref().map(crate::price::PriceTable::load).transpose().map_err(|p| anyhow::anyhow!("{p}"))?,
+            prices,
         };
         return super::predict_points::run(points, &o);
     }
@@ -176,6 +177,9 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<ExitCode> {
     }
     crate::outln!();
     crate::out!("{}", super::run::summary_table(&summary));
+    if let Some(t) = &prices {
+        crate::out!("\n{}", crate::report::summary::cost_table(&summary, t));
+    }
     crate::outln!();
     crate::outln!(
         "{} point(s) predicted in {:.1} s (result_kind predicted; hardware profile {}, traces {trace_set})",

@@ -105,6 +105,9 @@ pub struct Args {
     /// The finished run is recorded in the results store (not a --point job: its collected run is).
     #[command(flatten)]
     pub record: super::store::RecordArgs,
+    /// A price file (docs/formats.md#prices): each finished point's cost per million tokens.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
 }
 
 /// `YYYYMMDDTHHMMSSZ` for a Unix time (UTC).
@@ -161,6 +164,7 @@ impl Resolved {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let prices = args.prices.as_deref().map(crate::price::PriceTable::load).transpose().map_err(|p| anyhow::anyhow!("{p}"))?;
     let Some(r) = Resolved::new(args)? else { return Ok(ExitCode::FAILURE) };
     let (plan, out, repo) = (&r.plan, &r.out, &r.repo);
     let pools = Arc::new(crate::targets::pools::PointPools::new(args.traces.clone(), args.seed));
@@ -190,6 +194,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         eprintln!("twin: {} point(s) replayed on the virtual clock; {}", twins.points.len(), out.join("residuals.json").display());
     }
     let (code, passed) = finish(&summary, out, wall, interrupt.load(Ordering::SeqCst), args.point.is_some())?;
+    if let Some(t) = &prices {
+        crate::out!("\n{}", crate::report::summary::cost_table(&summary, t));
+    }
     if args.point.is_none()
         && let Some(line) = super::store::record_quietly(out, &args.record, Some(&repo.root), "run")
     {

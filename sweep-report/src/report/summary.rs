@@ -1,5 +1,6 @@
 //! The summary table a run prints at its end (`sweep run`, `sweep predict`): reads results only.
 
+use crate::price::PriceTable;
 use crate::results::{PointResult, RunSummary};
 
 /// The summary table printed at the end of a run: points grouped under their config, the
@@ -98,4 +99,53 @@ fn point_row(run: &RunSummary, p: &PointResult) -> [String; 10] {
         crate::report::frontier_cell(run, p),
         crate::report::status_text(p),
     ]
+}
+
+/// The hardware a point is priced as: its hardware profile, else the config key's part that the
+/// price file names (InferenceX keys read `<model>-<precision>-<gpu>-<framework>`).
+fn priced_hardware<'a>(p: &'a PointResult, prices: &PriceTable) -> Option<&'a str> {
+    p.profiles.get("hardware_profile").and_then(|v| v.as_str()).filter(|h| prices.price_of(h).is_some()).or_else(|| {
+        let key = p.config_key.as_str();
+        key.split('-').find(|part| prices.prices.contains_key(*part))
+    })
+}
+
+/// Cost per million input, output and total tokens of every finished point with a price, from
+/// its throughput per GPU and the price file; the prices it used, each with its source.
+pub fn cost_table(run: &RunSummary, prices: &PriceTable) -> String {
+    let cur = &prices.currency;
+    let mut rows: Vec<[String; 4]> = Vec::new();
+    let mut used: Vec<String> = Vec::new();
+    for p in &run.points {
+        let (Some(s), Some(hw)) = (&p.summary, priced_hardware(p, prices)) else { continue };
+        let Some(c) = prices.token_cost(hw, s.input_tput_per_gpu, s.output_tput_per_gpu) else { continue };
+        if let Some(price) = prices.price_of(hw) {
+            let line = format!("price: {hw} {:.2} {cur} per GPU-hour ({})", price.per_gpu_hour, price.source);
+            if !used.contains(&line) {
+                used.push(line);
+            }
+        }
+        let money = |x: f64| if x.is_finite() { format!("{x:.3}") } else { "-".into() };
+        rows.push([p.id.clone(), money(c.per_mtok_input), money(c.per_mtok_output), money(c.per_mtok_total)]);
+    }
+    if rows.is_empty() {
+        return format!(
+            "no point has a price in the price file (it names {})\n",
+            prices.prices.keys().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    let head = ["point".to_string(), format!("{cur}/M input tok"), format!("{cur}/M output tok"), format!("{cur}/M tok")];
+    let mut w = head.clone().map(|h| h.chars().count());
+    for r in &rows {
+        for (k, c) in r.iter().enumerate() {
+            w[k] = w[k].max(c.chars().count());
+        }
+    }
+    let line =
+        |r: &[String; 4]| format!("{:<a$}  {:>b$}  {:>c$}  {:>d$}\n", r[0], r[1], r[2], r[3], a = w[0], b = w[1], c = w[2], d = w[3]);
+    let mut o = line(&head);
+    rows.iter().for_each(|r| o.push_str(&line(r)));
+    used.iter().for_each(|l| o.push_str(&format!("{l}\n")));
+    o.push_str("each figure charges all of the GPUs' time to those tokens (input, output, or both together)\n");
+    o
 }

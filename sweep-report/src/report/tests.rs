@@ -115,6 +115,45 @@ fn the_table_shows_output_throughput_beside_the_total() {
 }
 
 #[test]
+fn energy_per_token_is_a_column_and_prices_turn_throughput_into_cost() {
+    let mut run = fake_run_of(&[("dsv41flash-fp4-gb300-sglang", 2, 1.0)]);
+    let s = run.points[1].summary.as_mut().unwrap();
+    s.input_tput_per_gpu = s.tput_per_gpu - s.output_tput_per_gpu;
+    s.power = Some(crate::power::PowerFigures {
+        source: "predicted".into(),
+        avg_power_w: 900.0,
+        total_gpu_energy_j: 1e6,
+        joules_per_output_token: 0.4567,
+        joules_per_total_token: 0.01,
+    });
+    let md = markdown(&run, None);
+    let header: Vec<&str> = md.lines().find(|l| l.starts_with("| point |")).unwrap().split('|').map(str::trim).collect();
+    let j = header.iter().position(|c| *c == "J/out tok").unwrap();
+    let cells = |id: &str| -> Vec<String> {
+        md.lines().find(|l| l.starts_with(&format!("| {id} |"))).unwrap().split('|').map(|c| c.trim().to_string()).collect()
+    };
+    assert_eq!(cells("dsv41flash-fp4-gb300-sglang/tp4-c2")[j], "0.457");
+    assert_eq!(cells("dsv41flash-fp4-gb300-sglang/tp4-c1")[j], "-");
+    assert!(super::summary::summary_table(&run).contains("J/out tok"));
+    // 3.60 per GPU-hour is 0.001 a GPU-second: a million output tokens at y tok/s/GPU cost 1000 / y.
+    let prices = crate::price::PriceTable::parse(
+        std::path::Path::new("p.yaml"),
+        "currency: USD\nprices:\n  gb300: {per_gpu_hour: 3.60, source: test}\n",
+    )
+    .unwrap();
+    let t = super::summary::cost_table(&run, &prices);
+    let out = run.points[1].summary.as_ref().unwrap().output_tput_per_gpu;
+    let row = t.lines().find(|l| l.starts_with("dsv41flash-fp4-gb300-sglang/tp4-c2")).unwrap();
+    let figures: Vec<f64> = row.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
+    assert!((figures[1] - 1000.0 / out).abs() < 1e-3, "{t}");
+    assert!(t.contains("USD/M output tok") && t.contains("price: gb300 3.60 USD per GPU-hour (test)"), "{t}");
+    let none =
+        crate::price::PriceTable::parse(std::path::Path::new("p.yaml"), "currency: EUR\nprices:\n  h100: {per_gpu_hour: 2, source: x}\n")
+            .unwrap();
+    assert!(super::summary::cost_table(&run, &none).starts_with("no point has a price"), "unpriced GPUs get no figure");
+}
+
+#[test]
 fn one_panel_per_model_and_gpu_split_when_scales_differ_twentyfold() {
     let run = fake_run_of(&[("dsv3-fp8-h200-sglang", 5, 1.0), ("dsv41flash-fp4-gb300-sglang", 5, 40.0)]);
     let g = groups(&run);
