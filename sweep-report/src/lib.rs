@@ -4,4 +4,4 @@
 pub mod report;
 
 pub(crate) use sweep_inputs::{html, problem, recipe};
-pub(crate) use sweep_results::{eval, gate, kv, metrics, pareto, power, price, records, results, twin};
+pub(crate) use sweep_results::{eval, gate, kv, metrics, pareto, price, records, results, twin};

@@ -119,7 +119,7 @@ fn energy_per_token_is_a_column_and_prices_turn_throughput_into_cost() {
     let mut run = fake_run_of(&[("dsv41flash-fp4-gb300-sglang", 2, 1.0)]);
     let s = run.points[1].summary.as_mut().unwrap();
     s.input_tput_per_gpu = s.tput_per_gpu - s.output_tput_per_gpu;
-    s.power = Some(crate::power::PowerFigures {
+    s.power = Some(sweep_results::power::PowerFigures {
         source: "predicted".into(),
         avg_power_w: 900.0,
         total_gpu_energy_j: 1e6,

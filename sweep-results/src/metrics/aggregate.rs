@@ -27,13 +27,7 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     let tokens = TokenSources::of(&ok);
     let fixed = ctx.fixed.as_ref().map(|meta| ServingMetrics::of(records, meta, ctx.profile_duration_s));
     let (mut invalid, sub_invalid) = validity(ctx, &acc, ok.is_empty(), coverage.as_ref());
-    if tokens.unknown > 0 {
-        invalid.push(format!(
-            "token_counts_unknown ({} of {} successful requests: the server sent no usage and no tokenizer counted the output; pass --tokenizer)",
-            tokens.unknown,
-            ok.len()
-        ));
-    }
+    invalid.extend(tokens.unknown_reason(ok.len()));
     let valid = invalid.is_empty();
     // Fixed-length throughputs are benchmark_serving's: over the benchmark's duration, input
     // as the client counted its prompts.
@@ -97,10 +91,17 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
     agg.insert("output_tput_per_gpu".into(), json!(out_tps / gpus));
     agg.insert("input_tput_per_gpu".into(), json!(in_tps / gpus));
     agg.insert("validity".into(), json!({"valid": valid, "reasons": invalid, "submission_valid": summary.submission_valid, "submission_invalid_reasons": sub_invalid}));
-    let mut summary = summary;
-    let window = ctx.power.as_ref().map(|_| agg.get("benchmark_serving").cloned().unwrap_or_else(|| profiling_window(ctx, &ok)));
-    let Value::Object(mut agg) = round_json(Value::Object(agg)) else { unreachable!("an object stays an object") };
-    // After the rounding: the power keys keep the reference's own (6 decimals per token).
+    Ok(with_power(agg, summary, ctx, &ok))
+}
+
+/// The rounded aggregate with the point's power keys added after the rounding (they keep the
+/// reference's own: 6 decimals per token), and the summary with its power figures.
+fn with_power(agg: serde_json::Map<String, Value>, mut summary: Summary, ctx: &PointContext, ok: &[&Record]) -> (Value, Summary) {
+    let window = ctx.power.as_ref().map(|_| agg.get("benchmark_serving").cloned().unwrap_or_else(|| profiling_window(ctx, ok)));
+    let mut agg = match round_json(Value::Object(agg)) {
+        Value::Object(m) => m,
+        other => return (other, summary),
+    };
     if let (Some(power), Some(window)) = (&ctx.power, window) {
         let r = crate::power::point_power(power, &window, ctx.num_gpus.max(1));
         agg.extend(r.keys);
@@ -109,7 +110,7 @@ pub fn aggregate(records: &[Record], ctx: &PointContext) -> PolarsResult<(Value,
         }
         summary.power = r.figures;
     }
-    Ok((Value::Object(agg), summary))
+    (Value::Object(agg), summary)
 }
 
 /// An AgentX point's benchmark window as InferenceX's power adapter builds it: the profiling
@@ -167,6 +168,16 @@ struct TokenSources {
 }
 
 impl TokenSources {
+    /// Why the point is invalid when some successful requests have no token count.
+    fn unknown_reason(&self, ok: usize) -> Option<String> {
+        (self.unknown > 0).then(|| {
+            format!(
+                "token_counts_unknown ({} of {ok} successful requests: the server sent no usage and no tokenizer counted the output; pass --tokenizer)",
+                self.unknown
+            )
+        })
+    }
+
     fn of(ok: &[&Record]) -> TokenSources {
         let mut t = TokenSources::default();
         for r in ok {

@@ -447,6 +447,21 @@ fn finished_unix(arts: &[ArtifactPoint]) -> i64 {
         .unwrap_or_else(now_unix)
 }
 
+/// An aggregate's power keys as InferenceX writes them (`power_valid` 1 and the metrics), where valid.
+fn power_of(agg: &Value) -> Option<crate::power::PowerFigures> {
+    if agg.get("power_valid").and_then(Value::as_u64) != Some(1) {
+        return None;
+    }
+    let n = |k: &str| agg.get(k).and_then(Value::as_f64);
+    Some(crate::power::PowerFigures {
+        source: agg.get("power_source").and_then(Value::as_str).unwrap_or("measured").to_string(),
+        avg_power_w: n("avg_power_w")?,
+        total_gpu_energy_j: n("total_gpu_energy_j")?,
+        joules_per_output_token: n("joules_per_output_token")?,
+        joules_per_total_token: n("joules_per_total_token")?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,19 +490,4 @@ mod tests {
         assert_eq!(layout(&json!({"tp": 4, "ep": 1, "dp_attention": "false", "pp": 2})), "tp4-pp2");
         assert_eq!(layout(&json!({"is_multinode": true})), "multinode");
     }
-}
-
-/// An aggregate's power keys as InferenceX writes them (`power_valid` 1 and the metrics), where valid.
-fn power_of(agg: &Value) -> Option<crate::power::PowerFigures> {
-    if agg.get("power_valid").and_then(Value::as_u64) != Some(1) {
-        return None;
-    }
-    let n = |k: &str| agg.get(k).and_then(Value::as_f64);
-    Some(crate::power::PowerFigures {
-        source: agg.get("power_source").and_then(Value::as_str).unwrap_or("measured").to_string(),
-        avg_power_w: n("avg_power_w")?,
-        total_gpu_energy_j: n("total_gpu_energy_j")?,
-        joules_per_output_token: n("joules_per_output_token")?,
-        joules_per_total_token: n("joules_per_total_token")?,
-    })
 }
