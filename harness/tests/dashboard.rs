@@ -356,8 +356,10 @@ fn compare_judges_a_run_against_its_last_passing_baseline() {
     let c = s.json(&format!("/api/compare?run={new}"));
     assert_eq!(c["baseline"]["id"], base.as_str(), "{c}");
     let deltas = c["deltas"].as_array().unwrap();
-    // Every gated metric of every shared point (tok/s/GPU and three views).
-    assert_eq!(deltas.len(), 4 * drawable(&f.new, CONFIG));
+    // Every gated metric of every shared point (tok/s/GPU, three views, and J per output token:
+    // both runs are predicted, so each seed has its energy).
+    assert_eq!(deltas.len(), 5 * drawable(&f.new, CONFIG));
+    assert!(deltas.iter().any(|d| d["metric"] == "joules_per_output_token"), "{c}");
     for d in deltas {
         let worse = d["worse"].as_bool().unwrap();
         let beyond = d["beyond_noise"].as_bool().unwrap();

@@ -44,6 +44,12 @@ fn local_engine_serves_the_point_on_the_rows_hardware_and_labels_it_predicted() 
     let log = std::fs::read_to_string(pd.join("server.log")).unwrap();
     assert!(log.contains("sweep engine: serving"), "{log}");
     assert!(!export_text(&pd).is_empty());
+    // A launched server is on this host, so the monitor runs where a tool exists; either way
+    // the point's power is labelled measured and says why it is what it is (no tool here, or
+    // that the reference engine runs on none of this host's GPUs).
+    let agg: Value = serde_json::from_slice(&std::fs::read(pd.join("agg.json")).unwrap()).unwrap();
+    assert_eq!(agg["power_source"], "measured", "{agg}");
+    assert!(agg["power_monitor"]["note"].as_str().is_some_and(|n| !n.is_empty()), "{}", agg["power_monitor"]);
 }
 
 fn have_sglang_router() -> bool {
