@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod dialect;
+pub mod energy;
 pub mod fixed;
 pub mod gpu_monitor;
 pub mod http;

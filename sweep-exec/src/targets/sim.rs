@@ -182,40 +182,7 @@ pub struct SimRun {
     /// The engine's state every [`SAMPLE_NS`] of virtual time.
     pub gauges: Gauges,
     /// One GPU's energy counter (`Engine::gpu_energy_j`) when profiling started and ended.
-    pub energy_marks: EnergyMarks,
-}
-
-/// One GPU's cumulative energy, joules, at the profiling window's edges (none without a power
-/// model): the engine prices a step when it starts, so a mark is exact to within one step.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct EnergyMarks {
-    pub start: Option<f64>,
-    pub end: Option<f64>,
-}
-
-impl EnergyMarks {
-    /// Records the mark of a profiling action before the ledger takes it.
-    fn see(&mut self, engine: &Engine, action: &Action) {
-        match action {
-            Action::ProfilingStarted { at, .. } => self.start = engine.gpu_energy_j(Time(*at)),
-            Action::ProfilingEnded { at } => self.end = engine.gpu_energy_j(Time(*at)),
-            _ => {}
-        }
-    }
-
-    /// One GPU's energy over the window `(start, end)` of a run that stopped at `now`: a window
-    /// still open at the end runs to its deadline at idle power.
-    pub fn window_j(&self, engine: &Engine, window: (u64, u64), now: u64) -> Option<f64> {
-        let start = self.start?;
-        let end = match self.end {
-            Some(e) => e,
-            None => {
-                let idle = engine.gpu().power.as_ref()?.idle_w;
-                engine.gpu_energy_j(Time(now))? + idle * window.1.saturating_sub(now) as f64 / 1e9
-            }
-        };
-        Some(end - start)
-    }
+    pub energy_marks: super::energy::EnergyMarks,
 }
 
 /// How often the engine's state is sampled: 360 samples over an hour-long point.
@@ -296,7 +263,7 @@ pub fn simulate(engine: &mut Engine, wl: &mut dyn Machine, cancel: &AtomicBool, 
         interrupted: false,
         events: 0,
         gauges: Gauges::default(),
-        energy_marks: EnergyMarks::default(),
+        energy_marks: super::energy::EnergyMarks::default(),
     };
     loop {
         actions.clear();
@@ -588,22 +555,13 @@ pub fn run_point(
     sim_outcome(run, engine, ctx)
 }
 
-/// The engine's predicted energy over the profiling window, every GPU of the point, with the
-/// power model it came from.
-fn predicted_power(run: &SimRun, engine: &Engine, gpus: u32) -> Option<crate::power::PointPower> {
-    let per_gpu = run.energy_marks.window_j(engine, run.profiling?, run.end_ns)?;
-    let mut model = serde_json::to_value(engine.gpu().power.as_ref()?).ok()?;
-    model["hardware_profile"] = json!(engine.gpu().name);
-    Some(crate::power::PointPower::Predicted { total_gpu_energy_j: per_gpu * f64::from(gpus.max(1)), model })
-}
-
 /// Turns a finished simulation into a point outcome (status, records, context).
 pub fn sim_outcome(run: SimRun, engine: &Engine, mut ctx: PointContext) -> PointOutcome {
     ctx.profile_duration_s = run.profiling.map(|(a, d)| (d - a) as f64 / 1e9).unwrap_or(0.0);
     ctx.profile_start_ns = run.profiling.map(|p| p.0);
     ctx.server_metrics = Some(server_metrics_json(engine, run.end_ns));
     ctx.timeseries = Some(run.gauges.json());
-    ctx.power = predicted_power(&run, engine, ctx.num_gpus);
+    ctx.power = super::energy::predicted_power(&run, engine, ctx.num_gpus);
     let status =
         super::point_status(run.interrupted, run.outcome.as_ref(), &mut ctx, "the workload stopped before finishing (nothing left to run)");
     PointOutcome { status, records: run.records, ctx }
