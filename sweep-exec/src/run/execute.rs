@@ -295,10 +295,7 @@ impl<'a> Execution<'a> {
             let Some(o) = self.runner.replicate(job, seed) else { break };
             if o.status == Status::Done {
                 let (y, x) = Samples::from_records(&o.records, job.point.gpus).estimate();
-                // The energy of a replicate is its aggregate's (the same window and integration).
-                let j = o.ctx.power.is_some().then(|| metrics::aggregate(&o.records, &o.ctx).ok()).flatten();
-                let j = j.and_then(|(_, s)| s.power).map(|p| p.joules_per_output_token);
-                out.push(noise::sample(seed, y, &x, j));
+                out.push(noise::sample(seed, y, &x, joules_per_output_token(&o)));
             }
         }
         out
@@ -449,6 +446,26 @@ impl<'a> Execution<'a> {
         };
         s.save(&opts.out).map_err(RunError::io(&opts.out))?;
         Ok(s)
+    }
+}
+
+/// A replicate's GPU energy per output token, as its aggregate would give it: a prediction's
+/// energy over its successful profiling requests' output tokens directly (a full aggregate per
+/// replicate would double the main job's time), telemetry through the aggregate's integration.
+fn joules_per_output_token(o: &Outcome) -> Option<f64> {
+    match o.ctx.power.as_ref()? {
+        crate::power::PointPower::Predicted { total_gpu_energy_j, .. } => {
+            let out: u64 = o
+                .records
+                .iter()
+                .filter(|r| r.phase == crate::records::RecordPhase::Profiling && r.ok())
+                .filter_map(|r| r.output_tokens)
+                .sum();
+            (out > 0).then(|| total_gpu_energy_j / out as f64)
+        }
+        crate::power::PointPower::Measured { .. } => {
+            metrics::aggregate(&o.records, &o.ctx).ok()?.1.power.map(|p| p.joules_per_output_token)
+        }
     }
 }
 
