@@ -118,9 +118,12 @@ struct Columns {
 
 impl Columns {
     fn of(plan: &Plan, show_commands: bool) -> Columns {
-        let id = plan.points().map(|p| p.id.len()).max().unwrap_or(10).max(5);
-        let arm = plan.points().map(|p| p.arm.len()).max().unwrap_or(3).max(3);
-        let seq = plan.points().filter_map(|p| p.seq_len()).map(|(i, o)| SeqLen::new(i, o).label().len()).max().map(|w| w.max(3));
+        // Capped: a column is padded to its widest cell up to a screen's width (format widths
+        // over 65,535 panic, and a recipe may name a point that long).
+        const MAX: usize = 160;
+        let id = plan.points().map(|p| p.id.len()).max().unwrap_or(10).clamp(5, MAX);
+        let arm = plan.points().map(|p| p.arm.len()).max().unwrap_or(3).clamp(3, MAX);
+        let seq = plan.points().filter_map(|p| p.seq_len()).map(|(i, o)| SeqLen::new(i, o).label().len()).max().map(|w| w.clamp(3, MAX));
         Columns { id, arm, seq, show_commands }
     }
 
