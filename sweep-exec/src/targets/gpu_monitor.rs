@@ -110,7 +110,7 @@ impl Monitor {
     pub fn finish(self, simulated: bool, time_scale: f64) -> Option<PointPower> {
         let mut power = match self {
             Monitor::Off => None,
-            Monitor::NotSampled(note) => Some(PointPower::Measured { monitor: None, note: Some(note), csv: None, utc_offset_s: 0 }),
+            Monitor::NotSampled(note) => Some(PointPower::Measured { monitor: None, note: Some(note), csv: None }),
             Monitor::Running(m) => Some(m.stop()),
         };
         if let Some(PointPower::Measured { note, csv, .. }) = &mut power {
@@ -204,7 +204,7 @@ impl GpuMonitor {
         {
             note = Some(format!("{}: {e}", self.path.display()));
         }
-        PointPower::Measured { monitor: Some(std::mem::take(&mut self.command)), note, csv, utc_offset_s: 0 }
+        PointPower::Measured { monitor: Some(std::mem::take(&mut self.command)), note, csv }
     }
 
     fn append_one_shot(&self) -> Result<(), String> {

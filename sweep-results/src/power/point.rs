@@ -20,13 +20,10 @@ pub enum PointPower {
         /// Why no telemetry was sampled (no tool on this host, the server elsewhere).
         #[serde(default)]
         note: Option<String>,
-        /// The telemetry text; `None` when the monitor wrote no file.
+        /// The telemetry text, its zone-less timestamps in UTC (the monitor runs under
+        /// `TZ=UTC0`); `None` when the monitor wrote no file.
         #[serde(skip)]
         csv: Option<String>,
-        /// Seconds east of UTC of the telemetry's zone-less timestamps (0: the monitor ran
-        /// under `TZ=UTC0`).
-        #[serde(default)]
-        utc_offset_s: i32,
     },
     /// The reference engine's power model over the profiling window.
     Predicted {
@@ -76,8 +73,8 @@ pub fn point_power(power: &PointPower, window: &Value, gpus: u32) -> PointPowerR
     let text = window.to_string();
     let mut keys = Map::new();
     match power {
-        PointPower::Measured { monitor, note, csv, utc_offset_s } => {
-            let r = evaluate(&text, csv.as_deref(), LocalOffset(*utc_offset_s), Some(i64::from(gpus)));
+        PointPower::Measured { monitor, note, csv } => {
+            let r = evaluate(&text, csv.as_deref(), LocalOffset(0), Some(i64::from(gpus)));
             merge(&mut keys, &r.summary);
             keys.insert("power_source".into(), json!("measured"));
             keys.insert("power_monitor".into(), json!({"command": monitor, "note": note}));
@@ -90,20 +87,10 @@ pub fn point_power(power: &PointPower, window: &Value, gpus: u32) -> PointPowerR
         PointPower::Predicted { total_gpu_energy_j, model } => {
             let (bench, reasons) = load_benchmark_data(&text);
             let metrics = bench.filter(|_| reasons.is_empty()).and_then(|b| {
-                let secs = b.integration_duration_s();
-                let total_w = total_gpu_energy_j / secs;
-                let per = |n: u64| (n > 0).then(|| total_gpu_energy_j / n as f64);
-                Some(PowerMetrics {
-                    avg_power_w: total_w / f64::from(gpus.max(1)),
-                    avg_total_gpu_power_w: total_w,
-                    total_gpu_energy_j: *total_gpu_energy_j,
-                    joules_per_successful_query: per(b.completed)?,
-                    joules_per_input_token: per(b.total_input_tokens)?,
-                    joules_per_output_token: per(b.total_output_tokens)?,
-                    joules_per_total_token: per(b.total_input_tokens + b.total_output_tokens)?,
-                })
+                let total_w = total_gpu_energy_j / b.integration_duration_s();
+                PowerMetrics::of_energy(*total_gpu_energy_j, total_w / f64::from(gpus.max(1)), total_w, &b)
             });
-            let metrics = metrics.filter(|m| m.entries().iter().all(|(_, v)| v.is_finite()));
+            let metrics = metrics.filter(PowerMetrics::is_finite);
             merge(&mut keys, &summary_of(metrics));
             keys.insert("power_source".into(), json!("predicted"));
             keys.insert("power_model".into(), model.clone());

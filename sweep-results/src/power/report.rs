@@ -114,17 +114,29 @@ impl PowerMetrics {
 
 /// The metrics of a valid integration; `None` if it lacks a total or a count is zero.
 pub fn derived_metrics(integration: &PowerIntegration, bench: &BenchmarkData) -> Option<PowerMetrics> {
-    let energy = integration.total_gpu_energy_j?;
-    let per = |n: u64| (n > 0).then(|| energy / n as f64);
-    Some(PowerMetrics {
-        avg_power_w: integration.avg_power_w?,
-        avg_total_gpu_power_w: integration.avg_total_gpu_power_w?,
-        total_gpu_energy_j: energy,
-        joules_per_successful_query: per(bench.completed)?,
-        joules_per_input_token: per(bench.total_input_tokens)?,
-        joules_per_output_token: per(bench.total_output_tokens)?,
-        joules_per_total_token: per(bench.total_input_tokens + bench.total_output_tokens)?,
-    })
+    PowerMetrics::of_energy(integration.total_gpu_energy_j?, integration.avg_power_w?, integration.avg_total_gpu_power_w?, bench)
+}
+
+impl PowerMetrics {
+    /// The whole deployment's energy over the benchmark with its mean powers, per query and per
+    /// token; `None` when a count is zero.
+    pub fn of_energy(energy: f64, avg_power_w: f64, avg_total_gpu_power_w: f64, bench: &BenchmarkData) -> Option<PowerMetrics> {
+        let per = |n: u64| (n > 0).then(|| energy / n as f64);
+        Some(PowerMetrics {
+            avg_power_w,
+            avg_total_gpu_power_w,
+            total_gpu_energy_j: energy,
+            joules_per_successful_query: per(bench.completed)?,
+            joules_per_input_token: per(bench.total_input_tokens)?,
+            joules_per_output_token: per(bench.total_output_tokens)?,
+            joules_per_total_token: per(bench.total_input_tokens + bench.total_output_tokens)?,
+        })
+    }
+
+    /// Every figure finite: the reference refuses to write one that is not.
+    pub fn is_finite(&self) -> bool {
+        self.entries().iter().all(|(_, v)| v.is_finite())
+    }
 }
 
 /// Python's `round(x, digits)`: the nearest decimal of that many places, ties to even on the
@@ -215,7 +227,7 @@ pub fn evaluate(bench_json: &str, csv: Option<&str>, local: LocalOffset, expecte
         Some(b) if reasons.is_empty() => derived_metrics(&integration, b),
         _ => None,
     };
-    if reasons.is_empty() && !metrics.is_some_and(|m| m.entries().iter().all(|(_, v)| v.is_finite())) {
+    if reasons.is_empty() && !metrics.is_some_and(|m| m.is_finite()) {
         push_reason(&mut reasons, Reason::AggregateResultUnwritable);
         metrics = None;
     }
